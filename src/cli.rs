@@ -1,0 +1,123 @@
+//! The command line: `compactd plan` and `compactd context` over local session files.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::compaction::{CompactionSettings, PlanOutcome, build_session_context};
+use crate::session::{ParseOptions, Session};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "compactd",
+    version,
+    about = "Context compaction for LLM coding agents"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan a compaction of a session file exactly as pi would and print the plan as JSON.
+    Plan(PlanArgs),
+    /// Print the LLM-facing message list rebuilt from a session file as JSON.
+    Context(ContextArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// Session file (JSONL); `-` reads standard input.
+    pub file: PathBuf,
+    /// Plan from this entry instead of the last one.
+    #[arg(long)]
+    pub leaf: Option<String>,
+    /// Skip malformed lines (as pi does) instead of rejecting the file.
+    #[arg(long)]
+    pub lenient: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Tokens of recent conversation to keep verbatim.
+    #[arg(long, default_value_t = CompactionSettings::default().keep_recent_tokens)]
+    pub keep_recent_tokens: u64,
+    /// Tokens reserved for the model's answer.
+    #[arg(long, default_value_t = CompactionSettings::default().reserve_tokens,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub reserve_tokens: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// A failure the command reports on stderr with exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(String);
+
+/// Runs a parsed command, writing its JSON to `out`.
+pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
+    match cli.command {
+        Command::Plan(args) => {
+            let session = load(&args.session)?;
+            let path = session
+                .active_path(args.session.leaf.as_deref())
+                .map_err(|e| CliError(e.to_string()))?;
+            let settings = CompactionSettings {
+                enabled: true,
+                reserve_tokens: args.reserve_tokens,
+                keep_recent_tokens: args.keep_recent_tokens,
+            };
+            write_json(out, &PlanOutcome::for_path(&path, &settings))
+        }
+        Command::Context(args) => {
+            let session = load(&args.session)?;
+            let path = session
+                .active_path(args.session.leaf.as_deref())
+                .map_err(|e| CliError(e.to_string()))?;
+            write_json(out, &build_session_context(&path).llm_json())
+        }
+    }
+}
+
+fn load(args: &SessionArgs) -> Result<Session, CliError> {
+    let bytes = read_input(&args.file)?;
+    let options = ParseOptions {
+        lenient: args.lenient,
+    };
+    let session = Session::parse(&bytes, options)
+        .map_err(|e| CliError(format!("{}: {e}", args.file.display())))?;
+    if !session.skipped.is_empty() || !session.repairs.is_empty() {
+        eprintln!(
+            "{}: skipped {} malformed line(s), repaired {} link(s)",
+            args.file.display(),
+            session.skipped.len(),
+            session.repairs.len()
+        );
+    }
+    Ok(session)
+}
+
+fn read_input(file: &Path) -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    let result = if file == Path::new("-") {
+        std::io::stdin().read_to_end(&mut bytes).map(|_| bytes)
+    } else {
+        std::fs::read(file)
+    };
+    result.map_err(|e| CliError(format!("cannot read {}: {e}", file.display())))
+}
+
+fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(), CliError> {
+    serde_json::to_writer(&mut *out, value)
+        .map_err(|e| CliError(format!("cannot write output: {e}")))?;
+    writeln!(out).map_err(|e| CliError(format!("cannot write output: {e}")))
+}

@@ -1,0 +1,127 @@
+//! The cut-point plan as `compactd plan` and the plan endpoints report it: the preparation with
+//! its conversations serialized and the token estimate of every message entry on the path.
+
+use serde::{Serialize, Serializer};
+
+use super::prepare::{NothingToCompact, Preparation, prepare_compaction};
+use super::serialize::serialize_conversation;
+use super::tokens::{CompactionSettings, estimate_tokens};
+use crate::js_json;
+use crate::session::Entry;
+
+/// `{"plan": {...}}` or `{"plan": null, "reason": "..."}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanOutcome {
+    pub plan: Option<Plan>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Machine-readable form of `reason`.
+    #[serde(skip)]
+    pub nothing: Option<NothingReason>,
+}
+
+/// Why a plan is null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NothingReason {
+    EmptySession,
+    AlreadyCompacted,
+    NoFirstKeptEntry,
+    /// Everything since the boundary fits in `keepRecentTokens`.
+    NothingToSummarize,
+}
+
+/// A compaction plan. Path indices count entries from the root (0), without the header.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub first_kept_entry_id: String,
+    pub first_kept_path_index: usize,
+    pub is_split_turn: bool,
+    pub turn_start_path_index: Option<usize>,
+    #[serde(serialize_with = "js_number")]
+    pub tokens_before: f64,
+    pub previous_summary: Option<String>,
+    pub messages_to_summarize: usize,
+    pub turn_prefix_messages: usize,
+    pub read_files: Vec<String>,
+    pub modified_files: Vec<String>,
+    /// The summarized messages serialized for the summarizer (spec §6.1).
+    pub conversation: String,
+    /// The split turn's prefix serialized ("" when the turn is not split).
+    pub turn_prefix_conversation: String,
+    /// Estimate of every `message` entry on the path, by id, in path order.
+    #[serde(serialize_with = "ordered_map")]
+    pub entry_tokens: Vec<(String, u64)>,
+}
+
+impl PlanOutcome {
+    /// Plans a compaction of `path` (root first).
+    pub fn for_path(path: &[&Entry], settings: &CompactionSettings) -> PlanOutcome {
+        match prepare_compaction(path, settings) {
+            Err(nothing) => {
+                let reason = match nothing {
+                    NothingToCompact::EmptySession => NothingReason::EmptySession,
+                    NothingToCompact::AlreadyCompacted => NothingReason::AlreadyCompacted,
+                    NothingToCompact::NoFirstKeptEntry => NothingReason::NoFirstKeptEntry,
+                };
+                PlanOutcome::nothing(reason, nothing.to_string())
+            }
+            Ok(prep) if prep.is_empty() => PlanOutcome::nothing(
+                NothingReason::NothingToSummarize,
+                "nothing to summarize: everything since the last compaction fits in keepRecentTokens"
+                    .to_owned(),
+            ),
+            Ok(prep) => PlanOutcome {
+                plan: Some(Plan::new(path, &prep)),
+                reason: None,
+                nothing: None,
+            },
+        }
+    }
+
+    fn nothing(nothing: NothingReason, reason: String) -> PlanOutcome {
+        PlanOutcome {
+            plan: None,
+            reason: Some(reason),
+            nothing: Some(nothing),
+        }
+    }
+}
+
+impl Plan {
+    pub fn new(path: &[&Entry], prep: &Preparation<'_>) -> Plan {
+        let lists = prep.file_ops.lists();
+        Plan {
+            first_kept_entry_id: prep.first_kept_entry_id.to_owned(),
+            first_kept_path_index: prep.cut.first_kept_entry_index,
+            is_split_turn: prep.cut.is_split_turn,
+            turn_start_path_index: prep.cut.turn_start_index.filter(|_| prep.cut.is_split_turn),
+            tokens_before: prep.tokens_before,
+            previous_summary: prep.previous_summary.map(str::to_owned),
+            messages_to_summarize: prep.messages_to_summarize.len(),
+            turn_prefix_messages: prep.turn_prefix_messages.len(),
+            read_files: lists.read_files,
+            modified_files: lists.modified_files,
+            conversation: serialize_conversation(prep.messages_to_summarize.iter().copied()),
+            turn_prefix_conversation: serialize_conversation(
+                prep.turn_prefix_messages.iter().copied(),
+            ),
+            entry_tokens: path
+                .iter()
+                .filter_map(|e| {
+                    e.stored_message()
+                        .map(|m| (e.id.clone(), estimate_tokens(m)))
+                })
+                .collect(),
+        }
+    }
+}
+
+fn js_number<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    js_json::serialize_f64(*value, serializer)
+}
+
+fn ordered_map<S: Serializer>(pairs: &[(String, u64)], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+}

@@ -1,0 +1,394 @@
+//! The conversation as the summarizer reads it (spec §6.1), and the LLM-facing form of messages
+//! (`convertToLlm`, spec §2.4 and §8.5).
+//!
+//! Byte-identical to the reference, with one documented exception: the sentences that introduce a
+//! compaction or branch summary turned into a user message are compactd's own wording, in the
+//! shape the spec describes (the compaction suffix has a newline before `</summary>`, the branch
+//! suffix has none).
+
+use serde_json::{Value, json};
+
+use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
+use crate::session::{BashExecution, Block, Content, Message, joined_text_blocks};
+
+/// Introduces a compaction summary in the context.
+pub const COMPACTION_SUMMARY_PREFIX: &str =
+    "Earlier turns of this conversation were condensed into the summary below.\n\n<summary>\n";
+pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
+/// Introduces a branch summary in the context.
+pub const BRANCH_SUMMARY_PREFIX: &str = "Below is a summary of a conversation branch that was explored before returning to this point.\n\n<summary>\n";
+pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
+
+/// Tool results longer than this (in UTF-16 units) are cut for the summarizer.
+pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
+
+/// A message after `convertToLlm`: the user text of a converted message, or the message itself.
+pub enum LlmMessage<'a> {
+    /// user, assistant and toolResult messages pass through unchanged.
+    Native(&'a Message),
+    /// A bash execution, custom message or summary, now a user message with this content.
+    User {
+        content: UserContent<'a>,
+        timestamp: Option<f64>,
+    },
+}
+
+/// The content of a user message made by the conversion.
+pub enum UserContent<'a> {
+    /// One text block.
+    Text(String),
+    /// A custom message's own blocks (images included).
+    Blocks(&'a [Block]),
+}
+
+/// `convertToLlm` for one message; `None` for messages the LLM never sees (bash executions marked
+/// `excludeFromContext`, roles this version does not know).
+pub fn to_llm(message: &Message) -> Option<LlmMessage<'_>> {
+    Some(match message {
+        Message::User { .. } | Message::Assistant { .. } | Message::ToolResult { .. } => {
+            LlmMessage::Native(message)
+        }
+        Message::BashExecution(bash) if bash.exclude_from_context => return None,
+        Message::BashExecution(bash) => LlmMessage::User {
+            content: UserContent::Text(bash_execution_text(bash)),
+            timestamp: bash.timestamp,
+        },
+        Message::Custom { content, timestamp } => LlmMessage::User {
+            content: match content {
+                Content::Text(text) => UserContent::Text(text.clone()),
+                Content::Blocks(blocks) => UserContent::Blocks(blocks),
+            },
+            timestamp: *timestamp,
+        },
+        Message::BranchSummary { summary, timestamp } => LlmMessage::User {
+            content: UserContent::Text(format!(
+                "{BRANCH_SUMMARY_PREFIX}{summary}{BRANCH_SUMMARY_SUFFIX}"
+            )),
+            timestamp: *timestamp,
+        },
+        Message::CompactionSummary {
+            summary, timestamp, ..
+        } => LlmMessage::User {
+            content: UserContent::Text(format!(
+                "{COMPACTION_SUMMARY_PREFIX}{summary}{COMPACTION_SUMMARY_SUFFIX}"
+            )),
+            timestamp: *timestamp,
+        },
+        Message::Unknown { .. } => return None,
+    })
+}
+
+/// The user-message text of a bash execution (`bashExecutionToText`).
+pub fn bash_execution_text(bash: &BashExecution) -> String {
+    let mut text = format!("Ran `{}`\n", bash.command);
+    if bash.output.is_empty() {
+        text.push_str("(no output)");
+    } else {
+        text.push_str("```\n");
+        text.push_str(&bash.output);
+        text.push_str("\n```");
+    }
+    if bash.cancelled {
+        text.push_str("\n\n(command cancelled)");
+    } else if let Some(code) = bash.exit_code.filter(|&c| c != 0.0) {
+        text.push_str("\n\nCommand exited with code ");
+        text.push_str(&js_json::f64_to_js_string(code));
+    }
+    if bash.truncated {
+        if let Some(path) = &bash.full_output_path {
+            text.push_str("\n\n[Output truncated. Full output: ");
+            text.push_str(path);
+            text.push(']');
+        }
+    }
+    text
+}
+
+/// `serializeConversation(convertToLlm(messages))`: the text inside `<conversation>` tags.
+pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String {
+    let mut out = String::new();
+    for message in messages {
+        let Some(llm) = to_llm(message) else { continue };
+        write_part(&mut out, &llm);
+    }
+    out
+}
+
+/// Starts a new part: parts are joined with a blank line.
+fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(marker);
+    out
+}
+
+fn write_part(out: &mut String, message: &LlmMessage<'_>) {
+    match message {
+        LlmMessage::User { content, .. } => {
+            let text = match content {
+                UserContent::Text(text) => text.as_str().into(),
+                UserContent::Blocks(blocks) => joined_text_blocks(blocks),
+            };
+            if !text.is_empty() {
+                begin_part(out, "[User]: ").push_str(&text);
+            }
+        }
+        LlmMessage::Native(Message::User { content }) => {
+            let text = content.joined_text();
+            if !text.is_empty() {
+                begin_part(out, "[User]: ").push_str(&text);
+            }
+        }
+        LlmMessage::Native(Message::Assistant { content, .. }) => write_assistant(out, content),
+        LlmMessage::Native(Message::ToolResult { content }) => {
+            let text = content.joined_text();
+            if !text.is_empty() {
+                let part = begin_part(out, "[Tool result]: ");
+                let length = utf16_len(&text);
+                if length <= TOOL_RESULT_MAX_CHARS {
+                    part.push_str(&text);
+                } else {
+                    part.push_str(&text[..utf16_prefix_byte_len(&text, TOOL_RESULT_MAX_CHARS)]);
+                    part.push_str("\n\n[... ");
+                    part.push_str(&(length - TOOL_RESULT_MAX_CHARS).to_string());
+                    part.push_str(" more characters truncated]");
+                }
+            }
+        }
+        LlmMessage::Native(_) => {}
+    }
+}
+
+/// Thinking, then text, then tool calls, each part only when there is something of its kind.
+fn write_assistant(out: &mut String, content: &[Block]) {
+    let mut wrote_marker = false;
+    for block in content {
+        if let Block::Thinking(thinking) = block {
+            if wrote_marker {
+                out.push('\n');
+            } else {
+                begin_part(out, "[Assistant thinking]: ");
+                wrote_marker = true;
+            }
+            out.push_str(thinking);
+        }
+    }
+    // A text block makes the part even when it is empty (`[Assistant]: `).
+    let mut wrote_marker = false;
+    for block in content {
+        if let Block::Text(text) = block {
+            if wrote_marker {
+                out.push('\n');
+            } else {
+                begin_part(out, "[Assistant]: ");
+                wrote_marker = true;
+            }
+            out.push_str(text);
+        }
+    }
+    let mut wrote_marker = false;
+    for block in content {
+        if let Block::ToolCall { name, arguments } = block {
+            if wrote_marker {
+                out.push_str("; ");
+            } else {
+                begin_part(out, "[Assistant tool calls]: ");
+                wrote_marker = true;
+            }
+            out.push_str(name);
+            out.push('(');
+            write_arguments(out, arguments.as_ref());
+            out.push(')');
+        }
+    }
+}
+
+/// `Object.entries(args).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ")`.
+fn write_arguments(out: &mut String, arguments: Option<&Value>) {
+    let entries: Vec<(String, &Value)> = match arguments {
+        Some(Value::Object(map)) => js_json::js_key_order(map)
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v))
+            .collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        // Object.entries of other values has nothing a tool call would carry.
+        _ => Vec::new(),
+    };
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&key);
+        out.push('=');
+        js_json::write_value(out, value);
+    }
+}
+
+/// The LLM-facing JSON of a converted message, for `compactd context` and the context endpoint.
+/// `native` supplies the stored JSON of a message that passes through unchanged.
+pub fn llm_message_json(message: &LlmMessage<'_>, native: impl FnOnce() -> Value) -> Value {
+    match message {
+        LlmMessage::Native(_) => native(),
+        LlmMessage::User { content, timestamp } => {
+            let content = match content {
+                UserContent::Text(text) => json!([{ "type": "text", "text": text }]),
+                UserContent::Blocks(blocks) => {
+                    Value::Array(blocks.iter().map(block_json).collect())
+                }
+            };
+            let mut object = json!({ "role": "user", "content": content });
+            if let Some(ts) = timestamp {
+                object["timestamp"] = json!(ts);
+            }
+            object
+        }
+    }
+}
+
+fn block_json(block: &Block) -> Value {
+    match block {
+        Block::Text(text) => json!({ "type": "text", "text": text }),
+        Block::Thinking(thinking) => json!({ "type": "thinking", "thinking": thinking }),
+        Block::ToolCall { name, arguments } => {
+            json!({ "type": "toolCall", "name": name, "arguments": arguments })
+        }
+        Block::Image => json!({ "type": "image" }),
+        Block::Other => json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(json: &str) -> Message {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn long_tool_results_are_cut_with_the_reference_marker() {
+        // Reference tests 22 and 23.
+        let long = msg(&format!(
+            r#"{{"role":"toolResult","content":[{{"type":"text","text":"{}"}}]}}"#,
+            "x".repeat(5000)
+        ));
+        assert_eq!(
+            serialize_conversation([&long]),
+            format!(
+                "[Tool result]: {}\n\n[... 3000 more characters truncated]",
+                "x".repeat(2000)
+            )
+        );
+        let short = msg(&format!(
+            r#"{{"role":"toolResult","content":[{{"type":"text","text":"{}"}}]}}"#,
+            "y".repeat(1500)
+        ));
+        assert_eq!(
+            serialize_conversation([&short]),
+            format!("[Tool result]: {}", "y".repeat(1500))
+        );
+        let exact = msg(&format!(
+            r#"{{"role":"toolResult","content":"{}"}}"#,
+            "z".repeat(2000)
+        ));
+        assert_eq!(
+            serialize_conversation([&exact]),
+            format!("[Tool result]: {}", "z".repeat(2000))
+        );
+    }
+
+    #[test]
+    fn a_surrogate_pair_cut_in_half_is_dropped_and_the_count_stays_length_minus_2000() {
+        // 1999 ASCII units, then an emoji (units 2000 and 2001), then 9 more: length 2010.
+        let text = format!("{}😀{}", "a".repeat(1999), "b".repeat(9));
+        let m = msg(&format!(r#"{{"role":"toolResult","content":"{text}"}}"#));
+        assert_eq!(
+            serialize_conversation([&m]),
+            format!(
+                "[Tool result]: {}\n\n[... 10 more characters truncated]",
+                "a".repeat(1999)
+            )
+        );
+    }
+
+    #[test]
+    fn user_and_assistant_text_is_never_truncated() {
+        // Reference test 24.
+        let long = "w".repeat(5000);
+        let u = msg(&format!(r#"{{"role":"user","content":"{long}"}}"#));
+        let a = msg(&format!(
+            r#"{{"role":"assistant","content":[{{"type":"text","text":"{long}"}}]}}"#
+        ));
+        assert_eq!(
+            serialize_conversation([&u, &a]),
+            format!("[User]: {long}\n\n[Assistant]: {long}")
+        );
+    }
+
+    #[test]
+    fn assistant_parts_come_in_fixed_order() {
+        let a = msg(r#"{"role":"assistant","content":[
+              {"type":"toolCall","name":"read","arguments":{"path":"src/a.ts","limit":10.0}},
+              {"type":"text","text":"one"},
+              {"type":"thinking","thinking":"t1"},
+              {"type":"text","text":""},
+              {"type":"thinking","thinking":"t2"},
+              {"type":"toolCall","name":"bash","arguments":{"command":"ls -la","timeout":30,"1":"x"}}
+            ]}"#);
+        assert_eq!(
+            serialize_conversation([&a]),
+            "[Assistant thinking]: t1\nt2\n\n[Assistant]: one\n\n\
+             [Assistant tool calls]: read(path=\"src/a.ts\", limit=10); bash(1=\"x\", command=\"ls -la\", timeout=30)"
+        );
+        let empty_text = msg(r#"{"role":"assistant","content":[{"type":"text","text":""}]}"#);
+        assert_eq!(serialize_conversation([&empty_text]), "[Assistant]: ");
+        let nothing = msg(r#"{"role":"assistant","content":[]}"#);
+        assert_eq!(serialize_conversation([&nothing]), "");
+    }
+
+    #[test]
+    fn bash_custom_and_summaries_become_user_parts() {
+        let bash = msg(
+            r#"{"role":"bashExecution","command":"make","output":"boom","exitCode":2,"cancelled":false,"truncated":true,"fullOutputPath":"/tmp/out"}"#,
+        );
+        let quiet = msg(
+            r#"{"role":"bashExecution","command":"true","output":"","exitCode":0,"cancelled":true,"truncated":false}"#,
+        );
+        let hidden = msg(
+            r#"{"role":"bashExecution","command":"secret","output":"x","excludeFromContext":true}"#,
+        );
+        let custom = msg(
+            r#"{"role":"custom","customType":"note","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"display":true}"#,
+        );
+        let branch = msg(r#"{"role":"branchSummary","summary":"S","fromId":"x"}"#);
+        let unknown = msg(r#"{"role":"fileMention","files":[]}"#);
+        assert_eq!(
+            serialize_conversation([&bash, &quiet, &hidden, &custom, &branch, &unknown]),
+            format!(
+                "[User]: Ran `make`\n```\nboom\n```\n\nCommand exited with code 2\n\n[Output truncated. Full output: /tmp/out]\n\n\
+                 [User]: Ran `true`\n(no output)\n\n(command cancelled)\n\n\
+                 [User]: ab\n\n\
+                 [User]: {BRANCH_SUMMARY_PREFIX}S{BRANCH_SUMMARY_SUFFIX}"
+            )
+        );
+    }
+
+    #[test]
+    fn summary_wrappers_have_the_shape_the_spec_describes() {
+        assert!(COMPACTION_SUMMARY_PREFIX.ends_with("\n\n<summary>\n"));
+        assert_eq!(COMPACTION_SUMMARY_SUFFIX, "\n</summary>");
+        assert!(BRANCH_SUMMARY_PREFIX.ends_with("\n\n<summary>\n"));
+        assert_eq!(BRANCH_SUMMARY_SUFFIX, "</summary>");
+        // One sentence before the blank line.
+        for prefix in [COMPACTION_SUMMARY_PREFIX, BRANCH_SUMMARY_PREFIX] {
+            let sentence = prefix.split("\n\n").next().unwrap();
+            assert_eq!(sentence.matches(". ").count(), 0, "{sentence}");
+            assert!(sentence.ends_with('.'));
+        }
+    }
+}

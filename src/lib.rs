@@ -1,0 +1,14 @@
+//! compactd: context compaction for LLM coding agents.
+//!
+//! # Layout
+//! * [`session`]: the pi session model — reading JSONL files of every version, migration, the
+//!   entry tree and the active path.
+//! * [`compaction`]: the pure compaction core — token estimates, the cut-point planner, file
+//!   tracking, serialization for the summarizer, context rebuild.
+//! * [`js_json`]: JSON and string lengths as JavaScript sees them, for exact parity with pi.
+//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`].
+
+pub mod cli;
+pub mod compaction;
+pub mod js_json;
+pub mod session;

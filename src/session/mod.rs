@@ -1,0 +1,142 @@
+//! The pi session model: reading JSONL session files of every version, the entry tree, the active
+//! path, and writing the session back (spec §1, §2).
+//!
+//! Pure and synchronous: no I/O beyond the bytes handed in.
+
+mod entry;
+mod message;
+mod migrate;
+mod parse;
+pub mod synth;
+pub mod time;
+mod tree;
+
+pub use entry::{Entry, EntryKind, Header};
+pub use message::{BashExecution, Block, Content, Message, Usage, joined_text_blocks};
+pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
+pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
+
+use std::collections::HashMap;
+
+/// A parsed, migrated and linked session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// oh-my-pi's fixed-width title slot line before the header, kept as file metadata.
+    pub title: Option<Box<str>>,
+    pub header: Header,
+    /// Entries in file (append) order.
+    pub entries: Vec<Entry>,
+    /// The version the file had before migration (1, 2 or 3).
+    pub source_version: u32,
+    /// Lines that lenient reading skipped.
+    pub skipped: Vec<LineIssue>,
+    /// Links that lenient reading repaired (dangling parents, duplicate ids, cycles).
+    pub repairs: Vec<LineIssue>,
+    /// id → index in `entries`; with duplicate ids the later line wins, as in pi.
+    ids: HashMap<String, usize>,
+    /// Resolved parent of each entry (`None` for roots and orphans).
+    parents: Vec<Option<usize>>,
+}
+
+impl Session {
+    /// Reads a session file. Strict by default: the first problem is an error naming its line.
+    pub fn parse(input: &[u8], options: ParseOptions) -> Result<Session, ParseError> {
+        let file = parse::read(input, options)?;
+        let mut repairs = Vec::new();
+        let (ids, parents) = tree::link(&file.entries, options.lenient, &mut repairs)?;
+        Ok(Session {
+            title: file.title,
+            header: file.header,
+            entries: file.entries,
+            source_version: file.source_version,
+            skipped: file.skipped,
+            repairs,
+            ids,
+            parents,
+        })
+    }
+
+    /// Index of the entry with this id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.ids.get(id).copied()
+    }
+
+    /// The entry with this id.
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.index_of(id).map(|i| &self.entries[i])
+    }
+
+    /// The ids in use, for making new ones that do not collide.
+    pub fn ids(&self) -> &HashMap<String, usize> {
+        &self.ids
+    }
+
+    /// Index of the parent entry of `index`.
+    pub fn parent_of(&self, index: usize) -> Option<usize> {
+        self.parents[index]
+    }
+
+    /// The leaf of a loaded file: the last entry in file order (spec §1.7).
+    pub fn leaf(&self) -> Option<usize> {
+        self.entries.len().checked_sub(1)
+    }
+
+    /// The leaf named by `leaf_id`, or the last entry when `None`. An id that names no entry is an
+    /// error here; pi silently falls back to the last entry, which hides a client's mistake.
+    pub fn resolve_leaf(&self, leaf_id: Option<&str>) -> Result<Option<usize>, UnknownEntry> {
+        match leaf_id {
+            None => Ok(self.leaf()),
+            Some(id) => self
+                .index_of(id)
+                .map(Some)
+                .ok_or_else(|| UnknownEntry(id.to_owned())),
+        }
+    }
+
+    /// Entry indices from the root to `leaf` (the active path), following `parentId`.
+    pub fn path_indices(&self, leaf: usize) -> Vec<usize> {
+        tree::path(&self.parents, leaf)
+    }
+
+    /// The entries from the root to `leaf`.
+    pub fn path(&self, leaf: usize) -> Vec<&Entry> {
+        self.path_indices(leaf)
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .collect()
+    }
+
+    /// The active path to the leaf named by `leaf_id` (the last entry by default); empty for a
+    /// session without entries.
+    pub fn active_path(&self, leaf_id: Option<&str>) -> Result<Vec<&Entry>, UnknownEntry> {
+        Ok(self
+            .resolve_leaf(leaf_id)?
+            .map(|leaf| self.path(leaf))
+            .unwrap_or_default())
+    }
+
+    /// The session as JSONL: title slot (if any), header and entries, one per line, each line
+    /// ending in `\n`. For v3 input every line comes back byte for byte.
+    pub fn to_jsonl(&self) -> String {
+        let size = self.title.as_ref().map_or(0, |t| t.len() + 1)
+            + self.header.raw.len()
+            + 1
+            + self.entries.iter().map(|e| e.raw.len() + 1).sum::<usize>();
+        let mut out = String::with_capacity(size);
+        for line in self
+            .title
+            .iter()
+            .chain(std::iter::once(&self.header.raw))
+            .chain(self.entries.iter().map(|e| &e.raw))
+        {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A leaf or target id that names no entry of the session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no entry with id {0:?} in this session")]
+pub struct UnknownEntry(pub String);

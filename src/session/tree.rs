@@ -1,0 +1,119 @@
+//! Linking entries into a tree through `parentId`, and walking the active path (spec §1.7).
+//!
+//! The reference loops forever on a `parentId` cycle and silently treats a dangling parent as a
+//! root; strict reading rejects both with the line at fault, lenient reading repairs them.
+
+use std::collections::HashMap;
+
+use super::entry::Entry;
+use super::parse::{LineIssue, ParseError, ParseErrorKind};
+
+type Linked = (HashMap<String, usize>, Vec<Option<usize>>);
+
+pub(super) fn link(
+    entries: &[Entry],
+    lenient: bool,
+    repairs: &mut Vec<LineIssue>,
+) -> Result<Linked, ParseError> {
+    let mut problem = |line: usize, kind: ParseErrorKind, message: String| {
+        if lenient {
+            repairs.push(LineIssue {
+                line,
+                kind,
+                message,
+            });
+            Ok(())
+        } else {
+            Err(ParseError::at(line, kind, message))
+        }
+    };
+
+    let mut ids: HashMap<String, usize> = HashMap::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        if let Some(first) = ids.insert(entry.id.clone(), index) {
+            problem(
+                entry.line,
+                ParseErrorKind::DuplicateId,
+                format!(
+                    "duplicate id {:?} (already used on line {})",
+                    entry.id, entries[first].line
+                ),
+            )?;
+        }
+    }
+
+    let mut parents = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let parent = match entry.parent_id.as_deref() {
+            None => None,
+            Some(parent_id) => match ids.get(parent_id) {
+                Some(&parent) => Some(parent),
+                None => {
+                    problem(
+                        entry.line,
+                        ParseErrorKind::DanglingParent,
+                        format!("parentId {parent_id:?} names no entry in the session"),
+                    )?;
+                    None
+                }
+            },
+        };
+        parents.push(parent);
+    }
+
+    // Cycle detection: walk up from every entry, colouring entries in progress. Reaching an entry
+    // in progress closes a cycle; the link that closed it is cut (lenient) or reported (strict).
+    const UNSEEN: u8 = 0;
+    const IN_PROGRESS: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; entries.len()];
+    let mut stack = Vec::new();
+    for start in 0..entries.len() {
+        let mut current = Some(start);
+        while let Some(index) = current {
+            match state[index] {
+                DONE => break,
+                IN_PROGRESS => {
+                    let closer = *stack.last().expect("an entry in progress is on the stack");
+                    let entry: &Entry = &entries[closer];
+                    problem(
+                        entry.line,
+                        ParseErrorKind::ParentCycle,
+                        format!(
+                            "parentId {:?} makes a cycle (entry {:?} is its own ancestor)",
+                            entry.parent_id.as_deref().unwrap_or_default(),
+                            entry.id
+                        ),
+                    )?;
+                    parents[closer] = None;
+                    break;
+                }
+                _ => {
+                    state[index] = IN_PROGRESS;
+                    stack.push(index);
+                    current = parents[index];
+                }
+            }
+        }
+        for index in stack.drain(..) {
+            state[index] = DONE;
+        }
+    }
+    Ok((ids, parents))
+}
+
+/// Indices from the root to `leaf`. `link` guarantees there is no cycle; the step bound is a
+/// second guard so that a bug can never turn into an endless loop.
+pub(super) fn path(parents: &[Option<usize>], leaf: usize) -> Vec<usize> {
+    let mut path = Vec::new();
+    let mut current = Some(leaf);
+    while let Some(index) = current {
+        if path.len() > parents.len() {
+            break;
+        }
+        path.push(index);
+        current = parents[index];
+    }
+    path.reverse();
+    path
+}
