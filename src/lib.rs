@@ -12,3 +12,6 @@ pub mod cli;
 pub mod compaction;
 pub mod js_json;
 pub mod session;
+
+#[cfg(test)]
+mod testkit;

@@ -342,7 +342,7 @@ mod tests {
             ]}"#);
         assert_eq!(
             serialize_conversation([&a]),
-            "[Assistant thinking]: t1\nt2\n\n[Assistant]: one\n\n\
+            "[Assistant thinking]: t1\nt2\n\n[Assistant]: one\n\n\n\
              [Assistant tool calls]: read(path=\"src/a.ts\", limit=10); bash(1=\"x\", command=\"ls -la\", timeout=30)"
         );
         let empty_text = msg(r#"{"role":"assistant","content":[{"type":"text","text":""}]}"#);

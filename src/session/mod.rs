@@ -140,3 +140,6 @@ impl Session {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no entry with id {0:?} in this session")]
 pub struct UnknownEntry(pub String);
+
+#[cfg(test)]
+mod tests;

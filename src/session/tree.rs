@@ -42,7 +42,7 @@ pub(super) fn link(
         }
     }
 
-    let mut parents = Vec::with_capacity(entries.len());
+    let mut parents: Vec<Option<usize>> = Vec::with_capacity(entries.len());
     for entry in entries {
         let parent = match entry.parent_id.as_deref() {
             None => None,
@@ -61,31 +61,38 @@ pub(super) fn link(
         parents.push(parent);
     }
 
-    // Cycle detection: walk up from every entry, colouring entries in progress. Reaching an entry
-    // in progress closes a cycle; the link that closed it is cut (lenient) or reported (strict).
+    // Cycle detection: walk up from every entry, marking entries in progress. Reaching an entry in
+    // progress closes a cycle. In an append-only file parents come before their children, so the
+    // link at fault is the one that points at its own line or a later one; that link is reported
+    // (strict) or cut (lenient). Every cycle has such a link.
     const UNSEEN: u8 = 0;
     const IN_PROGRESS: u8 = 1;
     const DONE: u8 = 2;
     let mut state = vec![UNSEEN; entries.len()];
-    let mut stack = Vec::new();
+    let mut stack: Vec<usize> = Vec::new();
     for start in 0..entries.len() {
         let mut current = Some(start);
         while let Some(index) = current {
             match state[index] {
                 DONE => break,
                 IN_PROGRESS => {
-                    let closer = *stack.last().expect("an entry in progress is on the stack");
-                    let entry: &Entry = &entries[closer];
+                    let cycle_start = stack.iter().rposition(|&i| i == index).unwrap_or(0);
+                    let culprit = stack[cycle_start..]
+                        .iter()
+                        .copied()
+                        .find(|&i| parents[i].is_some_and(|p| p >= i))
+                        .unwrap_or(index);
+                    let entry: &Entry = &entries[culprit];
                     problem(
                         entry.line,
                         ParseErrorKind::ParentCycle,
                         format!(
-                            "parentId {:?} makes a cycle (entry {:?} is its own ancestor)",
+                            "parentId {:?} closes a cycle: entry {:?} would be its own ancestor",
                             entry.parent_id.as_deref().unwrap_or_default(),
                             entry.id
                         ),
                     )?;
-                    parents[closer] = None;
+                    parents[culprit] = None;
                     break;
                 }
                 _ => {

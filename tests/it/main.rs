@@ -1,0 +1,12 @@
+//! Integration tests: one binary, one module per area.
+
+mod cli;
+mod fixtures;
+
+/// Bytes of a file in `tests/fixtures/` (real pi sessions, MIT; see the README there).
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
