@@ -24,4 +24,6 @@ pub use tokens::{
 };
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
