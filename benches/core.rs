@@ -1,1 +1,88 @@
-fn main() {}
+//! Criterion benchmarks of the compaction core: parse + migrate + plan + serialize, the whole
+//! work of `compactd plan`, over the shared fixtures and a generated 20 MB v3 session.
+//!
+//! Run: `cargo bench --bench core`. Results and the machine go in BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use compactd::compaction::{CompactionSettings, PlanOutcome};
+use compactd::session::{ParseOptions, Session, synth};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+/// The allocator the `compactd` binary uses, so the numbers are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A v3 session of at least 20 MB: the migrated large fixture repeated in one chain.
+fn synthetic_20mb() -> Vec<u8> {
+    let template =
+        Session::parse(&fixture("large-session.jsonl"), ParseOptions::default()).unwrap();
+    synth::repeat_session(&template, 20 * 1024 * 1024).into_bytes()
+}
+
+/// Everything `compactd plan` does after reading the file.
+fn plan(bytes: &[u8]) -> PlanOutcome {
+    let session = Session::parse(bytes, ParseOptions::default()).unwrap();
+    let path = session.active_path(None).unwrap();
+    PlanOutcome::for_path(&path, &CompactionSettings::default())
+}
+
+fn pipeline(c: &mut Criterion) {
+    let inputs = [
+        (
+            "large-session (v1, 0.97 MB)",
+            fixture("large-session.jsonl"),
+        ),
+        (
+            "before-compaction (v1, 2.4 MB)",
+            fixture("before-compaction.jsonl"),
+        ),
+        ("synthetic (v3, 20 MB)", synthetic_20mb()),
+    ];
+    let mut group = c.benchmark_group("parse+migrate+plan+serialize");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    for (name, bytes) in &inputs {
+        assert!(
+            plan(bytes).plan.is_some(),
+            "{name} has something to compact"
+        );
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_function(*name, |b| b.iter(|| plan(black_box(bytes))));
+    }
+    group.finish();
+
+    // The stages of the 20 MB case on their own, to see what bounds the whole.
+    let big = &inputs[2].1;
+    let mut group = c.benchmark_group("stages (synthetic 20 MB)");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Bytes(big.len() as u64));
+    group.bench_function("parse", |b| {
+        b.iter(|| Session::parse(black_box(big), ParseOptions::default()).unwrap())
+    });
+    let session = Session::parse(big, ParseOptions::default()).unwrap();
+    group.bench_function("plan+serialize", |b| {
+        b.iter(|| {
+            let path = session.active_path(None).unwrap();
+            PlanOutcome::for_path(black_box(&path), &CompactionSettings::default())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pipeline);
+criterion_main!(benches);

@@ -20,6 +20,10 @@ use serde_json::{Map, Number, Value};
 /// yield a surrogate pair. Counting lead bytes this way is branch-free and vectorises, which
 /// matters because the planner measures every message of a session.
 pub fn utf16_len(s: &str) -> usize {
+    // Most text is ASCII; `is_ascii` checks a word at a time.
+    if s.is_ascii() {
+        return s.len();
+    }
     s.as_bytes()
         .iter()
         .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
@@ -96,14 +100,30 @@ fn string_literal_utf16_len(s: &str) -> usize {
     let escapes: usize = s
         .as_bytes()
         .iter()
-        .map(|&b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
-            0x00..=0x1f => 5,
-            _ => 0,
-        })
+        .map(|&b| ESCAPE[usize::from(b)].len().saturating_sub(1))
         .sum();
     2 + utf16_len(s) + escapes
 }
+
+/// How JavaScript's `JSON.stringify` escapes each byte; empty for bytes printed as they are.
+/// (Bytes of multi-byte UTF-8 characters are all ≥ 0x80 and never escaped.)
+static ESCAPE: [&str; 256] = {
+    const CONTROL: [&str; 32] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    let mut table = [""; 256];
+    let mut i = 0;
+    while i < 32 {
+        table[i] = CONTROL[i];
+        i += 1;
+    }
+    table[b'"' as usize] = "\\\"";
+    table[b'\\' as usize] = "\\\\";
+    table
+};
 
 /// Appends `JSON.stringify(value)` to `out`.
 pub fn write_value(out: &mut String, value: &Value) {
@@ -220,31 +240,17 @@ pub fn f64_to_js_string(f: f64) -> String {
 /// Appends `s` as a JSON string literal with JavaScript's escaping: `"` and `\`, the short escapes
 /// `\b \f \n \r \t`, other control characters as lowercase `\u00xx`; everything else verbatim.
 pub fn write_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xf)] as char);
-        } else {
+        let escape = ESCAPE[usize::from(b)];
+        if !escape.is_empty() {
+            out.push_str(&s[start..i]);
             out.push_str(escape);
+            start = i + 1;
         }
-        start = i + 1;
     }
     out.push_str(&s[start..]);
     out.push('"');

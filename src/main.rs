@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of the system allocator: reading a session allocates a string per text field,
+/// and with glibc malloc that was about 15% of planning a 20 MB session (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = compactd::cli::Cli::parse();
     let stdout = std::io::stdout();

@@ -54,7 +54,7 @@ pub enum NothingToCompact {
 }
 
 /// The message an entry contributes to the summarized range: compaction entries contribute none.
-fn message_for_compaction<'a>(entry: &'a Entry) -> Option<&'a Message> {
+fn message_for_compaction(entry: &Entry) -> Option<&Message> {
     if entry.is_compaction() {
         None
     } else {

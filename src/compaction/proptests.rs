@@ -116,7 +116,7 @@ fn build(ops: &[Op]) -> Session {
 }
 
 /// The messages (by address) that the path range contributes when summarizing or keeping.
-fn range_messages<'a>(path: &[&'a Entry]) -> Vec<*const Message> {
+fn range_messages(path: &[&Entry]) -> Vec<*const Message> {
     path.iter()
         .filter(|e| !e.is_compaction())
         .filter_map(|e| e.as_message())

@@ -664,7 +664,7 @@ fn the_plan_reports_every_message_entry_estimate_in_path_order() {
     assert!(plan.is_split_turn);
     assert_eq!(plan.turn_start_path_index, Some(0));
     let json =
-        serde_json::to_value(&PlanOutcome::for_path(&path_of(&session), &settings(5))).unwrap();
+        serde_json::to_value(PlanOutcome::for_path(&path_of(&session), &settings(5))).unwrap();
     assert_eq!(json["plan"]["tokensBefore"], json!(2010));
     assert!(json.get("reason").is_none());
 }

@@ -142,9 +142,10 @@ pub struct Header {
 /// Every field any entry type uses, flat, decoded in one pass (see `message.rs` for why).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireEntry {
-    #[serde(rename = "type")]
-    pub(super) kind: Option<String>,
+pub(super) struct WireEntry<'a> {
+    /// Borrowed: type names have no escapes, so reading one allocates nothing.
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Option<std::borrow::Cow<'a, str>>,
     pub(super) id: Option<String>,
     pub(super) parent_id: Option<String>,
     pub(super) timestamp: Option<String>,
@@ -169,26 +170,29 @@ pub(super) struct WireEntry {
     name: Option<String>,
 }
 
-/// Why a decoded line is not a usable entry.
-pub(super) enum EntryProblem {
-    MissingType,
-    MissingId,
-    MissingMessage,
+/// The required field a decoded line lacks.
+pub(super) enum Missing {
+    Type,
+    Id,
+    Message,
 }
 
-impl WireEntry {
-    /// Builds the entry. `timestamp_ms` converts an entry's ISO timestamp to the epoch
-    /// milliseconds that messages made from entries carry (spec §2.2).
-    pub(super) fn into_entry(self, line: usize, raw: Box<str>) -> Result<Entry, EntryProblem> {
-        let entry_type = self.kind.ok_or(EntryProblem::MissingType)?;
-        let id = self.id.ok_or(EntryProblem::MissingId)?;
+impl WireEntry<'_> {
+    /// Builds the entry around its raw line. Messages made from entries carry the entry's ISO
+    /// timestamp as epoch milliseconds (spec §2.2).
+    pub(super) fn into_entry(
+        self,
+        line: usize,
+    ) -> Result<impl FnOnce(Box<str>) -> Entry + use<>, Missing> {
+        let entry_type = self.kind.ok_or(Missing::Type)?;
+        let id = self.id.ok_or(Missing::Id)?;
         let timestamp_ms = self
             .timestamp
             .as_deref()
             .and_then(super::time::iso_to_epoch_ms);
         let from_hook = self.from_hook.or(self.from_extension).unwrap_or(false);
-        let kind = match entry_type.as_str() {
-            "message" => EntryKind::Message(self.message.ok_or(EntryProblem::MissingMessage)?),
+        let kind = match entry_type.as_ref() {
+            "message" => EntryKind::Message(self.message.ok_or(Missing::Message)?),
             "thinking_level_change" => EntryKind::ThinkingLevelChange {
                 thinking_level: self.thinking_level,
             },
@@ -236,14 +240,17 @@ impl WireEntry {
                 label: self.label,
             },
             "session_info" => EntryKind::SessionInfo { name: self.name },
-            _ => EntryKind::Unknown { entry_type },
+            _ => EntryKind::Unknown {
+                entry_type: entry_type.into_owned(),
+            },
         };
-        Ok(Entry {
+        let (parent_id, timestamp) = (self.parent_id, self.timestamp);
+        Ok(move |raw| Entry {
             line,
             raw,
             id,
-            parent_id: self.parent_id,
-            timestamp: self.timestamp,
+            parent_id,
+            timestamp,
             kind,
         })
     }

@@ -24,7 +24,7 @@ pub enum Message {
         /// none.
         content: Vec<Block>,
         usage: Option<Usage>,
-        stop_reason: Option<String>,
+        stop_reason: Option<StopReason>,
         provider: Option<String>,
         model: Option<String>,
     },
@@ -65,6 +65,19 @@ pub struct BashExecution {
     pub full_output_path: Option<String>,
     pub exclude_from_context: bool,
     pub timestamp: Option<f64>,
+}
+
+/// Why an assistant message ended (spec §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    Stop,
+    Length,
+    ToolUse,
+    Error,
+    Aborted,
+    #[serde(other)]
+    Other,
 }
 
 /// Content of user, custom and tool-result messages: a plain string or a list of blocks.
@@ -123,7 +136,9 @@ impl Message {
                 usage: Some(usage),
                 stop_reason,
                 ..
-            } if !matches!(stop_reason.as_deref(), Some("aborted" | "error")) => Some(usage),
+            } if !matches!(stop_reason, Some(StopReason::Aborted | StopReason::Error)) => {
+                Some(usage)
+            }
             _ => None,
         }
     }
@@ -167,11 +182,13 @@ pub fn joined_text_blocks(blocks: &[Block]) -> Cow<'_, str> {
 /// Every field any role uses, flat, so `serde` decodes a message in one pass without buffering.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireMessage {
-    role: Option<String>,
+struct WireMessage<'a> {
+    /// Borrowed: role names have no escapes, so reading one allocates nothing.
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
     content: Option<Content>,
     usage: Option<Usage>,
-    stop_reason: Option<String>,
+    stop_reason: Option<StopReason>,
     provider: Option<String>,
     model: Option<String>,
     command: Option<String>,
@@ -193,7 +210,7 @@ impl<'de> Deserialize<'de> for Message {
         let role = w.role.ok_or_else(|| de::Error::missing_field("role"))?;
         let content = w.content;
         let blocks_or_text = move || content.unwrap_or(Content::Blocks(Vec::new()));
-        Ok(match role.as_str() {
+        Ok(match role.as_ref() {
             "user" => Message::User {
                 content: blocks_or_text(),
             },
@@ -233,7 +250,9 @@ impl<'de> Deserialize<'de> for Message {
                 tokens_before: w.tokens_before.unwrap_or(0.0),
                 timestamp: w.timestamp,
             },
-            _ => Message::Unknown { role },
+            _ => Message::Unknown {
+                role: role.into_owned(),
+            },
         })
     }
 }

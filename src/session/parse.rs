@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::entry::{Entry, EntryProblem, Header, WireEntry, WireHeader};
+use super::entry::{Entry, Header, Missing, WireEntry, WireHeader};
 use super::migrate::{self, CURRENT_VERSION};
 use crate::js_json;
 
@@ -71,14 +71,102 @@ pub(super) struct ReadFile {
     pub(super) skipped: Vec<LineIssue>,
 }
 
-/// Non-blank physical lines with their 1-based numbers. pi trims the text and skips blank lines;
-/// numbering stays physical so errors point at the line an editor shows.
-fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    input
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .map(|(i, line)| (i + 1, line))
-        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+/// Non-blank physical lines of `input` with their 1-based numbers, counting from `first_number`.
+/// pi trims the text and skips blank lines; numbering stays physical so errors point at the line
+/// an editor shows.
+fn lines(input: &[u8], first_number: usize) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut rest = input;
+    let mut number = first_number;
+    std::iter::from_fn(move || {
+        while !rest.is_empty() {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
+                Some(end) => (&rest[..end], &rest[end + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            rest = next;
+            number += 1;
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                return Some((number - 1, line));
+            }
+        }
+        None
+    })
+}
+
+/// Inputs at least this large are read on several threads: the lines of a v3 file are
+/// independent, and decoding them is the most expensive step of planning a large session.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Reads the v3 entry lines of `input` (everything after the header), first line numbered
+/// `first_number`, in parallel chunks for large inputs. Results keep file order, so in strict mode
+/// the error reported is the one on the earliest bad line.
+fn read_entries(
+    input: &[u8],
+    first_number: usize,
+    lenient: bool,
+) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
+    let threads = if input.len() >= PARALLEL_MIN_BYTES {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    } else {
+        1
+    };
+    // Chunk boundaries just after a newline near each i/threads of the input.
+    let mut chunks = Vec::with_capacity(threads);
+    let (mut start, mut number) = (0, first_number);
+    for k in 1..=threads {
+        let end = if k == threads {
+            input.len()
+        } else {
+            let target = (input.len() * k / threads).max(start);
+            memchr::memchr(b'\n', &input[target..]).map_or(input.len(), |i| target + i + 1)
+        };
+        chunks.push((&input[start..end], number));
+        number += memchr::memchr_iter(b'\n', &input[start..end]).count();
+        start = end;
+    }
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let spawned: Vec<_> = chunks[1..]
+            .iter()
+            .map(|&(chunk, number)| scope.spawn(move || read_chunk(chunk, number, lenient)))
+            .collect();
+        let first = read_chunk(chunks[0].0, chunks[0].1, lenient);
+        std::iter::once(first)
+            .chain(
+                spawned
+                    .into_iter()
+                    .map(|h| h.join().expect("reading a chunk does not panic")),
+            )
+            .collect()
+    });
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    for result in results {
+        let (chunk_entries, chunk_skipped) = result?;
+        entries.extend(chunk_entries);
+        skipped.extend(chunk_skipped);
+    }
+    Ok((entries, skipped))
+}
+
+fn read_chunk(
+    chunk: &[u8],
+    first_number: usize,
+    lenient: bool,
+) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
+    let mut entries = Vec::with_capacity(chunk.len() / 1024);
+    let mut skipped = Vec::new();
+    for (number, bytes) in lines(chunk, first_number) {
+        match line_text(number, bytes).and_then(|text| entry_from_line(number, text.into())) {
+            Ok(entry) => entries.push(entry),
+            Err(e) if lenient => skipped.push(LineIssue {
+                line: number,
+                kind: e.kind,
+                message: e.message,
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((entries, skipped))
 }
 
 pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, ParseError> {
@@ -98,9 +186,9 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
         }
     };
 
-    let mut lines = lines(input);
+    let mut lines = lines(input, 1);
     let mut title = None;
-    let header = loop {
+    let (header, header_end) = loop {
         let Some((number, bytes)) = lines.next() else {
             return Err(ParseError {
                 line: None,
@@ -130,7 +218,9 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
             }
             (Some("session"), Some(Value::String(id))) => {
                 let version = wire.version.map_or(1, |v| v.max(0.0) as u32);
-                break Header {
+                // Where the header line ends in `input` (`bytes` is a slice of it).
+                let end = bytes.as_ptr() as usize - input.as_ptr() as usize + bytes.len();
+                let header = Header {
                     line: number,
                     raw: text.into(),
                     id: id.clone(),
@@ -138,6 +228,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
                     cwd: wire.cwd,
                     timestamp: wire.timestamp,
                 };
+                break (header, end);
             }
             (Some("session"), _) => {
                 return Err(header_error(
@@ -157,13 +248,10 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
 
     let source_version = header.version;
     if source_version >= CURRENT_VERSION {
-        let mut entries = Vec::with_capacity(input.len() / 512);
-        for (number, bytes) in lines {
-            match line_text(number, bytes).and_then(|text| entry_from_line(number, text.into())) {
-                Ok(entry) => entries.push(entry),
-                Err(e) => reject(e, &mut skipped)?,
-            }
-        }
+        // Everything after the header line, numbered from the line after it.
+        let rest = input.get(header_end + 1..).unwrap_or_default();
+        let (entries, more_skipped) = read_entries(rest, header.line + 1, options.lenient)?;
+        skipped.extend(more_skipped);
         return Ok(ReadFile {
             title,
             header,
@@ -273,20 +361,18 @@ fn error_text(e: &serde_json::Error) -> String {
 /// Reads one entry line (v3 form).
 pub(super) fn entry_from_line(number: usize, raw: Box<str>) -> Result<Entry, ParseError> {
     let wire: WireEntry = decode(number, &raw)?;
-    wire.into_entry(number, raw)
-        .map_err(|problem| match problem {
-            EntryProblem::MissingType => ParseError::at(
-                number,
-                ParseErrorKind::MissingType,
-                "the entry has no \"type\"",
-            ),
-            EntryProblem::MissingId => {
-                ParseError::at(number, ParseErrorKind::MissingId, "the entry has no \"id\"")
-            }
-            EntryProblem::MissingMessage => ParseError::at(
-                number,
-                ParseErrorKind::MissingMessage,
-                "the message entry has no \"message\" object",
-            ),
-        })
+    let build = wire.into_entry(number).map_err(|problem| match problem {
+        Missing::Type => ParseError::at(
+            number,
+            ParseErrorKind::MissingType,
+            "the entry has no \"type\"",
+        ),
+        Missing::Id => ParseError::at(number, ParseErrorKind::MissingId, "the entry has no \"id\""),
+        Missing::Message => ParseError::at(
+            number,
+            ParseErrorKind::MissingMessage,
+            "the message entry has no \"message\" object",
+        ),
+    })?;
+    Ok(build(raw))
 }
