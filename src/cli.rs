@@ -1,4 +1,5 @@
-//! The command line: `compactd plan` and `compactd context` over local session files.
+//! The command line: `compactd serve` (the default) runs the service; `compactd plan` and
+//! `compactd context` work on local session files.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -6,21 +7,28 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::compaction::{CompactionSettings, PlanOutcome, build_session_context};
+use crate::config::{LogFormat, ServeConfig};
 use crate::session::{ParseOptions, Session};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "compactd",
     version,
-    about = "Context compaction for LLM coding agents"
+    about = "Context compaction for LLM coding agents",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    /// Without a subcommand compactd serves, configured by these flags and the environment.
+    #[command(flatten)]
+    pub serve: ServeConfig,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the HTTP service (the default).
+    Serve(Box<ServeConfig>),
     /// Plan a compaction of a session file exactly as pi would and print the plan as JSON.
     Plan(PlanArgs),
     /// Print the LLM-facing message list rebuilt from a session file as JSON.
@@ -65,7 +73,8 @@ pub struct CliError(String);
 
 /// Runs a parsed command, writing its JSON to `out`.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
-    match cli.command {
+    match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+        Command::Serve(config) => serve(*config),
         Command::Plan(args) => {
             let session = load(&args.session)?;
             let path = session
@@ -120,4 +129,68 @@ fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(),
     serde_json::to_writer(&mut *out, value)
         .map_err(|e| CliError(format!("cannot write output: {e}")))?;
     writeln!(out).map_err(|e| CliError(format!("cannot write output: {e}")))
+}
+
+/// Starts the service and runs it until SIGTERM or Ctrl-C.
+fn serve(config: ServeConfig) -> Result<(), CliError> {
+    config
+        .validate()
+        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    init_tracing(&config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let state =
+            crate::http::AppState::from_config(&config).map_err(|e| CliError(format!("{e:#}")))?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| CliError(format!("cannot listen on {}: {e}", config.listen)))?;
+        tracing::info!(
+            listen = %listener.local_addr().map_or(config.listen, |a| a),
+            chain = ?state.chain.names(),
+            "compactd serving"
+        );
+        crate::http::serve(listener, state, shutdown_signal())
+            .await
+            .map_err(|e| CliError(format!("server error: {e}")))
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received: finishing requests in flight");
+}
+
+fn init_tracing(config: &ServeConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    // A second initialisation (tests) is not an error worth reporting.
+    let _ = match config.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
 }

@@ -6,12 +6,19 @@
 //! * [`compaction`]: the pure compaction core — token estimates, the cut-point planner, file
 //!   tracking, serialization for the summarizer, context rebuild.
 //! * [`js_json`]: JSON and string lengths as JavaScript sees them, for exact parity with pi.
+//! * [`summarizer`]: the summarizer backends (OpenAI-compatible, Anthropic, extractive) and the
+//!   fallback chain with retries, deadline and back-pressure.
+//! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
 //! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`].
 
 pub mod cli;
 pub mod compaction;
+pub mod config;
+pub mod http;
 pub mod js_json;
+pub mod prompts;
 pub mod session;
+pub mod summarizer;
 
 #[cfg(test)]
 mod testkit;

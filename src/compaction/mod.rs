@@ -9,6 +9,7 @@ pub mod cut_point;
 pub mod file_ops;
 pub mod plan;
 pub mod prepare;
+pub mod prompt;
 pub mod serialize;
 pub mod tokens;
 

@@ -1,7 +1,13 @@
 //! Integration tests: one binary, one module per area.
 
+// Helpers are `pub` for the modules of this test binary; nothing here is a library API.
+#![allow(unreachable_pub)]
+
 mod cli;
+mod extractive;
 mod fixtures;
+mod service;
+mod support;
 
 /// Bytes of a file in `tests/fixtures/` (real pi sessions, MIT; see the README there).
 pub fn fixture(name: &str) -> Vec<u8> {

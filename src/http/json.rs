@@ -1,0 +1,93 @@
+//! Request bodies: read as bytes under the body limit and decoded as JSON whatever the
+//! `Content-Type` (pi-family agents always send JSON), with errors that say what and where.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use axum::extract::{FromRef, FromRequest, Request};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// The configured body limit, read from the router state.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BodyLimit(pub usize);
+
+/// A JSON request body; rejections are [`ApiError`]s.
+pub(super) struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let BodyLimit(limit) = BodyLimit::from_ref(state);
+        let bytes =
+            Bytes::from_request(request, state)
+                .await
+                .map_err(|rejection| match rejection {
+                    BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                        ApiError::PayloadTooLarge { limit }
+                    }
+                    other => ApiError::bad_request("unreadable_body", other.body_text()),
+                })?;
+        decode(&bytes).map(JsonBody)
+    }
+}
+
+/// Decodes a JSON document: a syntax error is a 400 naming line and column; a well-formed
+/// document of the wrong shape is a 422 naming the field (`prompt`, `messages[1].content`).
+pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let syntax = |e: &serde_json::Error, message: &str| {
+        ApiError::bad_request(
+            "invalid_json",
+            format!(
+                "the body is not valid JSON: {message} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        let text = inner.to_string();
+        let message = text
+            .rsplit_once(" at line ")
+            .map_or(text.as_str(), |(m, _)| m)
+            .to_owned();
+        let place = format!("line {}, column {}", inner.line(), inner.column());
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                // A missing field is reported at its parent; name the field itself.
+                let field = message
+                    .strip_prefix("missing field `")
+                    .and_then(|rest| rest.split('`').next())
+                    .map(|name| {
+                        if path == "." {
+                            name.to_owned()
+                        } else {
+                            format!("{path}.{name}")
+                        }
+                    });
+                let param = field.unwrap_or_else(|| {
+                    if path == "." {
+                        "body".to_owned()
+                    } else {
+                        path.clone()
+                    }
+                });
+                ApiError::unprocessable(&param, format!("{param}: {message} ({place})"))
+            }
+            _ => syntax(&inner, &message),
+        }
+    })?;
+    deserializer
+        .end()
+        .map_err(|e| syntax(&e, "trailing characters after the JSON document"))?;
+    Ok(value)
+}

@@ -1,0 +1,234 @@
+//! The HTTP service: the remote-summarizer endpoints of pi-family agents (`/v1/compact`) and an
+//! OpenAI-compatible `/v1/chat/completions` (spec §10).
+
+mod chat;
+mod compact;
+pub mod error;
+mod json;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::routing::post;
+use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::ServeConfig;
+use crate::prompts::Prompts;
+use crate::summarizer::anthropic::AnthropicClient;
+use crate::summarizer::openai::OpenAiClient;
+use crate::summarizer::{Chain, ChainError, Limiter, Link, ModelSpec, Summary, SummaryRequest};
+use error::ApiError;
+use json::BodyLimit;
+
+/// Request-independent output limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub default_max_tokens: u64,
+    pub max_output_tokens: u64,
+}
+
+/// Shared by every handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub chain: Arc<Chain>,
+    pub limiter: Arc<Limiter>,
+    pub prompts: Arc<Prompts>,
+    pub limits: Limits,
+}
+
+impl FromRef<AppState> for BodyLimit {
+    fn from_ref(state: &AppState) -> Self {
+        BodyLimit(state.limits.max_body_bytes)
+    }
+}
+
+impl AppState {
+    /// Builds the chain (one HTTP client per provider, built once), the limiter and the prompts.
+    pub fn from_config(config: &ServeConfig) -> anyhow::Result<AppState> {
+        let prompts = match &config.prompts_dir {
+            Some(dir) => Prompts::load(dir)?,
+            None => Prompts::builtin(),
+        };
+        let policy = config.retry_policy();
+        let http = || {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(policy.attempt_timeout)
+                .pool_idle_timeout(Duration::from_secs(90))
+                .build()
+                .context("building the HTTP client")
+        };
+        let mut openai = None;
+        let mut anthropic = None;
+        let mut links = Vec::new();
+        for spec in config.chain() {
+            links.push(match spec {
+                ModelSpec::OpenAi(model) => {
+                    if openai.is_none() {
+                        openai = Some(OpenAiClient::new(
+                            http()?,
+                            &config.openai_base_url,
+                            config.openai_key().map(str::to_owned),
+                        ));
+                    }
+                    Link::OpenAi {
+                        client: openai.clone().expect("built above"),
+                        model,
+                    }
+                }
+                ModelSpec::Anthropic(model) => {
+                    if anthropic.is_none() {
+                        let key = config
+                            .anthropic_key()
+                            .context("ANTHROPIC_API_KEY is not set")?;
+                        anthropic = Some(AnthropicClient::new(
+                            http()?,
+                            &config.anthropic_base_url,
+                            key.to_owned(),
+                            config.anthropic_version.clone(),
+                        ));
+                    }
+                    Link::Anthropic {
+                        client: anthropic.clone().expect("built above"),
+                        model,
+                    }
+                }
+                ModelSpec::Extractive => Link::Extractive,
+            });
+        }
+        Ok(AppState {
+            chain: Arc::new(Chain::new(links, policy)),
+            limiter: Arc::new(Limiter::new(config.max_concurrent, config.max_queue)),
+            prompts: Arc::new(prompts),
+            limits: Limits {
+                max_body_bytes: config.max_body_bytes,
+                default_max_tokens: config.default_max_tokens,
+                max_output_tokens: config.max_output_tokens,
+            },
+        })
+    }
+
+    /// The output cap of a request: the one it asks for (lowered to the configured maximum), or
+    /// the default, or a small cap for oh-my-pi's short-summary call (spec §10.4).
+    pub fn max_tokens(&self, requested: Option<u64>, prompt: &str) -> u64 {
+        match requested {
+            Some(n) => n.min(self.limits.max_output_tokens),
+            None if asks_for_short_summary(prompt) => 512.min(self.limits.max_output_tokens),
+            None => self
+                .limits
+                .default_max_tokens
+                .min(self.limits.max_output_tokens),
+        }
+    }
+
+    /// Runs one summarization through the limiter and the chain.
+    pub async fn summarize(&self, request: SummaryRequest) -> Result<Summary, ApiError> {
+        let deadline = Instant::now() + self.chain.policy.deadline;
+        let _slot = match tokio::time::timeout_at(deadline.into(), self.limiter.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) | Err(_) => {
+                tracing::warn!(
+                    queue = self.limiter.queue_depth(),
+                    "summarization refused: queue full"
+                );
+                return Err(ApiError::Busy {
+                    retry_after: Duration::from_secs(2),
+                });
+            }
+        };
+        let result = self
+            .chain
+            .summarize(&request, deadline, |attempt| match &attempt.outcome {
+                Ok(()) => tracing::info!(model = %attempt.model, latency_ms = attempt.latency.as_millis() as u64, "summary written"),
+                Err(error) => tracing::warn!(model = %attempt.model, latency_ms = attempt.latency.as_millis() as u64, outcome = error.label(), "summarizer attempt failed: {error}"),
+            })
+            .await;
+        result.map_err(|error| match error {
+            ChainError::ContextOverflow => ApiError::ContextLengthExceeded(
+                "the prompt is longer than the context window of every configured model; shorten it and retry".into(),
+            ),
+            ChainError::Exhausted { last, retry_after } => ApiError::Unavailable {
+                message: format!("no configured model could write the summary (last error: {last})"),
+                retry_after,
+            },
+            ChainError::DeadlineExceeded => ApiError::Unavailable {
+                message: "no summary within the deadline".into(),
+                retry_after: Duration::from_secs(5),
+            },
+        })
+    }
+}
+
+/// Whether the instructions at the end of `prompt` ask for oh-my-pi's 2–3 sentence summary.
+fn asks_for_short_summary(prompt: &str) -> bool {
+    let tail_start = prompt.len().saturating_sub(1500);
+    let tail_start = (tail_start..=prompt.len())
+        .find(|&i| prompt.is_char_boundary(i))
+        .unwrap_or(0);
+    let tail = prompt[tail_start..].to_ascii_lowercase();
+    let after_tags = tail.rsplit("</previous-summary>").next().unwrap_or(&tail);
+    let after_tags = after_tags
+        .rsplit("</conversation>")
+        .next()
+        .unwrap_or(after_tags);
+    !after_tags.contains("## goal")
+        && (after_tags.contains("2-3 sentence")
+            || after_tags.contains("2–3 sentence")
+            || after_tags.contains("short summary"))
+}
+
+/// The router with every route and layer. Pure: tests drive it without a socket.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.limits.max_body_bytes;
+    Router::new()
+        .route("/v1/compact", post(compact::compact))
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state)
+        // Outermost first: catch panics as a generic 500, trace, then bound the body.
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(|_| {
+            axum::response::IntoResponse::into_response(ApiError::Internal(anyhow::anyhow!(
+                "a handler panicked"
+            )))
+        }))
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` completes, then lets requests in flight
+/// finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_summary_prompts_get_the_small_default_cap() {
+        let state = AppState::from_config(&ServeConfig::defaults()).unwrap();
+        let short = "<conversation>\nx\n</conversation>\n\n<previous-summary>\n## Goal\n</previous-summary>\n\nIn 2-3 sentences, describe the changes";
+        assert_eq!(state.max_tokens(None, short), 512);
+        assert_eq!(
+            state.max_tokens(None, "<conversation>\nx\n</conversation>\n\n## Goal ..."),
+            13_107
+        );
+        assert_eq!(state.max_tokens(Some(100), short), 100);
+        assert_eq!(state.max_tokens(Some(1_000_000), "x"), 32_000);
+    }
+}

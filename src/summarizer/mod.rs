@@ -1,0 +1,170 @@
+//! Summarizer backends and the fallback chain that routes a summarization request through them.
+//!
+//! * [`openai`]: any OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, llama.cpp
+//!   server, LM Studio, OpenRouter…).
+//! * [`anthropic`]: the Anthropic Messages API.
+//! * [`extractive`]: built in, deterministic, no network; the default and the last resort.
+//! * [`chain`]: tries the configured models in order with retries, backoff and a deadline.
+//! * [`limiter`]: bounds concurrent summarizations and the queue in front of them.
+
+pub mod anthropic;
+pub mod chain;
+pub mod extractive;
+pub mod limiter;
+pub mod openai;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use chain::{Chain, ChainError, Link, ModelSpec, RetryPolicy};
+pub use limiter::{Busy, Limiter};
+
+/// One summarization call: a system prompt, one user prompt, an output cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryRequest {
+    pub system_prompt: String,
+    pub prompt: String,
+    pub max_tokens: u64,
+}
+
+/// Token counts reported by the model (estimated for the extractive summarizer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A finished summary and who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub text: String,
+    /// `provider:model`, e.g. `openai:gpt-4.1-mini` or `extractive`.
+    pub model: String,
+    pub usage: TokenUsage,
+}
+
+/// Why one call to one model failed. Upstream error bodies are never kept whole: they can echo
+/// the request, which holds the user's code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttemptError {
+    #[error("rate limited (HTTP 429)")]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("upstream server error (HTTP {status})")]
+    Server {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    #[error("timed out")]
+    Timeout,
+    #[error("connection failed")]
+    Connection,
+    #[error("malformed response: {0}")]
+    Malformed(String),
+    #[error("the model returned an empty summary")]
+    Empty,
+    #[error("the input is too long for the model")]
+    ContextOverflow,
+    #[error("rejected by the upstream (HTTP {status}, {kind})")]
+    Rejected { status: u16, kind: String },
+}
+
+impl AttemptError {
+    /// Worth trying the same model again: rate limits, server errors, timeouts, broken
+    /// connections, garbage and empty answers. Rejections and overflows are not.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self,
+            AttemptError::ContextOverflow | AttemptError::Rejected { .. }
+        )
+    }
+
+    /// The wait the upstream asked for.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AttemptError::RateLimited { retry_after }
+            | AttemptError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// A short label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            AttemptError::RateLimited { .. } => "rate_limited",
+            AttemptError::Server { .. } => "server_error",
+            AttemptError::Timeout => "timeout",
+            AttemptError::Connection => "connection_error",
+            AttemptError::Malformed(_) => "malformed_response",
+            AttemptError::Empty => "empty_summary",
+            AttemptError::ContextOverflow => "context_overflow",
+            AttemptError::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// Classifies a transport error from reqwest.
+fn transport_error(error: &reqwest::Error) -> AttemptError {
+    if error.is_timeout() {
+        AttemptError::Timeout
+    } else if error.is_decode() || error.is_body() {
+        AttemptError::Malformed("the response body could not be read".into())
+    } else {
+        AttemptError::Connection
+    }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is rare from model APIs and is ignored).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Maps a non-2xx status to an error; `overflow` says whether the error body reports a context
+/// overflow (each provider words it differently).
+fn status_error(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    kind: String,
+    overflow: bool,
+) -> AttemptError {
+    match status {
+        _ if overflow => AttemptError::ContextOverflow,
+        413 => AttemptError::ContextOverflow,
+        429 => AttemptError::RateLimited {
+            retry_after: retry_after(headers),
+        },
+        408 | 409 | 500..=599 => AttemptError::Server {
+            status,
+            retry_after: retry_after(headers),
+        },
+        _ => AttemptError::Rejected { status, kind },
+    }
+}
+
+/// Whether an error message reports that the input is too long, in the words providers use.
+fn is_overflow_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "token limit",
+        "input is too long",
+        "too long for the model",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
