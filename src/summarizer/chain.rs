@@ -9,6 +9,9 @@ use super::extractive;
 use super::openai::OpenAiClient;
 use super::{AttemptError, Summary, SummaryRequest};
 
+/// Prompts below this size are summarized extractively on the request's own task.
+const INLINE_EXTRACTIVE_BYTES: usize = 64 * 1024;
+
 /// A link of the chain as configured: `openai:MODEL`, `anthropic:MODEL` or `extractive`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSpec {
@@ -73,9 +76,13 @@ impl Link {
         match self {
             Link::OpenAi { client, model } => client.complete(model, request).await,
             Link::Anthropic { client, model } => client.complete(model, request).await,
+            // Small prompts take microseconds: a hand-off to the blocking pool would cost more
+            // than the work. Large ones (up to megabytes) stay off the async workers.
+            Link::Extractive if request.prompt.len() < INLINE_EXTRACTIVE_BYTES => {
+                Ok(extractive::summarize(request))
+            }
             Link::Extractive => {
                 let request = request.clone();
-                // CPU work on a prompt of up to megabytes: keep it off the async workers.
                 tokio::task::spawn_blocking(move || extractive::summarize(&request))
                     .await
                     .map_err(|_| AttemptError::Malformed("the extractive summarizer failed".into()))
