@@ -18,6 +18,7 @@ pub mod http;
 pub mod js_json;
 pub mod prompts;
 pub mod session;
+pub mod store;
 pub mod summarizer;
 
 #[cfg(test)]

@@ -1,0 +1,214 @@
+//! Durable state: sessions, their entries (raw JSON lines, exactly as uploaded), the compaction
+//! entries compactd wrote, and a log of summarization calls.
+//!
+//! Two backends through sqlx: PostgreSQL for deployments (`DATABASE_URL=postgres://…`) and SQLite
+//! as the embedded default. They share their queries (see `sql.rs`); only connecting, migrating
+//! and error details differ.
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// A stored session, without its entries.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SessionRecord {
+    pub session_id: String,
+    pub header_id: String,
+    pub title_line: Option<String>,
+    pub header: String,
+    pub source_version: i64,
+    pub leaf_id: Option<String>,
+    pub entry_count: i64,
+    pub byte_size: i64,
+    pub context_tokens: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// An entry to store: its raw line and the fields queries need.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct EntryRecord {
+    pub entry_id: String,
+    pub parent_id: Option<String>,
+    pub entry_type: String,
+    pub raw: String,
+}
+
+/// A compaction entry compactd wrote, with who wrote it and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CompactionRecord {
+    pub session_id: String,
+    pub entry_id: String,
+    pub leaf_id: String,
+    pub first_kept_entry_id: String,
+    pub model: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub latency_ms: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub summary: String,
+    pub created_at_ms: i64,
+}
+
+/// One summarization call, for the call log. `prompt` and `summary` stay `None` unless
+/// `COMPACTD_STORE_TEXT=true`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    pub endpoint: String,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub outcome: String,
+    pub status: i64,
+    pub prompt_bytes: i64,
+    pub summary_bytes: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub latency_ms: i64,
+    pub prompt: Option<String>,
+    pub summary: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// Entries to append to a session, checked by the caller against the session as it was loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Append {
+    /// The entry count the caller saw: the append fails with [`StoreError::Changed`] if another
+    /// writer got there first, and the caller re-checks against the new state.
+    pub expected_entry_count: i64,
+    pub entries: Vec<EntryRecord>,
+    pub leaf_id: Option<String>,
+    pub context_tokens: i64,
+    /// Written in the same transaction when the appended entry is a compaction compactd made.
+    pub compaction: Option<CompactionRecord>,
+}
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached now (connection refused, pool timed out): retry later.
+    #[error("storage is unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// The session changed since it was read.
+    #[error("the session changed while this request was being handled")]
+    Changed,
+    /// A uniqueness rule was broken (named by its constraint).
+    #[error("conflict with stored data ({0})")]
+    Conflict(String),
+    #[error("storage error")]
+    Other(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_) => StoreError::Unavailable(error),
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
+            }
+            // Connections dropped by a stopping server surface as protocol errors or a
+            // "connection" message; treat them as unavailability, not as bugs.
+            sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error),
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c == "57P01" || c == "57P03") =>
+            {
+                StoreError::Unavailable(error)
+            }
+            _ => StoreError::Other(error),
+        }
+    }
+}
+
+/// The storage interface the HTTP layer uses.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `postgres` or `sqlite`.
+    fn backend(&self) -> &'static str;
+    /// Whether the database answers and its migrations are applied.
+    async fn ready(&self) -> Result<(), StoreError>;
+    /// Stores a new session and all its entries, in one transaction.
+    async fn insert_session(
+        &self,
+        session: &SessionRecord,
+        entries: &[EntryRecord],
+    ) -> Result<(), StoreError>;
+    /// Sessions, oldest first, after the `(created_at_ms, session_id)` cursor.
+    async fn list_sessions(
+        &self,
+        limit: i64,
+        after: Option<(i64, String)>,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
+    async fn get_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+    /// Deletes a session with its entries and compactions; `false` when there was none.
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
+    /// The entries of a session in file order.
+    async fn entries(&self, session_id: &str) -> Result<Vec<EntryRecord>, StoreError>;
+    /// Appends entries (and a compaction record) in one transaction, if the session still has
+    /// `expected_entry_count` entries.
+    async fn append(
+        &self,
+        session_id: &str,
+        append: &Append,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// The compactions compactd wrote for a session, oldest first.
+    async fn compactions(&self, session_id: &str) -> Result<Vec<CompactionRecord>, StoreError>;
+    async fn log_call(&self, call: &CallRecord) -> Result<(), StoreError>;
+}
+
+/// Storage settings.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `postgres://…` for PostgreSQL; `None` for SQLite in `data_dir`.
+    pub database_url: Option<String>,
+    pub data_dir: std::path::PathBuf,
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+/// Connects to the configured backend and applies its migrations.
+pub async fn connect(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
+    match &config.database_url {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => Ok(
+            Arc::new(PgStore::connect(url, config.max_connections, config.acquire_timeout).await?),
+        ),
+        Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(
+            SqliteStore::connect_url(url, config.acquire_timeout).await?,
+        )),
+        Some(url) => anyhow::bail!(
+            "DATABASE_URL must start with postgres://, postgresql:// or sqlite:, not {:?}",
+            url.split("://").next().unwrap_or_default()
+        ),
+        None => Ok(Arc::new(
+            SqliteStore::open(&config.data_dir.join("compactd.db"), config.acquire_timeout).await?,
+        )),
+    }
+}
+
+/// Creates `dir` if needed (for the SQLite file).
+fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", dir.display()))
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests;

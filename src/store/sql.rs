@@ -1,0 +1,232 @@
+//! The queries of both backends. They are written once: `$N` placeholders (SQLite reads them as
+//! parameters named `$1`, `$2`, … numbered in order of first use), `on conflict`, and epoch
+//! milliseconds instead of timestamp types. `store_impl!` instantiates them for a pool type.
+
+/// Rows per multi-row insert: below SQLite's 32 766 and PostgreSQL's 65 535 parameters at six
+/// parameters a row, and large enough that a 20 MB upload is a few dozen statements.
+pub(super) const INSERT_BATCH_ROWS: usize = 2000;
+
+macro_rules! store_impl {
+    ($store:ty, $db:ty, $backend:literal) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $store {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+
+            async fn ready(&self) -> Result<(), $crate::store::StoreError> {
+                // A query on a migrated table: proves the connection and the schema.
+                sqlx::query("select count(*) from sessions where session_id = $1")
+                    .bind("")
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn insert_session(
+                &self,
+                session: &$crate::store::SessionRecord,
+                entries: &[$crate::store::EntryRecord],
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
+                     entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms) \
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                )
+                .bind(&session.session_id)
+                .bind(&session.header_id)
+                .bind(&session.title_line)
+                .bind(&session.header)
+                .bind(session.source_version)
+                .bind(&session.leaf_id)
+                .bind(session.entry_count)
+                .bind(session.byte_size)
+                .bind(session.context_tokens)
+                .bind(session.created_at_ms)
+                .bind(session.updated_at_ms)
+                .execute(&mut *tx)
+                .await?;
+                insert_entries(&mut tx, &session.session_id, 0, entries).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn list_sessions(
+                &self,
+                limit: i64,
+                after: Option<(i64, String)>,
+            ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
+                let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
+                Ok(sqlx::query_as(
+                    "select * from sessions \
+                     where created_at_ms > $1 or (created_at_ms = $1 and session_id > $2) \
+                     order by created_at_ms, session_id limit $3",
+                )
+                .bind(after_ms)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn get_session(
+                &self,
+                session_id: &str,
+            ) -> Result<Option<$crate::store::SessionRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as("select * from sessions where session_id = $1")
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                // Children first: SQLite enforces the foreign keys only when told to.
+                for statement in [
+                    "delete from entries where session_id = $1",
+                    "delete from compactions where session_id = $1",
+                ] {
+                    sqlx::query(statement).bind(session_id).execute(&mut *tx).await?;
+                }
+                let deleted = sqlx::query("delete from sessions where session_id = $1")
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(deleted > 0)
+            }
+
+            async fn entries(
+                &self,
+                session_id: &str,
+            ) -> Result<Vec<$crate::store::EntryRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as(
+                    "select entry_id, parent_id, entry_type, raw from entries where session_id = $1 order by seq",
+                )
+                .bind(session_id)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn append(
+                &self,
+                session_id: &str,
+                append: &$crate::store::Append,
+                now_ms: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let added = append.entries.len() as i64;
+                let bytes: i64 = append.entries.iter().map(|e| e.raw.len() as i64 + 1).sum();
+                // The guard on entry_count makes concurrent appends take turns: the loser
+                // updates no row and re-checks against what the winner wrote.
+                let updated = sqlx::query(
+                    "update sessions set entry_count = entry_count + $1, byte_size = byte_size + $2, \
+                     leaf_id = $3, context_tokens = $4, updated_at_ms = $5 \
+                     where session_id = $6 and entry_count = $7",
+                )
+                .bind(added)
+                .bind(bytes)
+                .bind(&append.leaf_id)
+                .bind(append.context_tokens)
+                .bind(now_ms)
+                .bind(session_id)
+                .bind(append.expected_entry_count)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if updated == 0 {
+                    return Err($crate::store::StoreError::Changed);
+                }
+                insert_entries(&mut tx, session_id, append.expected_entry_count, &append.entries).await?;
+                if let Some(c) = &append.compaction {
+                    sqlx::query(
+                        "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \
+                         input_tokens, output_tokens, latency_ms, tokens_before, tokens_after, summary, created_at_ms) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    )
+                    .bind(&c.session_id)
+                    .bind(&c.entry_id)
+                    .bind(&c.leaf_id)
+                    .bind(&c.first_kept_entry_id)
+                    .bind(&c.model)
+                    .bind(c.input_tokens)
+                    .bind(c.output_tokens)
+                    .bind(c.latency_ms)
+                    .bind(c.tokens_before)
+                    .bind(c.tokens_after)
+                    .bind(&c.summary)
+                    .bind(c.created_at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn compactions(
+                &self,
+                session_id: &str,
+            ) -> Result<Vec<$crate::store::CompactionRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as(
+                    "select * from compactions where session_id = $1 order by created_at_ms, entry_id",
+                )
+                .bind(session_id)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn log_call(&self, call: &$crate::store::CallRecord) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
+                     summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms) \
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                )
+                .bind(&call.endpoint)
+                .bind(&call.session_id)
+                .bind(&call.model)
+                .bind(&call.outcome)
+                .bind(call.status)
+                .bind(call.prompt_bytes)
+                .bind(call.summary_bytes)
+                .bind(call.input_tokens)
+                .bind(call.output_tokens)
+                .bind(call.latency_ms)
+                .bind(&call.prompt)
+                .bind(&call.summary)
+                .bind(call.created_at_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+        }
+
+        /// Inserts `entries` with positions from `first_seq`, in multi-row statements.
+        async fn insert_entries(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            session_id: &str,
+            first_seq: i64,
+            entries: &[$crate::store::EntryRecord],
+        ) -> Result<(), sqlx::Error> {
+            for (batch_index, batch) in entries.chunks($crate::store::sql::INSERT_BATCH_ROWS).enumerate() {
+                let offset = first_seq + (batch_index * $crate::store::sql::INSERT_BATCH_ROWS) as i64;
+                let mut query = sqlx::QueryBuilder::<$db>::new(
+                    "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw) ",
+                );
+                query.push_values(batch.iter().enumerate(), |mut row, (i, entry)| {
+                    row.push_bind(session_id)
+                        .push_bind(offset + i as i64)
+                        .push_bind(&entry.entry_id)
+                        .push_bind(&entry.parent_id)
+                        .push_bind(&entry.entry_type)
+                        .push_bind(&entry.raw);
+                });
+                query.build().execute(&mut **tx).await?;
+            }
+            Ok(())
+        }
+    };
+}
+
+pub(super) use store_impl;

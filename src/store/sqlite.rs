@@ -1,0 +1,72 @@
+//! SQLite, the embedded default: a file under the data directory, so that `cargo run` works on a
+//! machine with nothing installed.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating it if needed) the database file at `path` and applies the migrations.
+    pub async fn open(path: &Path, busy_timeout: Duration) -> anyhow::Result<SqliteStore> {
+        if let Some(dir) = path.parent() {
+            super::ensure_dir(dir)?;
+        }
+        let options = SqliteConnectOptions::new().filename(path);
+        Self::with_options(options, busy_timeout).await
+    }
+
+    /// Opens a `sqlite:` URL (`sqlite::memory:` in tests).
+    pub async fn connect_url(url: &str, busy_timeout: Duration) -> anyhow::Result<SqliteStore> {
+        let options = SqliteConnectOptions::from_str(url)
+            .context("DATABASE_URL is not a valid sqlite: URL")?;
+        Self::with_options(options, busy_timeout).await
+    }
+
+    async fn with_options(
+        options: SqliteConnectOptions,
+        busy_timeout: Duration,
+    ) -> anyhow::Result<SqliteStore> {
+        let in_memory = options.get_filename().as_os_str().is_empty()
+            || options
+                .get_filename()
+                .to_string_lossy()
+                .contains(":memory:");
+        let options = options
+            .create_if_missing(true)
+            // WAL lets readers work while one writer commits; NORMAL sync is durable across
+            // process crashes (the kill -9 case) and fast.
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(busy_timeout);
+        // An in-memory database lives in one connection.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(if in_memory { 1 } else { 8 })
+            .acquire_timeout(busy_timeout)
+            .connect_with(options)
+            .await
+            .context("opening the SQLite database")?;
+        let store = SqliteStore { pool };
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&store.pool)
+            .await
+            .context("applying the SQLite migrations")?;
+        Ok(store)
+    }
+
+    /// A store on an existing pool (tests), migrated.
+    pub async fn from_pool(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(SqliteStore { pool })
+    }
+}
+
+super::sql::store_impl!(SqliteStore, sqlx::Sqlite, "sqlite");

@@ -1,0 +1,230 @@
+//! Every query on both backends: each test body runs against a fresh PostgreSQL database
+//! (`#[sqlx::test]`, from `DATABASE_URL`) and a fresh SQLite database.
+
+use std::sync::Arc;
+
+use super::*;
+
+/// Runs `$body(store)` once per backend.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[sqlx::test(migrations = false)]
+            async fn postgres(pool: sqlx::PgPool) {
+                super::$name(std::sync::Arc::new(crate::store::PgStore::from_pool(pool).await.unwrap())).await
+            }
+            #[sqlx::test(migrations = false)]
+            async fn sqlite(pool: sqlx::SqlitePool) {
+                super::$name(std::sync::Arc::new(crate::store::SqliteStore::from_pool(pool).await.unwrap())).await
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    sessions_round_trip_with_their_entries_in_order,
+    listing_is_paginated_oldest_first,
+    appends_are_guarded_by_the_entry_count,
+    deleting_removes_entries_and_compactions,
+    the_call_log_takes_rows,
+);
+
+fn session(id: &str, created: i64) -> SessionRecord {
+    SessionRecord {
+        session_id: id.to_owned(),
+        header_id: format!("header-{id}"),
+        title_line: None,
+        header: r#"{"type":"session","version":3,"id":"h"}"#.to_owned(),
+        source_version: 3,
+        leaf_id: Some("e2".into()),
+        entry_count: 2,
+        byte_size: 100,
+        context_tokens: 10,
+        created_at_ms: created,
+        updated_at_ms: created,
+    }
+}
+
+fn entry(id: &str, parent: Option<&str>) -> EntryRecord {
+    EntryRecord {
+        entry_id: id.to_owned(),
+        parent_id: parent.map(str::to_owned),
+        entry_type: "message".into(),
+        raw: format!(r#"{{"type":"message","id":"{id}","text":"é 😀 \n"}}"#),
+    }
+}
+
+async fn sessions_round_trip_with_their_entries_in_order(store: Arc<dyn Store>) {
+    store.ready().await.unwrap();
+    let record = SessionRecord {
+        title_line: Some(r#"{"type":"title","v":1}"#.into()),
+        ..session("s1", 5)
+    };
+    let entries: Vec<EntryRecord> = (0..4500)
+        .map(|i| {
+            entry(
+                &format!("e{i}"),
+                (i > 0).then(|| format!("e{}", i - 1)).as_deref(),
+            )
+        })
+        .collect();
+    store.insert_session(&record, &entries).await.unwrap();
+    assert_eq!(store.get_session("s1").await.unwrap(), Some(record));
+    assert_eq!(
+        store.entries("s1").await.unwrap(),
+        entries,
+        "more than two insert batches, in order"
+    );
+    assert_eq!(store.get_session("nope").await.unwrap(), None);
+    assert!(store.entries("nope").await.unwrap().is_empty());
+    // The same session id twice is a conflict named by its constraint.
+    let err = store
+        .insert_session(&session("s1", 6), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+}
+
+async fn listing_is_paginated_oldest_first(store: Arc<dyn Store>) {
+    for (id, created) in [("b", 2), ("a", 2), ("c", 1), ("d", 3)] {
+        store
+            .insert_session(&session(id, created), &[])
+            .await
+            .unwrap();
+    }
+    let ids = |page: Vec<SessionRecord>| page.into_iter().map(|s| s.session_id).collect::<Vec<_>>();
+    let first = store.list_sessions(2, None).await.unwrap();
+    assert_eq!(ids(first.clone()), ["c", "a"]);
+    let last = first.last().unwrap();
+    let second = store
+        .list_sessions(2, Some((last.created_at_ms, last.session_id.clone())))
+        .await
+        .unwrap();
+    assert_eq!(ids(second), ["b", "d"]);
+}
+
+async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
+    store
+        .insert_session(
+            &session("s", 1),
+            &[entry("e1", None), entry("e2", Some("e1"))],
+        )
+        .await
+        .unwrap();
+    let append = Append {
+        expected_entry_count: 2,
+        entries: vec![entry("e3", Some("e2"))],
+        leaf_id: Some("e3".into()),
+        context_tokens: 42,
+        compaction: Some(CompactionRecord {
+            session_id: "s".into(),
+            entry_id: "e3".into(),
+            leaf_id: "e2".into(),
+            first_kept_entry_id: "e2".into(),
+            model: "extractive".into(),
+            input_tokens: 1,
+            output_tokens: 2,
+            latency_ms: 3,
+            tokens_before: 100,
+            tokens_after: 40,
+            summary: "S".into(),
+            created_at_ms: 9,
+        }),
+    };
+    store.append("s", &append, 77).await.unwrap();
+    let stored = store.get_session("s").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.entry_count,
+            stored.leaf_id.as_deref(),
+            stored.context_tokens,
+            stored.updated_at_ms
+        ),
+        (3, Some("e3"), 42, 77)
+    );
+    assert_eq!(
+        stored.byte_size,
+        100 + entry("e3", None).raw.len() as i64 + 1
+    );
+    assert_eq!(
+        store.entries("s").await.unwrap().last().unwrap().entry_id,
+        "e3"
+    );
+    assert_eq!(
+        store.compactions("s").await.unwrap(),
+        [append.compaction.clone().unwrap()]
+    );
+
+    // A second writer that read the old count changes nothing.
+    let stale = Append {
+        entries: vec![entry("e4", Some("e2"))],
+        compaction: None,
+        ..append.clone()
+    };
+    assert!(matches!(
+        store.append("s", &stale, 78).await.unwrap_err(),
+        StoreError::Changed
+    ));
+    assert_eq!(store.entries("s").await.unwrap().len(), 3);
+    // A duplicate id rolls the whole append back.
+    let duplicate = Append {
+        expected_entry_count: 3,
+        entries: vec![entry("e5", None), entry("e1", None)],
+        compaction: None,
+        ..append
+    };
+    assert!(matches!(
+        store.append("s", &duplicate, 79).await.unwrap_err(),
+        StoreError::Conflict(_)
+    ));
+    let stored = store.get_session("s").await.unwrap().unwrap();
+    assert_eq!((stored.entry_count, stored.updated_at_ms), (3, 77));
+    assert_eq!(store.entries("s").await.unwrap().len(), 3);
+}
+
+async fn deleting_removes_entries_and_compactions(store: Arc<dyn Store>) {
+    store
+        .insert_session(&session("s", 1), &[entry("e1", None)])
+        .await
+        .unwrap();
+    store
+        .insert_session(&session("t", 1), &[entry("e1", None)])
+        .await
+        .unwrap();
+    assert!(store.delete_session("s").await.unwrap());
+    assert!(!store.delete_session("s").await.unwrap());
+    assert_eq!(store.get_session("s").await.unwrap(), None);
+    assert!(store.entries("s").await.unwrap().is_empty());
+    assert_eq!(
+        store.entries("t").await.unwrap().len(),
+        1,
+        "other sessions keep their entries"
+    );
+}
+
+async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
+    let call = CallRecord {
+        endpoint: "/v1/compact".into(),
+        session_id: None,
+        model: Some("extractive".into()),
+        outcome: "ok".into(),
+        status: 200,
+        prompt_bytes: 10,
+        summary_bytes: 5,
+        input_tokens: 3,
+        output_tokens: 2,
+        latency_ms: 1,
+        prompt: None,
+        summary: None,
+        created_at_ms: 1,
+    };
+    store.log_call(&call).await.unwrap();
+    store
+        .log_call(&CallRecord {
+            prompt: Some("p".into()),
+            summary: Some("s".into()),
+            ..call
+        })
+        .await
+        .unwrap();
+}
