@@ -190,16 +190,14 @@ fn array_index(key: &str) -> Option<u32> {
 /// Appends a JSON number formatted as JavaScript's `Number.prototype.toString` would.
 pub fn write_number(out: &mut String, n: &Number) {
     const MAX_SAFE: u64 = 1 << 53;
-    if let Some(u) = n.as_u64() {
-        if u <= MAX_SAFE {
-            out.push_str(&u.to_string());
-            return;
-        }
-    } else if let Some(i) = n.as_i64() {
-        if i.unsigned_abs() <= MAX_SAFE {
-            out.push_str(&i.to_string());
-            return;
-        }
+    // Integers a double holds exactly print as themselves.
+    if let Some(u) = n.as_u64().filter(|&u| u <= MAX_SAFE) {
+        out.push_str(&u.to_string());
+        return;
+    }
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= MAX_SAFE) {
+        out.push_str(&i.to_string());
+        return;
     }
     // Everything else is what JSON.parse would have produced: the nearest double.
     write_f64(out, n.as_f64().unwrap_or(0.0));

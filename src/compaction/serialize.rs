@@ -94,12 +94,12 @@ pub fn bash_execution_text(bash: &BashExecution) -> String {
         text.push_str("\n\nCommand exited with code ");
         text.push_str(&js_json::f64_to_js_string(code));
     }
-    if bash.truncated {
-        if let Some(path) = &bash.full_output_path {
-            text.push_str("\n\n[Output truncated. Full output: ");
-            text.push_str(path);
-            text.push(']');
-        }
+    if bash.truncated
+        && let Some(path) = &bash.full_output_path
+    {
+        text.push_str("\n\n[Output truncated. Full output: ");
+        text.push_str(path);
+        text.push(']');
     }
     text
 }

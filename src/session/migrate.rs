@@ -77,10 +77,10 @@ fn v2_to_v3(objects: &mut [Value]) {
                 map.insert("version".into(), Value::from(CURRENT_VERSION));
             }
             Some("message") => {
-                if let Some(message) = map.get_mut("message").and_then(Value::as_object_mut) {
-                    if message.get("role").and_then(Value::as_str) == Some("hookMessage") {
-                        message.insert("role".into(), Value::from("custom"));
-                    }
+                if let Some(message) = map.get_mut("message").and_then(Value::as_object_mut)
+                    && message.get("role").and_then(Value::as_str) == Some("hookMessage")
+                {
+                    message.insert("role".into(), Value::from("custom"));
                 }
             }
             _ => {}
