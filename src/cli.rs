@@ -142,14 +142,16 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
-        let state =
-            crate::http::AppState::from_config(&config).map_err(|e| CliError(format!("{e:#}")))?;
+        let state = crate::http::AppState::from_config(&config)
+            .await
+            .map_err(|e| CliError(format!("{e:#}")))?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| CliError(format!("cannot listen on {}: {e}", config.listen)))?;
         tracing::info!(
             listen = %listener.local_addr().map_or(config.listen, |a| a),
-            chain = ?state.chain.names(),
+            chain = ?state.summarizer.chain.names(),
+            storage = state.store.backend(),
             "compactd serving"
         );
         crate::http::serve(listener, state, shutdown_signal())

@@ -115,6 +115,31 @@ pub struct ServeConfig {
     #[arg(long, env = "COMPACTD_MAX_OUTPUT_TOKENS", default_value_t = 32_000)]
     pub max_output_tokens: u64,
 
+    /// PostgreSQL URL (`postgres://user@host/db`) for deployments; unset: SQLite in the data
+    /// directory. `sqlite:PATH` names another SQLite file.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Directory of the embedded SQLite database (`compactd.db`).
+    #[arg(long, env = "COMPACTD_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// Connections in the database pool.
+    #[arg(long, env = "COMPACTD_DB_MAX_CONNECTIONS", default_value_t = 10)]
+    pub db_max_connections: u32,
+
+    /// How long a request waits for a database connection before answering 503, in seconds.
+    #[arg(long, env = "COMPACTD_DB_ACQUIRE_TIMEOUT_SECS", default_value_t = 3.0)]
+    pub db_acquire_timeout_secs: f64,
+
+    /// Keep prompt and summary texts in the call log (off: only sizes, models and timings).
+    #[arg(long, env = "COMPACTD_STORE_TEXT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub store_text: bool,
+
+    /// Context window assumed for branch summaries (the branch may fill it less the reserve).
+    #[arg(long, env = "COMPACTD_CONTEXT_WINDOW", default_value_t = 128_000)]
+    pub context_window: u64,
+
     /// Directory whose `*.md` files replace the built-in prompt templates of the same name.
     #[arg(long, env = "COMPACTD_PROMPTS_DIR")]
     pub prompts_dir: Option<PathBuf>,
@@ -143,6 +168,21 @@ impl ServeConfig {
         positive("COMPACTD_ATTEMPT_TIMEOUT_SECS", self.attempt_timeout_secs)?;
         positive("COMPACTD_DEADLINE_SECS", self.deadline_secs)?;
         positive("COMPACTD_MAX_BACKOFF_SECS", self.max_backoff_secs)?;
+        positive(
+            "COMPACTD_DB_ACQUIRE_TIMEOUT_SECS",
+            self.db_acquire_timeout_secs,
+        )?;
+        if self.db_max_connections == 0 {
+            return Err("COMPACTD_DB_MAX_CONNECTIONS must be at least 1".into());
+        }
+        if let Some(url) = &self.database_url {
+            let known = ["postgres://", "postgresql://", "sqlite:"];
+            if !known.iter().any(|p| url.starts_with(p)) {
+                return Err(
+                    "DATABASE_URL must start with postgres://, postgresql:// or sqlite:".into(),
+                );
+            }
+        }
         if self.deadline_secs >= 180.0 {
             return Err(format!(
                 "COMPACTD_DEADLINE_SECS is {}: pi-family agents give up after 180 s, so keep it below",
@@ -212,6 +252,15 @@ impl ServeConfig {
         self.anthropic_api_key
             .as_deref()
             .filter(|k| !k.trim().is_empty())
+    }
+
+    pub fn store(&self) -> crate::store::StoreConfig {
+        crate::store::StoreConfig {
+            database_url: self.database_url.clone().filter(|u| !u.trim().is_empty()),
+            data_dir: self.data_dir.clone(),
+            max_connections: self.db_max_connections,
+            acquire_timeout: Duration::from_secs_f64(self.db_acquire_timeout_secs),
+        }
     }
 
     pub fn retry_policy(&self) -> RetryPolicy {

@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod compaction;
+pub mod compactor;
 pub mod config;
 pub mod http;
 pub mod js_json;

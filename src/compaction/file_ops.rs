@@ -26,23 +26,33 @@ pub struct FileLists {
 }
 
 impl FileOperations {
-    /// Carry-over from an earlier compaction or branch summary made by pi itself (`fromHook`
-    /// not set) that has `details`: `readFiles` count as read, `modifiedFiles` as edited.
-    /// Items that are not strings are skipped (the reference does not check them).
+    /// Carry-over from the previous compaction when it was made by pi itself (`fromHook` not
+    /// set) and has `details`: `readFiles` count as read, `modifiedFiles` as edited. Items that
+    /// are not strings are skipped (the reference does not check them).
     pub fn carry_over(&mut self, entry: &Entry) {
-        let details = match &entry.kind {
-            EntryKind::Compaction {
-                details: Some(details),
-                from_hook: false,
-                ..
-            }
-            | EntryKind::BranchSummary {
-                details: Some(details),
-                from_hook: false,
-                ..
-            } => details,
-            _ => return,
-        };
+        if let EntryKind::Compaction {
+            details: Some(details),
+            from_hook: false,
+            ..
+        } = &entry.kind
+        {
+            self.carry_details(details);
+        }
+    }
+
+    /// The same carry-over from a branch-summary entry, for branch summaries (spec §9).
+    pub fn carry_over_branch(&mut self, entry: &Entry) {
+        if let EntryKind::BranchSummary {
+            details: Some(details),
+            from_hook: false,
+            ..
+        } = &entry.kind
+        {
+            self.carry_details(details);
+        }
+    }
+
+    fn carry_details(&mut self, details: &Value) {
         let strings = |key: &str| {
             details
                 .get(key)

@@ -4,8 +4,10 @@
 //! Pure and synchronous: it reads a parsed [`Session`](crate::session::Session) path and returns
 //! values. The CLI, the HTTP handlers and the benchmarks all call it.
 
+pub mod branch;
 pub mod context;
 pub mod cut_point;
+pub mod entry;
 pub mod file_ops;
 pub mod plan;
 pub mod prepare;

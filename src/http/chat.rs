@@ -91,13 +91,23 @@ pub(super) async fn chat_completions(
     let system_prompt = Some(system.join("\n\n"))
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| state.prompts.system.clone());
-    let summary = state
+    let started = std::time::Instant::now();
+    let result = state
         .summarize(SummaryRequest {
             system_prompt,
-            prompt,
+            prompt: prompt.clone(),
             max_tokens,
         })
-        .await?;
+        .await;
+    let outcome = result.as_ref().map_err(|e| (e.code(), e.status().as_u16()));
+    state.calls.record(
+        "/v1/chat/completions",
+        None,
+        &prompt,
+        outcome,
+        started.elapsed().as_millis() as u64,
+    );
+    let summary = result?;
     let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)

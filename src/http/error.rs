@@ -19,6 +19,19 @@ pub enum ApiError {
         message: String,
         param: Option<String>,
     },
+    /// An uploaded session (or appended lines) that cannot be read: names the line.
+    #[error("{}", .0)]
+    InvalidSession(crate::session::ParseError),
+    /// The session, entry or resource does not exist.
+    #[error("{0}")]
+    NotFoundWhat(String),
+    /// The request conflicts with stored data (an entry id with other content, a session that
+    /// changed meanwhile) or asks for something the session's state does not allow.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// The database cannot be reached.
+    #[error("storage is unavailable; retry later")]
+    StorageUnavailable,
     /// The upstream model says the input is too long.
     #[error("{0}")]
     ContextLengthExceeded(String),
@@ -68,6 +81,10 @@ impl ApiError {
         match self {
             ApiError::Invalid { status, .. } => *status,
             ApiError::ContextLengthExceeded(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidSession(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotFoundWhat(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -77,12 +94,21 @@ impl ApiError {
         }
     }
 
+    /// The machine-readable code of the error body.
+    pub fn code(&self) -> &'static str {
+        self.kind_and_code().1
+    }
+
     fn kind_and_code(&self) -> (&'static str, &'static str) {
         match self {
             ApiError::Invalid { code, .. } => ("invalid_request_error", code),
             ApiError::ContextLengthExceeded(_) => {
                 ("invalid_request_error", "context_length_exceeded")
             }
+            ApiError::InvalidSession(_) => ("invalid_request_error", "invalid_session"),
+            ApiError::NotFoundWhat(_) => ("invalid_request_error", "not_found"),
+            ApiError::Conflict { code, .. } => ("invalid_request_error", code),
+            ApiError::StorageUnavailable => ("server_error", "storage_unavailable"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
             ApiError::Busy { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ApiError::Unavailable { .. } => ("server_error", "upstream_unavailable"),
@@ -103,9 +129,20 @@ impl IntoResponse for ApiError {
             ApiError::Invalid { param, .. } => param.clone(),
             _ => None,
         };
-        let body = json!({"error": {"message": self.to_string(), "type": kind, "code": code, "param": param}});
+        let mut body = json!({"error": {"message": self.to_string(), "type": kind, "code": code, "param": param}});
+        if let ApiError::InvalidSession(parse) = &self {
+            body["error"]["line"] = json!(parse.line);
+            body["error"]["kind"] = json!(parse.kind);
+        }
         let mut response = (self.status(), axum::Json(body)).into_response();
-        if let ApiError::Busy { retry_after } | ApiError::Unavailable { retry_after, .. } = &self {
+        let retry_after = match &self {
+            ApiError::Busy { retry_after } | ApiError::Unavailable { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            ApiError::StorageUnavailable => Some(Duration::from_secs(5)),
+            _ => None,
+        };
+        if let Some(retry_after) = retry_after {
             let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             response
                 .headers_mut()
@@ -118,4 +155,27 @@ impl IntoResponse for ApiError {
 /// Unknown routes answer JSON too.
 pub async fn not_found() -> ApiError {
     ApiError::NotFound
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(error: crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match error {
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "storage unavailable");
+                ApiError::StorageUnavailable
+            }
+            StoreError::Changed => ApiError::Conflict {
+                code: "session_changed",
+                message: "the session changed while this request was handled; retry".into(),
+            },
+            StoreError::Conflict(constraint) => ApiError::Conflict {
+                code: "conflict",
+                message: format!("the request conflicts with stored data ({constraint})"),
+            },
+            StoreError::Other(cause) => {
+                ApiError::Internal(anyhow::Error::new(cause).context("storage error"))
+            }
+        }
+    }
 }

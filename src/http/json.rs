@@ -91,3 +91,57 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         .map_err(|e| syntax(&e, "trailing characters after the JSON document"))?;
     Ok(value)
 }
+
+/// A raw request body (JSONL uploads) under the body limit.
+pub(super) struct RawBody(pub Bytes);
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let BodyLimit(limit) = BodyLimit::from_ref(state);
+        Bytes::from_request(request, state)
+            .await
+            .map(RawBody)
+            .map_err(|rejection| match rejection {
+                BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                    ApiError::PayloadTooLarge { limit }
+                }
+                other => ApiError::bad_request("unreadable_body", other.body_text()),
+            })
+    }
+}
+
+/// Query parameters decoded into `T`; a bad one is a 422 naming it.
+pub(super) struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+        serde_path_to_error::deserialize(deserializer)
+            .map(QueryParams)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let message = error.into_inner().to_string();
+                let param = message
+                    .strip_prefix("missing field `")
+                    .and_then(|rest| rest.split('`').next())
+                    .map_or(path, str::to_owned);
+                ApiError::unprocessable(&param, format!("query parameter {param}: {message}"))
+            })
+    }
+}
+
+fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(query.as_bytes())
+}

@@ -1,47 +1,65 @@
-//! The HTTP service: the remote-summarizer endpoints of pi-family agents (`/v1/compact`) and an
-//! OpenAI-compatible `/v1/chat/completions` (spec §10).
+//! The HTTP service: the remote-summarizer endpoints of pi-family agents (`/v1/compact`,
+//! `/v1/chat/completions`, spec §10) and the session API (upload, sync, plan, compact, spec §1–§9).
 
+mod calls;
 mod chat;
 mod compact;
+mod compactions;
 pub mod error;
 mod json;
+mod sessions;
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::routing::post;
+use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::ServeConfig;
 use crate::prompts::Prompts;
+use crate::store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::openai::OpenAiClient;
-use crate::summarizer::{Chain, ChainError, Limiter, Link, ModelSpec, Summary, SummaryRequest};
+use crate::summarizer::{
+    Chain, ChainError, Limiter, Link, ModelSpec, SummarizeError, Summarizer, Summary,
+    SummaryRequest,
+};
+pub use calls::CallLog;
 use error::ApiError;
 use json::BodyLimit;
 
-/// Request-independent output limits.
+/// Request-independent limits and defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
     pub default_max_tokens: u64,
     pub max_output_tokens: u64,
+    /// Context window assumed for branch summaries.
+    pub context_window: u64,
 }
 
 /// Shared by every handler; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    pub chain: Arc<Chain>,
-    pub limiter: Arc<Limiter>,
+    pub summarizer: Arc<Summarizer>,
     pub prompts: Arc<Prompts>,
+    pub store: Arc<dyn Store>,
+    pub calls: CallLog,
     pub limits: Limits,
+    /// One compaction at a time per (session, leaf) in this process, so that concurrent requests
+    /// for the same leaf cost one summarization.
+    compaction_locks: Arc<Mutex<HashMap<(String, String), LeafLock>>>,
 }
+
+/// Held while one leaf of one session is being compacted.
+type LeafLock = Arc<tokio::sync::Mutex<()>>;
 
 impl FromRef<AppState> for BodyLimit {
     fn from_ref(state: &AppState) -> Self {
@@ -49,69 +67,86 @@ impl FromRef<AppState> for BodyLimit {
     }
 }
 
+/// Builds the summarizer chain (one HTTP client per provider, built once) and its limiter.
+pub fn build_summarizer(config: &ServeConfig) -> anyhow::Result<Summarizer> {
+    let policy = config.retry_policy();
+    let http = || {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(policy.attempt_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .context("building the HTTP client")
+    };
+    let mut openai = None;
+    let mut anthropic = None;
+    let mut links = Vec::new();
+    for spec in config.chain() {
+        links.push(match spec {
+            ModelSpec::OpenAi(model) => {
+                if openai.is_none() {
+                    openai = Some(OpenAiClient::new(
+                        http()?,
+                        &config.openai_base_url,
+                        config.openai_key().map(str::to_owned),
+                    ));
+                }
+                Link::OpenAi {
+                    client: openai.clone().expect("built above"),
+                    model,
+                }
+            }
+            ModelSpec::Anthropic(model) => {
+                if anthropic.is_none() {
+                    let key = config
+                        .anthropic_key()
+                        .context("ANTHROPIC_API_KEY is not set")?;
+                    anthropic = Some(AnthropicClient::new(
+                        http()?,
+                        &config.anthropic_base_url,
+                        key.to_owned(),
+                        config.anthropic_version.clone(),
+                    ));
+                }
+                Link::Anthropic {
+                    client: anthropic.clone().expect("built above"),
+                    model,
+                }
+            }
+            ModelSpec::Extractive => Link::Extractive,
+        });
+    }
+    Ok(Summarizer::new(
+        Chain::new(links, policy),
+        Limiter::new(config.max_concurrent, config.max_queue),
+    ))
+}
+
 impl AppState {
-    /// Builds the chain (one HTTP client per provider, built once), the limiter and the prompts.
-    pub fn from_config(config: &ServeConfig) -> anyhow::Result<AppState> {
+    /// Connects the store (applying migrations), builds the summarizer and loads the prompts.
+    pub async fn from_config(config: &ServeConfig) -> anyhow::Result<AppState> {
+        let store = crate::store::connect(&config.store()).await?;
+        AppState::with_store(config, store)
+    }
+
+    /// The state around an already connected store.
+    pub fn with_store(config: &ServeConfig, store: Arc<dyn Store>) -> anyhow::Result<AppState> {
         let prompts = match &config.prompts_dir {
             Some(dir) => Prompts::load(dir)?,
             None => Prompts::builtin(),
         };
-        let policy = config.retry_policy();
-        let http = || {
-            reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .timeout(policy.attempt_timeout)
-                .pool_idle_timeout(Duration::from_secs(90))
-                .build()
-                .context("building the HTTP client")
-        };
-        let mut openai = None;
-        let mut anthropic = None;
-        let mut links = Vec::new();
-        for spec in config.chain() {
-            links.push(match spec {
-                ModelSpec::OpenAi(model) => {
-                    if openai.is_none() {
-                        openai = Some(OpenAiClient::new(
-                            http()?,
-                            &config.openai_base_url,
-                            config.openai_key().map(str::to_owned),
-                        ));
-                    }
-                    Link::OpenAi {
-                        client: openai.clone().expect("built above"),
-                        model,
-                    }
-                }
-                ModelSpec::Anthropic(model) => {
-                    if anthropic.is_none() {
-                        let key = config
-                            .anthropic_key()
-                            .context("ANTHROPIC_API_KEY is not set")?;
-                        anthropic = Some(AnthropicClient::new(
-                            http()?,
-                            &config.anthropic_base_url,
-                            key.to_owned(),
-                            config.anthropic_version.clone(),
-                        ));
-                    }
-                    Link::Anthropic {
-                        client: anthropic.clone().expect("built above"),
-                        model,
-                    }
-                }
-                ModelSpec::Extractive => Link::Extractive,
-            });
-        }
         Ok(AppState {
-            chain: Arc::new(Chain::new(links, policy)),
-            limiter: Arc::new(Limiter::new(config.max_concurrent, config.max_queue)),
+            summarizer: Arc::new(build_summarizer(config)?),
             prompts: Arc::new(prompts),
+            calls: CallLog::spawn(store.clone(), config.store_text),
+            store,
             limits: Limits {
                 max_body_bytes: config.max_body_bytes,
                 default_max_tokens: config.default_max_tokens,
                 max_output_tokens: config.max_output_tokens,
+                context_window: config.context_window,
             },
+            compaction_locks: Arc::default(),
         })
     }
 
@@ -128,41 +163,47 @@ impl AppState {
         }
     }
 
-    /// Runs one summarization through the limiter and the chain.
+    /// Runs one summarization (queue, chain, fallbacks) and maps its failure to an HTTP error.
     pub async fn summarize(&self, request: SummaryRequest) -> Result<Summary, ApiError> {
-        let deadline = Instant::now() + self.chain.policy.deadline;
-        let _slot = match tokio::time::timeout_at(deadline.into(), self.limiter.acquire()).await {
-            Ok(Ok(slot)) => slot,
-            Ok(Err(_)) | Err(_) => {
-                tracing::warn!(
-                    queue = self.limiter.queue_depth(),
-                    "summarization refused: queue full"
-                );
-                return Err(ApiError::Busy {
-                    retry_after: Duration::from_secs(2),
-                });
-            }
-        };
-        let result = self
-            .chain
-            .summarize(&request, deadline, |attempt| match &attempt.outcome {
-                Ok(()) => tracing::info!(model = %attempt.model, latency_ms = attempt.latency.as_millis() as u64, "summary written"),
-                Err(error) => tracing::warn!(model = %attempt.model, latency_ms = attempt.latency.as_millis() as u64, outcome = error.label(), "summarizer attempt failed: {error}"),
-            })
-            .await;
-        result.map_err(|error| match error {
-            ChainError::ContextOverflow => ApiError::ContextLengthExceeded(
+        self.summarizer
+            .summarize(&request)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    /// The lock serializing compactions of one leaf of one session in this process.
+    fn compaction_lock(&self, session_id: &str, leaf_id: &str) -> LeafLock {
+        let mut locks = self
+            .compaction_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Drop the locks nobody holds any more, so the map stays small.
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks
+            .entry((session_id.to_owned(), leaf_id.to_owned()))
+            .or_default()
+            .clone()
+    }
+}
+
+impl From<SummarizeError> for ApiError {
+    fn from(error: SummarizeError) -> Self {
+        match error {
+            SummarizeError::Busy(_) => ApiError::Busy {
+                retry_after: Duration::from_secs(2),
+            },
+            SummarizeError::Chain(ChainError::ContextOverflow) => ApiError::ContextLengthExceeded(
                 "the prompt is longer than the context window of every configured model; shorten it and retry".into(),
             ),
-            ChainError::Exhausted { last, retry_after } => ApiError::Unavailable {
+            SummarizeError::Chain(ChainError::Exhausted { last, retry_after }) => ApiError::Unavailable {
                 message: format!("no configured model could write the summary (last error: {last})"),
                 retry_after,
             },
-            ChainError::DeadlineExceeded => ApiError::Unavailable {
+            SummarizeError::Chain(ChainError::DeadlineExceeded) => ApiError::Unavailable {
                 message: "no summary within the deadline".into(),
                 retry_after: Duration::from_secs(5),
             },
-        })
+        }
     }
 }
 
@@ -190,10 +231,30 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/compact", post(compact::compact))
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/plan", post(compactions::plan_upload))
+        .route("/v1/sessions", post(sessions::upload).get(sessions::list))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::show).delete(sessions::delete),
+        )
+        .route(
+            "/v1/sessions/{id}/entries",
+            get(sessions::entries).post(sessions::append),
+        )
+        .route("/v1/sessions/{id}/plan", get(compactions::plan_stored))
+        .route("/v1/sessions/{id}/context", get(compactions::context))
+        .route(
+            "/v1/sessions/{id}/compactions",
+            post(compactions::compact).get(compactions::history),
+        )
+        .route(
+            "/v1/sessions/{id}/branch-summaries",
+            post(compactions::branch_summary),
+        )
         .fallback(error::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
-        // Outermost first: catch panics as a generic 500, trace, then bound the body.
+        // Outermost last: catch panics as a generic 500, trace, then bound the body.
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(|_| {
@@ -219,9 +280,13 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    #[test]
-    fn short_summary_prompts_get_the_small_default_cap() {
-        let state = AppState::from_config(&ServeConfig::defaults()).unwrap();
+    #[tokio::test]
+    async fn short_summary_prompts_get_the_small_default_cap() {
+        let store =
+            crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
+                .await
+                .unwrap();
+        let state = AppState::with_store(&ServeConfig::defaults(), Arc::new(store)).unwrap();
         let short = "<conversation>\nx\n</conversation>\n\n<previous-summary>\n## Goal\n</previous-summary>\n\nIn 2-3 sentences, describe the changes";
         assert_eq!(state.max_tokens(None, short), 512);
         assert_eq!(

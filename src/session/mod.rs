@@ -136,6 +136,20 @@ impl Session {
     }
 }
 
+/// Reads one entry line (v3 form) on its own, e.g. a line appended to a stored session.
+/// `line` is its number in the request, for errors.
+pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ParseError {
+        line: Some(line),
+        kind: ParseErrorKind::InvalidUtf8,
+        message: format!(
+            "the line is not valid UTF-8 (byte {} of the line)",
+            e.valid_up_to() + 1
+        ),
+    })?;
+    parse::entry_from_line(line, text.into())
+}
+
 /// A leaf or target id that names no entry of the session.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no entry with id {0:?} in this session")]

@@ -168,3 +168,50 @@ fn is_overflow_message(message: &str) -> bool {
     .iter()
     .any(|needle| m.contains(needle))
 }
+
+/// The chain behind the limiter: what every caller (HTTP handlers, the compactor, the CLI) uses
+/// to get a summary.
+#[derive(Debug)]
+pub struct Summarizer {
+    pub chain: Chain,
+    pub limiter: Limiter,
+}
+
+/// Why a summarization produced nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SummarizeError {
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+}
+
+impl Summarizer {
+    pub fn new(chain: Chain, limiter: Limiter) -> Self {
+        Summarizer { chain, limiter }
+    }
+
+    /// Waits for a slot (within the deadline) and runs the chain; every attempt is logged
+    /// without its text.
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<Summary, SummarizeError> {
+        let deadline = std::time::Instant::now() + self.chain.policy.deadline;
+        let _slot = match tokio::time::timeout_at(deadline.into(), self.limiter.acquire()).await {
+            Ok(slot) => slot?,
+            Err(_) => return Err(SummarizeError::Busy(Busy)),
+        };
+        let summary = self
+            .chain
+            .summarize(request, deadline, |attempt| {
+                let latency_ms = attempt.latency.as_millis() as u64;
+                match &attempt.outcome {
+                    Ok(()) => tracing::info!(model = %attempt.model, latency_ms, "summary written"),
+                    Err(error) => tracing::warn!(
+                        model = %attempt.model, latency_ms, outcome = error.label(),
+                        "summarizer attempt failed: {error}"
+                    ),
+                }
+            })
+            .await?;
+        Ok(summary)
+    }
+}

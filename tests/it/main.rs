@@ -7,6 +7,7 @@ mod cli;
 mod extractive;
 mod fixtures;
 mod service;
+mod sessions;
 mod support;
 
 /// Bytes of a file in `tests/fixtures/` (real pi sessions, MIT; see the README there).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use compactd::config::ServeConfig;
 use compactd::http::{AppState, app};
+use compactd::store::Store;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,6 +27,8 @@ pub enum Reply {
     Hang(Duration),
     /// Close the connection at once with a TCP reset.
     Reset,
+    /// Wait, then give the reply.
+    Delayed(Duration, Box<Reply>),
 }
 
 impl Reply {
@@ -70,6 +73,10 @@ impl Reply {
                 "usage": {"input_tokens": 200, "output_tokens": 9}
             }),
         )
+    }
+
+    pub fn after(self, delay: Duration) -> Reply {
+        Reply::Delayed(delay, Box::new(self))
     }
 
     pub fn garbage() -> Reply {
@@ -182,7 +189,15 @@ async fn handle(mut stream: TcpStream, reply: Reply, received: Arc<Mutex<Vec<Rec
         body,
         at: Instant::now(),
     });
+    let reply = match reply {
+        Reply::Delayed(delay, reply) => {
+            tokio::time::sleep(delay).await;
+            *reply
+        }
+        other => other,
+    };
     match reply {
+        Reply::Delayed(..) => unreachable!("one level of delay"),
         Reply::Status {
             status,
             headers,
@@ -220,9 +235,19 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// compactd with its own store as configured (an in-memory SQLite database by default).
     pub async fn spawn(config: ServeConfig) -> TestApp {
         config.validate().expect("test configuration is valid");
-        let state = AppState::from_config(&config).unwrap();
+        let state = AppState::from_config(&config).await.unwrap();
+        TestApp::serve(state).await
+    }
+
+    /// compactd on the given store.
+    pub async fn with_store(config: ServeConfig, store: Arc<dyn Store>) -> TestApp {
+        TestApp::serve(AppState::with_store(&config, store).unwrap()).await
+    }
+
+    async fn serve(state: AppState) -> TestApp {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });
@@ -249,6 +274,22 @@ impl TestApp {
             .await
             .unwrap()
     }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.client
+            .delete(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap()
+    }
 }
 
 /// Defaults with fast retries, for tests.
@@ -257,6 +298,7 @@ pub fn config() -> ServeConfig {
     config.backoff_ms = 10;
     config.attempt_timeout_secs = 5.0;
     config.deadline_secs = 20.0;
+    config.database_url = Some("sqlite::memory:".into());
     config
 }
 

@@ -1,0 +1,382 @@
+//! Sessions: upload a pi session file, list, read, delete, get it back as JSONL, append entries.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::{QueryParams, RawBody};
+use crate::compaction::{build_session_context, estimate_context_tokens};
+use crate::session::{self, LineIssue, ParseErrorKind, ParseOptions, Session, time};
+use crate::store::{Append, EntryRecord, SessionRecord, StoreError, now_ms};
+
+/// A stored session as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SessionView {
+    id: String,
+    header_id: String,
+    leaf_id: Option<String>,
+    entry_count: i64,
+    /// Always 3: sessions are stored migrated.
+    version: u32,
+    source_version: i64,
+    context_tokens: i64,
+    bytes: i64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&SessionRecord> for SessionView {
+    fn from(r: &SessionRecord) -> Self {
+        SessionView {
+            id: r.session_id.clone(),
+            header_id: r.header_id.clone(),
+            leaf_id: r.leaf_id.clone(),
+            entry_count: r.entry_count,
+            version: session::CURRENT_VERSION,
+            source_version: r.source_version,
+            context_tokens: r.context_tokens,
+            bytes: r.byte_size,
+            created_at: time::epoch_ms_to_iso(r.created_at_ms),
+            updated_at: time::epoch_ms_to_iso(r.updated_at_ms),
+        }
+    }
+}
+
+/// The session as JSONL, from its stored lines.
+pub(super) fn jsonl(record: &SessionRecord, entries: &[EntryRecord]) -> String {
+    let size = record.header.len() + entries.iter().map(|e| e.raw.len() + 1).sum::<usize>() + 256;
+    let mut text = String::with_capacity(size);
+    for line in record
+        .title_line
+        .iter()
+        .chain(std::iter::once(&record.header))
+        .chain(entries.iter().map(|e| &e.raw))
+    {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Reads a session file off the async workers (a 20 MB file takes ~100 ms).
+async fn parse(
+    bytes: impl AsRef<[u8]> + Send + 'static,
+    options: ParseOptions,
+) -> Result<Session, ApiError> {
+    tokio::task::spawn_blocking(move || Session::parse(bytes.as_ref(), options))
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+        .map_err(ApiError::InvalidSession)
+}
+
+/// A stored session, parsed. Stored lines were accepted at upload or append; they are read
+/// leniently so that links repaired at a lenient upload are repaired the same way again.
+pub(super) struct Loaded {
+    pub record: SessionRecord,
+    pub session: Session,
+    /// Entries actually read: the count an append must find unchanged.
+    pub entry_count: i64,
+}
+
+pub(super) async fn load(state: &AppState, id: &str) -> Result<Loaded, ApiError> {
+    let record = state
+        .store
+        .get_session(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+    let entries = state.store.entries(id).await?;
+    let entry_count = entries.len() as i64;
+    let text = jsonl(&record, &entries);
+    let session = parse(text, ParseOptions { lenient: true }).await?;
+    Ok(Loaded {
+        record,
+        session,
+        entry_count,
+    })
+}
+
+/// Context tokens of the path to the leaf, as the planner estimates them.
+pub(super) fn context_tokens(session: &Session) -> i64 {
+    let path = session.active_path(None).unwrap_or_default();
+    estimate_context_tokens(&build_session_context(&path).messages()).tokens as i64
+}
+
+pub(super) fn entry_record(entry: &session::Entry) -> EntryRecord {
+    EntryRecord {
+        entry_id: entry.id.clone(),
+        parent_id: entry.parent_id.clone(),
+        entry_type: entry.entry_type().to_owned(),
+        raw: entry.raw.to_string(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct UploadQuery {
+    #[serde(default)]
+    lenient: bool,
+}
+
+/// `POST /v1/sessions`: stores a session file (migrated to v3 when older).
+pub(super) async fn upload(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<UploadQuery>,
+    RawBody(body): RawBody,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let session = parse(
+        body,
+        ParseOptions {
+            lenient: query.lenient,
+        },
+    )
+    .await?;
+    // Lenient reading lets a later line win a duplicate id; storage keeps ids unique per session.
+    if let Some(duplicate) = session
+        .repairs
+        .iter()
+        .find(|r| r.kind == ParseErrorKind::DuplicateId)
+    {
+        return Err(ApiError::InvalidSession(session::ParseError {
+            line: Some(duplicate.line),
+            kind: duplicate.kind,
+            message: format!("{} (a stored session needs unique ids)", duplicate.message),
+        }));
+    }
+    let entries: Vec<EntryRecord> = session.entries.iter().map(entry_record).collect();
+    let now = now_ms();
+    let record = SessionRecord {
+        session_id: uuid::Uuid::new_v4().to_string(),
+        header_id: session.header.id.clone(),
+        title_line: session.title.as_deref().map(str::to_owned),
+        header: session.header.raw.to_string(),
+        source_version: i64::from(session.source_version),
+        leaf_id: session.entries.last().map(|e| e.id.clone()),
+        entry_count: entries.len() as i64,
+        byte_size: session.to_jsonl().len() as i64,
+        context_tokens: context_tokens(&session),
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    state.store.insert_session(&record, &entries).await?;
+    tracing::info!(session = %record.session_id, entries = record.entry_count, bytes = record.byte_size, "session stored");
+    let mut view = serde_json::to_value(SessionView::from(&record)).expect("a view serializes");
+    view["skippedLines"] = json!(issues(&session.skipped));
+    view["repairedLines"] = json!(issues(&session.repairs));
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+fn issues(list: &[LineIssue]) -> Vec<Value> {
+    list.iter()
+        .map(|i| json!({"line": i.line, "kind": i.kind, "message": i.message}))
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ListQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// `GET /v1/sessions?limit=&cursor=`: oldest first; `nextCursor` continues the listing.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::unprocessable(
+            "limit",
+            "limit must be between 1 and 1000",
+        ));
+    }
+    let after = match &query.cursor {
+        None => None,
+        Some(cursor) => {
+            let parsed = cursor
+                .split_once('.')
+                .and_then(|(ms, id)| Some((ms.parse::<i64>().ok()?, id.to_owned())));
+            Some(parsed.ok_or_else(|| {
+                ApiError::unprocessable("cursor", "cursor is not one this API returned")
+            })?)
+        }
+    };
+    let sessions = state.store.list_sessions(limit, after).await?;
+    let next = (sessions.len() as i64 == limit)
+        .then(|| {
+            sessions
+                .last()
+                .map(|s| format!("{}.{}", s.created_at_ms, s.session_id))
+        })
+        .flatten();
+    let views: Vec<SessionView> = sessions.iter().map(SessionView::from).collect();
+    Ok(Json(json!({"sessions": views, "nextCursor": next})))
+}
+
+/// `GET /v1/sessions/{id}`.
+pub(super) async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    let record = state
+        .store
+        .get_session(&id)
+        .await?
+        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+    Ok(Json(SessionView::from(&record)))
+}
+
+/// `DELETE /v1/sessions/{id}`: the session, its entries and its compactions.
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if state.store.delete_session(&id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFoundWhat(format!("no session with id {id:?}")))
+    }
+}
+
+/// `GET /v1/sessions/{id}/entries`: the session file back, as JSONL.
+pub(super) async fn entries(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let record = state
+        .store
+        .get_session(&id)
+        .await?
+        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+    let entries = state.store.entries(&id).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        jsonl(&record, &entries),
+    )
+        .into_response())
+}
+
+/// How many times an append re-reads the session when another writer got in first.
+const APPEND_ATTEMPTS: usize = 5;
+
+/// `POST /v1/sessions/{id}/entries`: appends JSONL entries whose parents exist. An entry already
+/// stored with the same id and the same content is skipped; with other content it is a 409.
+pub(super) async fn append(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Json<Value>, ApiError> {
+    let lines = parse_entry_lines(&body)?;
+    for _ in 0..APPEND_ATTEMPTS {
+        let loaded = load(&state, &id).await?;
+        let (new, unchanged) = check_append(&loaded.session, &lines)?;
+        if new.is_empty() {
+            return Ok(Json(
+                json!({"appended": 0, "unchanged": unchanged, "session": SessionView::from(&loaded.record)}),
+            ));
+        }
+        let text = jsonl(&loaded.record, &[])
+            + &loaded
+                .session
+                .entries
+                .iter()
+                .chain(new.iter())
+                .map(|e| format!("{}\n", e.raw))
+                .collect::<String>();
+        let updated = parse(text, ParseOptions { lenient: true }).await?;
+        let append = Append {
+            expected_entry_count: loaded.entry_count,
+            entries: new.iter().map(entry_record).collect(),
+            leaf_id: new.last().map(|e| e.id.clone()),
+            context_tokens: context_tokens(&updated),
+            compaction: None,
+        };
+        match state.store.append(&id, &append, now_ms()).await {
+            Ok(()) => {
+                let record = state.store.get_session(&id).await?.unwrap_or(loaded.record);
+                return Ok(Json(
+                    json!({"appended": new.len(), "unchanged": unchanged, "session": SessionView::from(&record)}),
+                ));
+            }
+            Err(StoreError::Changed) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(StoreError::Changed.into())
+}
+
+/// The entry lines of an append body (v3 entries, no header), each checked on its own.
+fn parse_entry_lines(body: &[u8]) -> Result<Vec<session::Entry>, ApiError> {
+    let mut entries = Vec::new();
+    for (index, line) in body.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        entries.push(session::parse_entry_line(index + 1, line).map_err(ApiError::InvalidSession)?);
+    }
+    if entries.is_empty() {
+        return Err(ApiError::unprocessable(
+            "body",
+            "the body holds no entries (one JSON entry per line)",
+        ));
+    }
+    Ok(entries)
+}
+
+/// Splits the lines into new entries and ones already stored identically, checking ids and
+/// parents against the stored session.
+fn check_append(
+    session: &Session,
+    lines: &[session::Entry],
+) -> Result<(Vec<session::Entry>, usize), ApiError> {
+    let mut new: Vec<session::Entry> = Vec::new();
+    let mut unchanged = 0;
+    for entry in lines {
+        if let Some(stored) = session.get(&entry.id) {
+            let same = serde_json::from_str::<Value>(&stored.raw).ok()
+                == serde_json::from_str::<Value>(&entry.raw).ok();
+            if same {
+                unchanged += 1;
+                continue;
+            }
+            return Err(ApiError::Conflict {
+                code: "entry_conflict",
+                message: format!(
+                    "line {}: an entry with id {:?} is already stored with different content",
+                    entry.line, entry.id
+                ),
+            });
+        }
+        if new.iter().any(|e| e.id == entry.id) {
+            return Err(invalid_line(
+                entry.line,
+                ParseErrorKind::DuplicateId,
+                format!("duplicate id {:?} in the request", entry.id),
+            ));
+        }
+        if let Some(parent) = &entry.parent_id
+            && session.get(parent).is_none()
+            && !new.iter().any(|e| &e.id == parent)
+        {
+            return Err(invalid_line(
+                entry.line,
+                ParseErrorKind::DanglingParent,
+                format!("parentId {parent:?} names no entry of the session or of the lines before"),
+            ));
+        }
+        new.push(entry.clone());
+    }
+    Ok((new, unchanged))
+}
+
+fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> ApiError {
+    ApiError::InvalidSession(session::ParseError {
+        line: Some(line),
+        kind,
+        message,
+    })
+}
