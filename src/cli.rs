@@ -33,6 +33,33 @@ pub enum Command {
     Plan(PlanArgs),
     /// Print the LLM-facing message list rebuilt from a session file as JSON.
     Context(ContextArgs),
+    /// Compact a session file with the configured summarizers; print the compaction entry.
+    Compact(Box<CompactArgs>),
+    /// Apply the database migrations and exit.
+    Migrate(Box<ServeConfig>),
+}
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Tokens of recent conversation to keep verbatim.
+    #[arg(long, default_value_t = CompactionSettings::default().keep_recent_tokens)]
+    pub keep_recent_tokens: u64,
+    /// Tokens reserved for the model's answer.
+    #[arg(long, default_value_t = CompactionSettings::default().reserve_tokens,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub reserve_tokens: u64,
+    /// Extra focus for the summary (as `/compact <text>`).
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Append the entry to FILE as the agent would (a v1/v2 file is first rewritten as v3, as pi
+    /// rewrites it when it loads it).
+    #[arg(long)]
+    pub write: bool,
+    /// Summarizer settings (the same as `compactd serve`'s).
+    #[command(flatten)]
+    pub config: ServeConfig,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +102,8 @@ pub struct CliError(String);
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
     match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
         Command::Serve(config) => serve(*config),
+        Command::Compact(args) => compact(*args, out),
+        Command::Migrate(config) => migrate(*config, out),
         Command::Plan(args) => {
             let session = load(&args.session)?;
             let path = session
@@ -137,11 +166,7 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         .validate()
         .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
     init_tracing(&config);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
+    runtime()?.block_on(async {
         let state = crate::http::AppState::from_config(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
@@ -195,4 +220,89 @@ fn init_tracing(config: &ServeConfig) {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))
+}
+
+/// `compactd compact FILE`: the compaction the HTTP API would make, for a local file.
+fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
+    args.config
+        .validate()
+        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    if args.write && args.session.file == Path::new("-") {
+        return Err(CliError("--write needs a file, not standard input".into()));
+    }
+    let session = load(&args.session)?;
+    let summarizer =
+        crate::http::build_summarizer(&args.config).map_err(|e| CliError(format!("{e:#}")))?;
+    let prompts = match &args.config.prompts_dir {
+        Some(dir) => crate::prompts::Prompts::load(dir).map_err(|e| CliError(format!("{e:#}")))?,
+        None => crate::prompts::Prompts::builtin(),
+    };
+    let request = crate::compactor::CompactionRequest {
+        leaf_id: args.session.leaf.clone(),
+        settings: CompactionSettings {
+            enabled: true,
+            reserve_tokens: args.reserve_tokens,
+            keep_recent_tokens: args.keep_recent_tokens,
+        },
+        custom_instructions: args.instructions.clone(),
+    };
+    let outcome = runtime()?
+        .block_on(crate::compactor::compact(
+            &session,
+            &request,
+            &summarizer,
+            &prompts,
+        ))
+        .map_err(|e| CliError(e.to_string()))?;
+    eprintln!(
+        "compacted by {} in {} ms: ~{} tokens before, ~{} after",
+        outcome.model, outcome.latency_ms, outcome.tokens_before, outcome.tokens_after
+    );
+    if args.write {
+        write_entry(&args.session.file, &session, &outcome.line)?;
+    }
+    writeln!(out, "{}", outcome.line).map_err(|e| CliError(format!("cannot write output: {e}")))
+}
+
+/// Appends `line` to the session file. A file read from an older format is rewritten whole, as
+/// v3, through a temporary file and a rename so that a crash leaves the old file intact.
+fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliError> {
+    let failed = |e: std::io::Error| CliError(format!("cannot write {}: {e}", file.display()));
+    if session.source_version >= crate::session::CURRENT_VERSION {
+        let existing = std::fs::read(file).map_err(failed)?;
+        let mut handle = std::fs::OpenOptions::new()
+            .append(true)
+            .open(file)
+            .map_err(failed)?;
+        if !existing.is_empty() && !existing.ends_with(b"\n") {
+            handle.write_all(b"\n").map_err(failed)?;
+        }
+        handle
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(failed)?;
+        handle.sync_all().map_err(failed)
+    } else {
+        let temporary = file.with_extension("jsonl.compactd-tmp");
+        std::fs::write(&temporary, session.to_jsonl() + line + "\n").map_err(failed)?;
+        std::fs::rename(&temporary, file).map_err(failed)
+    }
+}
+
+/// `compactd migrate`: connects to the configured database and applies its migrations.
+fn migrate(config: ServeConfig, out: &mut impl Write) -> Result<(), CliError> {
+    config
+        .validate()
+        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    let store = runtime()?
+        .block_on(crate::store::connect(&config.store()))
+        .map_err(|e| CliError(format!("{e:#}")))?;
+    writeln!(out, "migrations applied ({})", store.backend())
+        .map_err(|e| CliError(format!("cannot write output: {e}")))
 }

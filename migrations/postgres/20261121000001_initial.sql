@@ -1,9 +1,12 @@
 -- compactd's state: uploaded sessions, their entries as raw JSON lines, the compaction entries
 -- compactd wrote, and a log of summarization calls. Times are epoch milliseconds, as in the
 -- SQLite schema, so that both backends share their queries.
+--
+-- Ids are opaque: they compare by bytes (collate "C"), which keeps index maintenance off the
+-- locale machinery on uploads of tens of thousands of entries.
 
 create table sessions (
-    session_id     text primary key,
+    session_id     text collate "C" primary key,
     -- The `id` of the session header (not unique: a session may be uploaded twice).
     header_id      text not null,
     -- oh-my-pi's title slot line before the header, if any.
@@ -20,10 +23,10 @@ create table sessions (
 create index sessions_created_idx on sessions (created_at_ms, session_id);
 
 create table entries (
-    session_id text not null references sessions (session_id) on delete cascade,
+    session_id text collate "C" not null references sessions (session_id) on delete cascade,
     -- Position in the file, from 0: the append order.
     seq        bigint not null,
-    entry_id   text not null,
+    entry_id   text collate "C" not null,
     parent_id  text,
     entry_type text not null,
     raw        text not null,
@@ -32,8 +35,8 @@ create table entries (
 );
 
 create table compactions (
-    session_id          text not null references sessions (session_id) on delete cascade,
-    entry_id            text not null,
+    session_id          text collate "C" not null references sessions (session_id) on delete cascade,
+    entry_id            text collate "C" not null,
     -- The leaf the compaction was made from (the entry's parent).
     leaf_id             text not null,
     first_kept_entry_id text not null,
@@ -66,3 +69,15 @@ create table summarization_calls (
     created_at_ms bigint not null
 );
 create index summarization_calls_created_idx on summarization_calls (created_at_ms);
+
+-- lz4 compresses the raw lines several times faster than the default pglz; servers built without
+-- it keep the default.
+do $$
+begin
+    if exists (select 1 from pg_settings where name = 'default_toast_compression' and 'lz4' = any(enumvals)) then
+        alter table entries alter column raw set compression lz4;
+        alter table compactions alter column summary set compression lz4;
+        alter table summarization_calls alter column prompt set compression lz4;
+    end if;
+end
+$$;

@@ -147,8 +147,15 @@ pub(super) async fn upload(
             message: format!("{} (a stored session needs unique ids)", duplicate.message),
         }));
     }
-    let entries: Vec<EntryRecord> = session.entries.iter().map(entry_record).collect();
     let now = now_ms();
+    let lines = session
+        .title
+        .iter()
+        .chain(std::iter::once(&session.header.raw));
+    let byte_size = lines
+        .chain(session.entries.iter().map(|e| &e.raw))
+        .map(|l| l.len() + 1)
+        .sum::<usize>();
     let record = SessionRecord {
         session_id: uuid::Uuid::new_v4().to_string(),
         header_id: session.header.id.clone(),
@@ -156,17 +163,30 @@ pub(super) async fn upload(
         header: session.header.raw.to_string(),
         source_version: i64::from(session.source_version),
         leaf_id: session.entries.last().map(|e| e.id.clone()),
-        entry_count: entries.len() as i64,
-        byte_size: session.to_jsonl().len() as i64,
+        entry_count: session.entries.len() as i64,
+        byte_size: byte_size as i64,
         context_tokens: context_tokens(&session),
         created_at_ms: now,
         updated_at_ms: now,
     };
+    let skipped = issues(&session.skipped);
+    let repaired = issues(&session.repairs);
+    // The lines move into the records: a 20 MB upload is not copied again.
+    let entries: Vec<EntryRecord> = session
+        .entries
+        .into_iter()
+        .map(|e| EntryRecord {
+            entry_type: e.entry_type().to_owned(),
+            entry_id: e.id,
+            parent_id: e.parent_id,
+            raw: e.raw.into_string(),
+        })
+        .collect();
     state.store.insert_session(&record, &entries).await?;
     tracing::info!(session = %record.session_id, entries = record.entry_count, bytes = record.byte_size, "session stored");
     let mut view = serde_json::to_value(SessionView::from(&record)).expect("a view serializes");
-    view["skippedLines"] = json!(issues(&session.skipped));
-    view["repairedLines"] = json!(issues(&session.repairs));
+    view["skippedLines"] = json!(skipped);
+    view["repairedLines"] = json!(repaired);
     Ok((StatusCode::CREATED, Json(view)))
 }
 

@@ -1,10 +1,7 @@
 //! The queries of both backends. They are written once: `$N` placeholders (SQLite reads them as
 //! parameters named `$1`, `$2`, … numbered in order of first use), `on conflict`, and epoch
-//! milliseconds instead of timestamp types. `store_impl!` instantiates them for a pool type.
-
-/// Rows per multi-row insert: below SQLite's 32 766 and PostgreSQL's 65 535 parameters at six
-/// parameters a row, and large enough that a 20 MB upload is a few dozen statements.
-pub(super) const INSERT_BATCH_ROWS: usize = 2000;
+//! milliseconds instead of timestamp types. `store_impl!` instantiates them for a pool type; each
+//! backend module supplies `insert_entries`, the bulk path, which differs (COPY for PostgreSQL).
 
 macro_rules! store_impl {
     ($store:ty, $db:ty, $backend:literal) => {
@@ -202,30 +199,6 @@ macro_rules! store_impl {
             }
         }
 
-        /// Inserts `entries` with positions from `first_seq`, in multi-row statements.
-        async fn insert_entries(
-            tx: &mut sqlx::Transaction<'_, $db>,
-            session_id: &str,
-            first_seq: i64,
-            entries: &[$crate::store::EntryRecord],
-        ) -> Result<(), sqlx::Error> {
-            for (batch_index, batch) in entries.chunks($crate::store::sql::INSERT_BATCH_ROWS).enumerate() {
-                let offset = first_seq + (batch_index * $crate::store::sql::INSERT_BATCH_ROWS) as i64;
-                let mut query = sqlx::QueryBuilder::<$db>::new(
-                    "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw) ",
-                );
-                query.push_values(batch.iter().enumerate(), |mut row, (i, entry)| {
-                    row.push_bind(session_id)
-                        .push_bind(offset + i as i64)
-                        .push_bind(&entry.entry_id)
-                        .push_bind(&entry.parent_id)
-                        .push_bind(&entry.entry_type)
-                        .push_bind(&entry.raw);
-                });
-                query.build().execute(&mut **tx).await?;
-            }
-            Ok(())
-        }
     };
 }
 

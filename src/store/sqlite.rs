@@ -70,3 +70,31 @@ impl SqliteStore {
 }
 
 super::sql::store_impl!(SqliteStore, sqlx::Sqlite, "sqlite");
+
+/// Rows per multi-row insert: six parameters a row stays below SQLite's 32 766.
+const INSERT_BATCH_ROWS: usize = 2000;
+
+/// Inserts `entries` with positions from `first_seq`, in multi-row statements.
+async fn insert_entries(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    session_id: &str,
+    first_seq: i64,
+    entries: &[crate::store::EntryRecord],
+) -> Result<(), sqlx::Error> {
+    for (batch_index, batch) in entries.chunks(INSERT_BATCH_ROWS).enumerate() {
+        let offset = first_seq + (batch_index * INSERT_BATCH_ROWS) as i64;
+        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw) ",
+        );
+        query.push_values(batch.iter().enumerate(), |mut row, (i, entry)| {
+            row.push_bind(session_id)
+                .push_bind(offset + i as i64)
+                .push_bind(&entry.entry_id)
+                .push_bind(&entry.parent_id)
+                .push_bind(&entry.entry_type)
+                .push_bind(&entry.raw);
+        });
+        query.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}

@@ -196,3 +196,90 @@ fn context_prints_the_llm_facing_messages() {
     assert_eq!(code, 2);
     assert!(stderr.contains("no entry with id \"nope\""), "{stderr}");
 }
+
+/// `compactd` with the given arguments and a clean environment (extractive summarizer only).
+fn compactd_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_compactd"));
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("compactd-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn compact_prints_the_entry_and_write_appends_it() {
+    let dir = temp_dir("compact");
+    // A v3 file: the migrated large fixture.
+    let v1 = std::fs::read(fixture_path("large-session.jsonl")).unwrap();
+    let session = compactd::session::Session::parse(&v1, Default::default()).unwrap();
+    let file = dir.join("v3.jsonl");
+    std::fs::write(&file, session.to_jsonl()).unwrap();
+    let path = file.to_str().unwrap();
+
+    let (code, stdout, stderr) = compactd_env(&["compact", path, "--write"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("compacted by extractive"), "{stderr}");
+    let entry: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(entry["type"], "compaction");
+    assert_eq!(entry["parentId"], session.entries.last().unwrap().id);
+    assert!(
+        entry["summary"]
+            .as_str()
+            .unwrap()
+            .contains("## Critical Context")
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written, format!("{}{}", session.to_jsonl(), stdout));
+    let reread = compactd::session::Session::parse(written.as_bytes(), Default::default()).unwrap();
+    assert!(reread.entries.last().unwrap().is_compaction());
+
+    // Compacting again right away: nothing to compact.
+    let (code, _, stderr) = compactd_env(&["compact", path], &[]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("nothing to compact"), "{stderr}");
+
+    // A v1 file is rewritten as v3 with the entry at the end.
+    let old = dir.join("v1.jsonl");
+    std::fs::write(&old, &v1).unwrap();
+    let (code, stdout, stderr) = compactd_env(&["compact", old.to_str().unwrap(), "--write"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let rewritten =
+        compactd::session::Session::parse(&std::fs::read(&old).unwrap(), Default::default())
+            .unwrap();
+    assert_eq!(rewritten.source_version, 3);
+    assert_eq!(rewritten.entries.len(), 1019);
+    assert_eq!(
+        rewritten.entries.last().unwrap().raw.as_ref(),
+        stdout.trim()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn migrate_applies_the_migrations_of_the_configured_database() {
+    let dir = temp_dir("migrate");
+    let url = format!("sqlite:{}", dir.join("state.db").display());
+    let (code, stdout, stderr) = compactd_env(&["migrate"], &[("DATABASE_URL", &url)]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "migrations applied (sqlite)");
+    assert!(dir.join("state.db").exists());
+    let (code, _, stderr) = compactd_env(&["migrate"], &[("DATABASE_URL", "mysql://x")]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("DATABASE_URL"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
