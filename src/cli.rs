@@ -179,7 +179,8 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
             storage = state.store.backend(),
             "compactd serving"
         );
-        crate::http::serve(listener, state, shutdown_signal())
+        let grace = std::time::Duration::from_secs_f64(config.shutdown_grace_secs);
+        crate::http::serve(listener, state, shutdown_signal(), grace)
             .await
             .map_err(|e| CliError(format!("server error: {e}")))
     })
@@ -238,8 +239,11 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
         return Err(CliError("--write needs a file, not standard input".into()));
     }
     let session = load(&args.session)?;
-    let summarizer =
-        crate::http::build_summarizer(&args.config).map_err(|e| CliError(format!("{e:#}")))?;
+    let summarizer = crate::http::build_summarizer(
+        &args.config,
+        std::sync::Arc::new(crate::metrics::Metrics::new()),
+    )
+    .map_err(|e| CliError(format!("{e:#}")))?;
     let prompts = match &args.config.prompts_dir {
         Some(dir) => crate::prompts::Prompts::load(dir).map_err(|e| CliError(format!("{e:#}")))?,
         None => crate::prompts::Prompts::builtin(),

@@ -88,47 +88,51 @@ pub async fn compact(
     let reserve = request.settings.reserve_tokens;
     let split = prep.cut.is_split_turn && !prep.turn_prefix_messages.is_empty();
 
-    let history = async {
-        if prep.messages_to_summarize.is_empty() {
-            // Only the split turn is new: the previous summary stays as the history part.
-            let kept = prep
-                .previous_summary
-                .map(strip_file_tags)
-                .unwrap_or_else(|| "No prior history.".to_owned());
-            return Ok::<_, SummarizeError>((kept, None));
-        }
+    // The calls this compaction needs, run together: the history summary (unless only the split
+    // turn is new) and the split turn's prefix.
+    let history_request = (!prep.messages_to_summarize.is_empty()).then(|| {
         let conversation = serialize_conversation(prep.messages_to_summarize.iter().copied());
-        let prompt = history_prompt(
-            prompts,
-            &conversation,
-            prep.previous_summary,
-            request.custom_instructions.as_deref(),
-        );
-        let summary = summarizer
-            .summarize(&SummaryRequest {
-                system_prompt: prompts.system.clone(),
-                prompt,
-                max_tokens: history_max_tokens(reserve),
-            })
-            .await?;
-        Ok((summary.text.clone(), Some(summary)))
-    };
-    let prefix = async {
-        if !split {
-            return Ok::<_, SummarizeError>(None);
+        SummaryRequest {
+            system_prompt: prompts.system.clone(),
+            prompt: history_prompt(
+                prompts,
+                &conversation,
+                prep.previous_summary,
+                request.custom_instructions.as_deref(),
+            ),
+            max_tokens: history_max_tokens(reserve),
         }
+    });
+    let prefix_request = split.then(|| {
         let conversation = serialize_conversation(prep.turn_prefix_messages.iter().copied());
-        let summary = summarizer
-            .summarize(&SummaryRequest {
-                system_prompt: prompts.system.clone(),
-                prompt: turn_prefix_prompt(prompts, &conversation),
-                max_tokens: turn_prefix_max_tokens(reserve),
-            })
-            .await?;
-        Ok(Some(summary))
+        SummaryRequest {
+            system_prompt: prompts.system.clone(),
+            prompt: turn_prefix_prompt(prompts, &conversation),
+            max_tokens: turn_prefix_max_tokens(reserve),
+        }
+    });
+    let requests: Vec<SummaryRequest> = history_request
+        .iter()
+        .chain(prefix_request.iter())
+        .cloned()
+        .collect();
+    let mut results = summarizer.summarize_all(&requests).await?.into_iter();
+    let history_summary = match history_request {
+        Some(_) => Some(results.next().expect("a result per request")?),
+        None => None,
     };
-    let (history, prefix) = tokio::join!(history, prefix);
-    let ((history_text, history_summary), prefix_summary) = (history?, prefix?);
+    let prefix_summary = match prefix_request {
+        Some(_) => Some(results.next().expect("a result per request")?),
+        None => None,
+    };
+    let history_text = match &history_summary {
+        Some(summary) => summary.text.clone(),
+        // Only the split turn is new: the previous summary stays as the history part.
+        None => prep
+            .previous_summary
+            .map(strip_file_tags)
+            .unwrap_or_else(|| "No prior history.".to_owned()),
+    };
 
     let merged = match &prefix_summary {
         Some(prefix) => merge_split_turn(&history_text, &prefix.text),

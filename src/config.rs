@@ -140,6 +140,14 @@ pub struct ServeConfig {
     #[arg(long, env = "COMPACTD_CONTEXT_WINDOW", default_value_t = 128_000)]
     pub context_window: u64,
 
+    /// Time limit of any HTTP request, in seconds (above the summarization deadline).
+    #[arg(long, env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value_t = 170.0)]
+    pub request_timeout_secs: f64,
+
+    /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish, in seconds.
+    #[arg(long, env = "COMPACTD_SHUTDOWN_GRACE_SECS", default_value_t = 30.0)]
+    pub shutdown_grace_secs: f64,
+
     /// Directory whose `*.md` files replace the built-in prompt templates of the same name.
     #[arg(long, env = "COMPACTD_PROMPTS_DIR")]
     pub prompts_dir: Option<PathBuf>,

@@ -17,6 +17,7 @@ pub mod compactor;
 pub mod config;
 pub mod http;
 pub mod js_json;
+pub mod metrics;
 pub mod prompts;
 pub mod session;
 pub mod store;

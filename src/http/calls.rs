@@ -3,7 +3,6 @@
 //! row is dropped (and counted in the log) rather than waited for.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -17,12 +16,16 @@ const QUEUE: usize = 1024;
 pub struct CallLog {
     sender: mpsc::Sender<CallRecord>,
     store_text: bool,
-    dropped: Arc<AtomicU64>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl CallLog {
     /// Starts the writer task.
-    pub fn spawn(store: Arc<dyn Store>, store_text: bool) -> CallLog {
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        store_text: bool,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> CallLog {
         let (sender, mut receiver) = mpsc::channel::<CallRecord>(QUEUE);
         tokio::spawn(async move {
             while let Some(call) = receiver.recv().await {
@@ -34,7 +37,7 @@ impl CallLog {
         CallLog {
             sender,
             store_text,
-            dropped: Arc::default(),
+            metrics,
         }
     }
 
@@ -67,13 +70,8 @@ impl CallLog {
             created_at_ms: now_ms(),
         };
         if self.sender.try_send(call).is_err() {
-            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(dropped, "call log queue full: row dropped");
+            self.metrics.call_log_dropped.inc();
+            tracing::warn!("call log queue full: row dropped");
         }
-    }
-
-    /// Rows dropped because the queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
     }
 }

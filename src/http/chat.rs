@@ -17,13 +17,13 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::compact::token_count;
 use super::error::ApiError;
 use super::json::JsonBody;
+use super::{AppState, openapi};
 use crate::summarizer::{Summary, SummaryRequest};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct ChatRequest {
     /// The client's model name; compactd routes through its own chain and reports the model that
     /// wrote the answer instead.
@@ -31,16 +31,21 @@ pub(super) struct ChatRequest {
     #[allow(dead_code)]
     model: Option<String>,
     messages: Vec<ChatMessage>,
+    #[schema(value_type = Option<u64>)]
     max_tokens: Option<Value>,
+    #[schema(value_type = Option<u64>)]
     max_completion_tokens: Option<Value>,
     #[serde(default)]
     stream: bool,
 }
 
-#[derive(Debug, Deserialize)]
+/// A chat message: `system`/`developer` ones make the system prompt, the others the prompt.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ChatMessage {
     role: String,
+    /// A string, or an array of parts whose `text` values are joined.
     #[serde(default)]
+    #[schema(value_type = Object)]
     content: Value,
 }
 
@@ -60,6 +65,14 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
     }
 }
 
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
+    responses(
+        (status = 200, description = "A chat completion whose content is the summary; server-sent chunks with `stream: true`", body = openapi::ChatCompletionDoc),
+        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = openapi::ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
+        (status = 429, description = "Queue full; see Retry-After", body = openapi::ErrorBody),
+        (status = 503, description = "No model answered; see Retry-After", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<ChatRequest>,

@@ -6,12 +6,12 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AppState;
 use super::error::ApiError;
 use super::json::JsonBody;
+use super::{AppState, openapi};
 use crate::summarizer::{SummaryRequest, TokenUsage};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct CompactRequest {
     /// The agent's summarization system prompt; compactd's own when absent.
@@ -19,6 +19,7 @@ pub(super) struct CompactRequest {
     /// The fully rendered prompt; treated as opaque text.
     prompt: String,
     /// Output cap (R5 clients send it; older ones do not).
+    #[schema(value_type = Option<u64>)]
     max_tokens: Option<Value>,
 }
 
@@ -48,6 +49,15 @@ pub(super) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u
     }
 }
 
+#[utoipa::path(post, path = "/v1/compact", tag = "summarize", request_body = CompactRequest,
+    responses(
+        (status = 200, description = "The summary", body = openapi::CompactResponseDoc),
+        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = openapi::ErrorBody),
+        (status = 413, description = "Body over the limit", body = openapi::ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
+        (status = 429, description = "Queue full; see Retry-After", body = openapi::ErrorBody),
+        (status = 503, description = "No model answered; see Retry-After", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn compact(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<CompactRequest>,

@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::json::{JsonBody, QueryParams, RawBody};
 use super::sessions::{Loaded, entry_record, load};
+use super::{AppState, openapi};
 use crate::compaction::{CompactionSettings, NothingReason, PlanOutcome, build_session_context};
 use crate::compactor::{self, BranchSummaryRequest, CompactError, CompactionRequest};
 use crate::session::{EntryKind, ParseOptions, Session, time};
@@ -46,12 +46,17 @@ fn settings(
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 pub(super) struct PlanQuery {
+    /// Tokens of recent conversation kept verbatim (default 20000).
     keep_recent_tokens: Option<i64>,
+    /// Tokens reserved for the answer (default 16384).
     reserve_tokens: Option<i64>,
+    /// Plan from this entry instead of the leaf.
     leaf_id: Option<String>,
+    /// For `POST /v1/plan`: skip malformed lines.
     #[serde(default)]
     lenient: bool,
 }
@@ -65,6 +70,9 @@ fn plan_of(session: &Session, query: &PlanQuery) -> Result<Json<PlanOutcome>, Ap
 }
 
 /// `POST /v1/plan`: the plan of a JSONL body; nothing is stored.
+#[utoipa::path(post, path = "/v1/plan", tag = "compaction", params(PlanQuery),
+    request_body(content = String, content_type = "application/x-ndjson", description = "A pi session file (JSONL)"),
+    responses((status = 200, body = openapi::PlanOutcomeDoc), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn plan_upload(
     State(_state): State<AppState>,
     QueryParams(query): QueryParams<PlanQuery>,
@@ -81,6 +89,9 @@ pub(super) async fn plan_upload(
 }
 
 /// `GET /v1/sessions/{id}/plan?keepRecentTokens=&reserveTokens=&leafId=`.
+#[utoipa::path(get, path = "/v1/sessions/{id}/plan", tag = "compaction",
+    params(("id" = String, Path, description = "Session id"), PlanQuery),
+    responses((status = 200, body = openapi::PlanOutcomeDoc), (status = 404, body = openapi::ErrorBody), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn plan_stored(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -90,13 +101,18 @@ pub(super) async fn plan_stored(
     plan_of(&loaded.session, &query)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 pub(super) struct LeafQuery {
+    /// Rebuild from this entry instead of the leaf.
     leaf_id: Option<String>,
 }
 
 /// `GET /v1/sessions/{id}/context?leafId=`: the LLM-facing messages (spec §8).
+#[utoipa::path(get, path = "/v1/sessions/{id}/context", tag = "compaction",
+    params(("id" = String, Path, description = "Session id"), LeafQuery),
+    responses((status = 200, body = openapi::ContextDoc), (status = 404, body = openapi::ErrorBody), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn context(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -115,7 +131,8 @@ pub(super) async fn context(
     })))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Every field is optional, and so is the body.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct CompactBody {
     leaf_id: Option<String>,
@@ -154,6 +171,16 @@ fn nothing_to_compact(reason: NothingReason, message: String) -> ApiError {
 
 /// `POST /v1/sessions/{id}/compactions`: plans, summarizes and appends a compaction entry in pi's
 /// shape. Concurrent requests for the same leaf produce one entry: the later ones get it back.
+#[utoipa::path(post, path = "/v1/sessions/{id}/compactions", tag = "compaction",
+    params(("id" = String, Path, description = "Session id")), request_body(content = Option<CompactBody>),
+    responses(
+        (status = 201, description = "Appended", body = openapi::CompactionDoc),
+        (status = 200, description = "This leaf was already compacted by another request: that entry", body = openapi::CompactionDoc),
+        (status = 404, body = openapi::ErrorBody),
+        (status = 409, description = "Nothing to compact (`nothing_to_compact`, `already_compacted`) or the session changed", body = openapi::ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
+        (status = 503, description = "No model answered, or storage unavailable", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn compact(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -256,6 +283,11 @@ pub(super) async fn compact(
         }
         Err(error) => return Err(error.into()),
     }
+    state.metrics.compactions.inc();
+    state
+        .metrics
+        .tokens_saved
+        .inc_by((outcome.tokens_before as u64).saturating_sub(outcome.tokens_after));
     tracing::info!(session = %id, entry = %outcome.entry_id, model = %outcome.model,
         tokens_before = outcome.tokens_before as u64, tokens_after = outcome.tokens_after, "compaction appended");
     Ok((
@@ -276,6 +308,9 @@ pub(super) async fn compact(
 
 /// `GET /v1/sessions/{id}/compactions`: every compaction on record, oldest first: the ones
 /// compactd wrote (with model, usage and savings) and the ones that came with the upload.
+#[utoipa::path(get, path = "/v1/sessions/{id}/compactions", tag = "compaction",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = openapi::CompactionHistoryDoc), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn history(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -312,7 +347,7 @@ pub(super) async fn history(
     Ok(Json(json!({"compactions": list})))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct BranchBody {
     target_id: String,
@@ -325,6 +360,15 @@ pub(super) struct BranchBody {
 
 /// `POST /v1/sessions/{id}/branch-summaries`: summarizes the branch left when navigating from the
 /// leaf to `targetId` and appends the branch-summary entry where pi would (spec §9).
+#[utoipa::path(post, path = "/v1/sessions/{id}/branch-summaries", tag = "compaction",
+    params(("id" = String, Path, description = "Session id")), request_body = BranchBody,
+    responses(
+        (status = 201, description = "Appended", body = openapi::BranchSummaryDoc),
+        (status = 404, body = openapi::ErrorBody),
+        (status = 409, description = "No branch is left behind", body = openapi::ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
+        (status = 503, description = "No model answered, or storage unavailable", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn branch_summary(
     State(state): State<AppState>,
     Path(id): Path<String>,

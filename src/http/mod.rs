@@ -7,6 +7,9 @@ mod compact;
 mod compactions;
 pub mod error;
 mod json;
+mod middleware;
+pub mod openapi;
+mod ops;
 mod sessions;
 
 use std::collections::HashMap;
@@ -16,13 +19,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::FromRef;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::config::ServeConfig;
+use crate::metrics::Metrics;
 use crate::prompts::Prompts;
 use crate::store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
@@ -39,6 +41,7 @@ use json::BodyLimit;
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    pub request_timeout: Duration,
     pub default_max_tokens: u64,
     pub max_output_tokens: u64,
     /// Context window assumed for branch summaries.
@@ -49,6 +52,7 @@ pub struct Limits {
 #[derive(Clone)]
 pub struct AppState {
     pub summarizer: Arc<Summarizer>,
+    pub metrics: Arc<Metrics>,
     pub prompts: Arc<Prompts>,
     pub store: Arc<dyn Store>,
     pub calls: CallLog,
@@ -68,7 +72,7 @@ impl FromRef<AppState> for BodyLimit {
 }
 
 /// Builds the summarizer chain (one HTTP client per provider, built once) and its limiter.
-pub fn build_summarizer(config: &ServeConfig) -> anyhow::Result<Summarizer> {
+pub fn build_summarizer(config: &ServeConfig, metrics: Arc<Metrics>) -> anyhow::Result<Summarizer> {
     let policy = config.retry_policy();
     let http = || {
         reqwest::Client::builder()
@@ -119,6 +123,7 @@ pub fn build_summarizer(config: &ServeConfig) -> anyhow::Result<Summarizer> {
     Ok(Summarizer::new(
         Chain::new(links, policy),
         Limiter::new(config.max_concurrent, config.max_queue),
+        metrics,
     ))
 }
 
@@ -135,13 +140,16 @@ impl AppState {
             Some(dir) => Prompts::load(dir)?,
             None => Prompts::builtin(),
         };
+        let metrics = Arc::new(Metrics::new());
         Ok(AppState {
-            summarizer: Arc::new(build_summarizer(config)?),
+            summarizer: Arc::new(build_summarizer(config, metrics.clone())?),
             prompts: Arc::new(prompts),
-            calls: CallLog::spawn(store.clone(), config.store_text),
+            calls: CallLog::spawn(store.clone(), config.store_text, metrics.clone()),
+            metrics,
             store,
             limits: Limits {
                 max_body_bytes: config.max_body_bytes,
+                request_timeout: Duration::from_secs_f64(config.request_timeout_secs),
                 default_max_tokens: config.default_max_tokens,
                 max_output_tokens: config.max_output_tokens,
                 context_window: config.context_window,
@@ -227,8 +235,11 @@ fn asks_for_short_summary(prompt: &str) -> bool {
 
 /// The router with every route and layer. Pure: tests drive it without a socket.
 pub fn app(state: AppState) -> Router {
-    let body_limit = state.limits.max_body_bytes;
-    Router::new()
+    let limits = state.limits;
+    let routes = Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
         .route("/v1/compact", post(compact::compact))
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/plan", post(compactions::plan_upload))
@@ -251,29 +262,42 @@ pub fn app(state: AppState) -> Router {
             "/v1/sessions/{id}/branch-summaries",
             post(compactions::branch_summary),
         )
+        .route("/openapi.json", get(openapi::document))
         .fallback(error::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .with_state(state)
-        // Outermost last: catch panics as a generic 500, trace, then bound the body.
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(TraceLayer::new_for_http())
-        .layer(CatchPanicLayer::custom(|_| {
-            axum::response::IntoResponse::into_response(ApiError::Internal(anyhow::anyhow!(
-                "a handler panicked"
-            )))
-        }))
+        // Inside routing, so the route pattern is known to the metrics.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ops::track,
+        ))
+        .with_state(state);
+    middleware::around(routes, limits)
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` completes, then lets requests in flight
-/// finish.
+/// Serves `app(state)` on `listener` until `shutdown` completes; then stops accepting, lets the
+/// requests in flight finish for up to `grace`, and returns.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stopping_tx.send(true);
+    });
+    let grace_over = async move {
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = server => result,
+        () = grace_over => {
+            tracing::warn!(grace_secs = grace.as_secs_f64(), "grace period over: exiting with requests still in flight");
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

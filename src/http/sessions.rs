@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::json::{QueryParams, RawBody};
+use super::{AppState, openapi};
 use crate::compaction::{build_session_context, estimate_context_tokens};
 use crate::session::{self, LineIssue, ParseErrorKind, ParseOptions, Session, time};
 use crate::store::{Append, EntryRecord, SessionRecord, StoreError, now_ms};
@@ -116,13 +116,23 @@ pub(super) fn entry_record(entry: &session::Entry) -> EntryRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct UploadQuery {
+    /// Skip malformed lines (as pi does) instead of rejecting the upload.
     #[serde(default)]
     lenient: bool,
 }
 
 /// `POST /v1/sessions`: stores a session file (migrated to v3 when older).
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", params(UploadQuery),
+    request_body(content = String, content_type = "application/x-ndjson", description = "A pi session file (JSONL)"),
+    responses(
+        (status = 201, description = "Stored", body = openapi::UploadDoc),
+        (status = 413, description = "Body over the limit", body = openapi::ErrorBody),
+        (status = 422, description = "A line cannot be read (`invalid_session` with `line` and `kind`)", body = openapi::ErrorBody),
+        (status = 503, description = "Storage unavailable", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn upload(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<UploadQuery>,
@@ -196,13 +206,18 @@ fn issues(list: &[LineIssue]) -> Vec<Value> {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ListQuery {
+    /// Sessions per page, 1 to 1000 (default 50).
     limit: Option<i64>,
+    /// `nextCursor` of the previous page.
     cursor: Option<String>,
 }
 
 /// `GET /v1/sessions?limit=&cursor=`: oldest first; `nextCursor` continues the listing.
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListQuery), responses(
+    (status = 200, body = openapi::SessionListDoc), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<ListQuery>,
@@ -238,6 +253,8 @@ pub(super) async fn list(
 }
 
 /// `GET /v1/sessions/{id}`.
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "Session id")), responses(
+    (status = 200, body = openapi::SessionDoc), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -251,6 +268,8 @@ pub(super) async fn show(
 }
 
 /// `DELETE /v1/sessions/{id}`: the session, its entries and its compactions.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "Session id")), responses(
+    (status = 204, description = "Deleted"), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -263,6 +282,9 @@ pub(super) async fn delete(
 }
 
 /// `GET /v1/sessions/{id}/entries`: the session file back, as JSONL.
+#[utoipa::path(get, path = "/v1/sessions/{id}/entries", tag = "sessions", params(("id" = String, Path, description = "Session id")), responses(
+    (status = 200, description = "The session as JSONL (v3)", content_type = "application/x-ndjson", body = String),
+    (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn entries(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -285,6 +307,14 @@ const APPEND_ATTEMPTS: usize = 5;
 
 /// `POST /v1/sessions/{id}/entries`: appends JSONL entries whose parents exist. An entry already
 /// stored with the same id and the same content is skipped; with other content it is a 409.
+#[utoipa::path(post, path = "/v1/sessions/{id}/entries", tag = "sessions", params(("id" = String, Path, description = "Session id")),
+    request_body(content = String, content_type = "application/x-ndjson", description = "Entries to append (JSONL, v3)"),
+    responses(
+        (status = 200, body = openapi::AppendDoc),
+        (status = 404, body = openapi::ErrorBody),
+        (status = 409, description = "An id already stored with other content (`entry_conflict`)", body = openapi::ErrorBody),
+        (status = 422, description = "A line cannot be read or names a missing parent", body = openapi::ErrorBody),
+    ))]
 pub(super) async fn append(
     State(state): State<AppState>,
     Path(id): Path<String>,

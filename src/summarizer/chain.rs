@@ -143,6 +143,15 @@ pub struct AttemptRecord {
     pub latency: Duration,
 }
 
+/// What the chain reports while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainEvent {
+    /// One call to one model ended.
+    Attempt(AttemptRecord),
+    /// The chain gave up on `from` and moves on to the next model.
+    Fallback { from: String },
+}
+
 /// The configured models in order.
 #[derive(Debug, Clone)]
 pub struct Chain {
@@ -161,17 +170,22 @@ impl Chain {
     }
 
     /// Runs the chain until one model produces a non-empty summary or `deadline` passes.
-    /// `on_attempt` sees every attempt as it ends.
+    /// `on_event` sees every attempt as it ends, and every move to the next model.
     pub async fn summarize(
         &self,
         request: &SummaryRequest,
         deadline: Instant,
-        mut on_attempt: impl FnMut(&AttemptRecord),
+        mut on_event: impl FnMut(ChainEvent),
     ) -> Result<Summary, ChainError> {
         let mut last_error: Option<AttemptError> = None;
         let mut only_overflows = true;
         let mut longest_retry_after = Duration::ZERO;
-        for link in &self.links {
+        for (index, link) in self.links.iter().enumerate() {
+            if index > 0 {
+                on_event(ChainEvent::Fallback {
+                    from: self.links[index - 1].name(),
+                });
+            }
             for attempt in 0..=self.policy.max_retries {
                 let now = Instant::now();
                 // The extractive summarizer takes milliseconds and cannot fail by timing out: it
@@ -189,11 +203,11 @@ impl Chain {
                     Ok(result) => result,
                     Err(_) => Err(AttemptError::Timeout),
                 };
-                on_attempt(&AttemptRecord {
+                on_event(ChainEvent::Attempt(AttemptRecord {
                     model: link.name(),
                     outcome: result.as_ref().map(|_| ()).map_err(Clone::clone),
                     latency: now.elapsed(),
-                });
+                }));
                 let error = match result {
                     Ok(summary) => return Ok(summary),
                     Err(error) => error,

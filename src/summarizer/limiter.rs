@@ -42,15 +42,29 @@ impl Limiter {
     /// A slot to run one summarization, waiting in the queue if all are taken; `Busy` when the
     /// queue is full too.
     pub async fn acquire(&self) -> Result<OwnedSemaphorePermit, Busy> {
-        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            return Ok(permit);
+        self.acquire_many(1).await.map(|(permit, _)| permit)
+    }
+
+    /// `n` slots at once (at most all of them), for calls that must run together; waits in the
+    /// queue as one request. Returns the permit and how many slots it holds.
+    pub async fn acquire_many(&self, n: usize) -> Result<(OwnedSemaphorePermit, usize), Busy> {
+        let n = n.clamp(1, self.max_concurrent);
+        let count = n as u32;
+        if let Ok(permit) = self.permits.clone().try_acquire_many_owned(count) {
+            return Ok((permit, n));
         }
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_queue {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(Busy);
         }
         let _waiting = Waiting(&self.waiting);
-        self.permits.clone().acquire_owned().await.map_err(|_| Busy)
+        let permit = self
+            .permits
+            .clone()
+            .acquire_many_owned(count)
+            .await
+            .map_err(|_| Busy)?;
+        Ok((permit, n))
     }
 
     /// Requests waiting for a slot.

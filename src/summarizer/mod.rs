@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use chain::{Chain, ChainError, Link, ModelSpec, RetryPolicy};
+pub use chain::{Chain, ChainError, ChainEvent, Link, ModelSpec, RetryPolicy};
 pub use limiter::{Busy, Limiter};
 
 /// One summarization call: a system prompt, one user prompt, an output cap.
@@ -175,6 +175,7 @@ fn is_overflow_message(message: &str) -> bool {
 pub struct Summarizer {
     pub chain: Chain,
     pub limiter: Limiter,
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 /// Why a summarization produced nothing.
@@ -187,31 +188,101 @@ pub enum SummarizeError {
 }
 
 impl Summarizer {
-    pub fn new(chain: Chain, limiter: Limiter) -> Self {
-        Summarizer { chain, limiter }
+    pub fn new(
+        chain: Chain,
+        limiter: Limiter,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> Self {
+        Summarizer {
+            chain,
+            limiter,
+            metrics,
+        }
     }
 
-    /// Waits for a slot (within the deadline) and runs the chain; every attempt is logged
-    /// without its text.
+    /// Waits for a slot (within the deadline) and runs the chain; every attempt is logged and
+    /// counted, without its text.
     pub async fn summarize(&self, request: &SummaryRequest) -> Result<Summary, SummarizeError> {
+        let mut results = self.summarize_all(std::slice::from_ref(request)).await?;
+        results.pop().expect("one result per request")
+    }
+
+    /// Several summarizations that belong together (the two parts of a split turn): admitted as
+    /// one, with as many slots as the limiter allows (up to one each), so that they never
+    /// compete with each other for a slot. Results come in the order of `requests`.
+    pub async fn summarize_all(
+        &self,
+        requests: &[SummaryRequest],
+    ) -> Result<Vec<Result<Summary, SummarizeError>>, SummarizeError> {
         let deadline = std::time::Instant::now() + self.chain.policy.deadline;
-        let _slot = match tokio::time::timeout_at(deadline.into(), self.limiter.acquire()).await {
-            Ok(slot) => slot?,
-            Err(_) => return Err(SummarizeError::Busy(Busy)),
+        let admitted = match tokio::time::timeout_at(
+            deadline.into(),
+            self.limiter.acquire_many(requests.len()),
+        )
+        .await
+        {
+            Ok(admitted) => admitted,
+            Err(_) => Err(Busy),
         };
+        let (_slots, parallel) = admitted.inspect_err(|_| self.metrics.rejections.inc())?;
+        let mut results = Vec::with_capacity(requests.len());
+        for batch in requests.chunks(parallel) {
+            let calls: Vec<_> = batch
+                .iter()
+                .map(|request| self.run_chain(request, deadline))
+                .collect();
+            results.extend(futures_util::future::join_all(calls).await);
+        }
+        Ok(results)
+    }
+
+    async fn run_chain(
+        &self,
+        request: &SummaryRequest,
+        deadline: std::time::Instant,
+    ) -> Result<Summary, SummarizeError> {
+        let metrics = &self.metrics;
         let summary = self
             .chain
-            .summarize(request, deadline, |attempt| {
-                let latency_ms = attempt.latency.as_millis() as u64;
-                match &attempt.outcome {
-                    Ok(()) => tracing::info!(model = %attempt.model, latency_ms, "summary written"),
-                    Err(error) => tracing::warn!(
-                        model = %attempt.model, latency_ms, outcome = error.label(),
-                        "summarizer attempt failed: {error}"
-                    ),
+            .summarize(request, deadline, |event| match event {
+                ChainEvent::Attempt(attempt) => {
+                    let latency_ms = attempt.latency.as_millis() as u64;
+                    let outcome = attempt
+                        .outcome
+                        .as_ref()
+                        .map_or_else(|e| e.label(), |()| "ok");
+                    metrics
+                        .upstream_calls
+                        .with_label_values(&[attempt.model.as_str(), outcome])
+                        .inc();
+                    metrics
+                        .upstream_duration
+                        .with_label_values(&[attempt.model.as_str(), outcome])
+                        .observe(attempt.latency.as_secs_f64());
+                    match &attempt.outcome {
+                        Ok(()) => {
+                            tracing::info!(model = %attempt.model, latency_ms, "summary written")
+                        }
+                        Err(error) => tracing::warn!(
+                            model = %attempt.model, latency_ms, outcome,
+                            "summarizer attempt failed: {error}"
+                        ),
+                    }
+                }
+                ChainEvent::Fallback { from } => {
+                    metrics.fallbacks.with_label_values(&[from.as_str()]).inc();
                 }
             })
             .await?;
+        for (direction, tokens) in [
+            ("input", summary.usage.input_tokens),
+            ("output", summary.usage.output_tokens),
+        ] {
+            self.metrics
+                .upstream_tokens
+                .with_label_values(&[summary.model.as_str(), direction])
+                .inc_by(tokens);
+        }
         Ok(summary)
     }
 }

@@ -6,6 +6,8 @@
 mod cli;
 mod extractive;
 mod fixtures;
+mod ops;
+mod owned_pg;
 mod service;
 mod sessions;
 mod support;

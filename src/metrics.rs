@@ -1,0 +1,144 @@
+//! Prometheus metrics (`GET /metrics`): requests by route and status, upstream calls by model and
+//! outcome, tokens, compaction savings, fallbacks, the summarizer queue.
+//!
+//! One registry per service instance rather than the global one, so that tests see exactly what
+//! their own requests did.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// Latency buckets in seconds: from sub-millisecond handlers to summaries near the deadline.
+const BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 180.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: IntCounterVec,
+    pub http_duration: HistogramVec,
+    pub upstream_calls: IntCounterVec,
+    pub upstream_duration: HistogramVec,
+    pub upstream_tokens: IntCounterVec,
+    pub fallbacks: IntCounterVec,
+    pub tokens_saved: IntCounter,
+    pub compactions: IntCounter,
+    pub queue_depth: IntGauge,
+    pub in_flight: IntGauge,
+    pub rejections: IntCounter,
+    pub call_log_dropped: IntCounter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("registered once");
+            metric
+        };
+        let histogram_vec = |name: &str, help: &str, labels: &[&str]| {
+            let metric = HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
+                labels,
+            )
+            .expect("a valid metric");
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("registered once");
+            metric
+        };
+        let counter = |name: &str, help: &str| {
+            let metric = IntCounter::new(name, help).expect("a valid metric");
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("registered once");
+            metric
+        };
+        let gauge = |name: &str, help: &str| {
+            let metric = IntGauge::new(name, help).expect("a valid metric");
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("registered once");
+            metric
+        };
+        Metrics {
+            http_requests: counter_vec(
+                "compactd_http_requests_total",
+                "HTTP requests answered, by route, method and status.",
+                &["route", "method", "status"],
+            ),
+            http_duration: histogram_vec(
+                "compactd_http_request_duration_seconds",
+                "Time to answer an HTTP request, by route, method and status.",
+                &["route", "method", "status"],
+            ),
+            upstream_calls: counter_vec(
+                "compactd_upstream_calls_total",
+                "Summarizer calls, by model and outcome (ok or the failure kind).",
+                &["model", "outcome"],
+            ),
+            upstream_duration: histogram_vec(
+                "compactd_upstream_call_duration_seconds",
+                "Duration of summarizer calls, by model and outcome.",
+                &["model", "outcome"],
+            ),
+            upstream_tokens: counter_vec(
+                "compactd_upstream_tokens_total",
+                "Tokens of successful summarizer calls, by model and direction (input, output).",
+                &["model", "direction"],
+            ),
+            fallbacks: counter_vec(
+                "compactd_fallbacks_total",
+                "Times the chain moved on from a model to the next one, by the model given up on.",
+                &["from_model"],
+            ),
+            tokens_saved: counter(
+                "compactd_compaction_tokens_saved_total",
+                "Context tokens removed by compactions compactd wrote (estimate before minus after).",
+            ),
+            compactions: counter(
+                "compactd_compactions_total",
+                "Compaction entries compactd appended.",
+            ),
+            queue_depth: gauge(
+                "compactd_summarizer_queue_depth",
+                "Summarizations waiting for a slot.",
+            ),
+            in_flight: gauge("compactd_summarizer_in_flight", "Summarizations running."),
+            rejections: counter(
+                "compactd_summarizer_rejections_total",
+                "Summarizations refused with 429 because the queue was full.",
+            ),
+            call_log_dropped: counter(
+                "compactd_call_log_dropped_total",
+                "Call-log rows dropped because the log queue was full.",
+            ),
+            registry,
+        }
+    }
+
+    /// The exposition in Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buffer)
+            .expect("text encoding does not fail");
+        String::from_utf8(buffer).expect("the text format is UTF-8")
+    }
+}

@@ -1,0 +1,498 @@
+//! Operations: health and readiness (through a real PostgreSQL outage), metrics, the OpenAPI
+//! document, request ids, graceful shutdown.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use compactd::http::{AppState, serve};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::owned_pg::OwnedPostgres;
+use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, chain_config, compact_body, config};
+
+async fn wait_for(app: &TestApp, path: &str, status: StatusCode, within: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let response = app.get(path).await;
+        if response.status() == status {
+            return response.json().await.unwrap();
+        }
+        assert!(
+            started.elapsed() < within,
+            "{path} did not become {status} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
+    let postgres = OwnedPostgres::start();
+    let mut config = config();
+    config.database_url = Some(postgres.url());
+    config.db_acquire_timeout_secs = 1.0;
+    let app = TestApp::spawn(config).await;
+
+    assert_eq!(app.get("/healthz").await.status(), StatusCode::OK);
+    let ready = wait_for(&app, "/readyz", StatusCode::OK, Duration::from_secs(5)).await;
+    assert_eq!(ready["storage"]["backend"], "postgres");
+    assert_eq!(ready["summarizers"]["chain"], json!(["extractive"]));
+    let session = "{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n{\"type\":\"label\",\"id\":\"a\",\"parentId\":null}\n";
+    assert_eq!(
+        app.post_raw("/v1/sessions", session).await.status(),
+        StatusCode::CREATED
+    );
+
+    postgres.stop();
+    let not_ready = wait_for(
+        &app,
+        "/readyz",
+        StatusCode::SERVICE_UNAVAILABLE,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(not_ready["storage"]["ok"], false);
+    assert_eq!(
+        app.get("/healthz").await.status(),
+        StatusCode::OK,
+        "alive while not ready"
+    );
+    let started = Instant::now();
+    let listing = app.get("/v1/sessions").await;
+    assert_eq!(listing.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert!(listing.headers().get("retry-after").is_some());
+    assert_eq!(
+        listing.json::<Value>().await.unwrap()["error"]["code"],
+        "storage_unavailable"
+    );
+    let upload = app.post_raw("/v1/sessions", session).await;
+    assert_eq!(upload.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // The remote-summarizer endpoint needs no storage.
+    let compact = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    assert_eq!(compact.status(), StatusCode::OK);
+
+    postgres.resume();
+    wait_for(&app, "/readyz", StatusCode::OK, Duration::from_secs(15)).await;
+    let listing: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    assert_eq!(
+        listing["sessions"].as_array().unwrap().len(),
+        1,
+        "recovered without a restart"
+    );
+}
+
+/// The value of one sample line of a Prometheus exposition, `0` when absent.
+fn sample(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(name_and_labels)
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_count_requests_upstream_calls_tokens_and_fallbacks() {
+    let fake = FakeUpstream::start(vec![], Reply::json(500, json!({}))).await;
+    let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
+    assert_eq!(
+        app.post("/v1/compact", &compact_body(PROMPT))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.get("/v1/sessions/nope").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.get("/no/such/route").await.status(),
+        StatusCode::NOT_FOUND
+    );
+
+    let response = app.get("/metrics").await;
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let metrics = response.text().await.unwrap();
+    let expect =
+        |line: &str, value: f64| assert_eq!(sample(&metrics, line), value, "{line}\n{metrics}");
+    expect(
+        r#"compactd_http_requests_total{method="POST",route="/v1/compact",status="200"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_http_requests_total{method="GET",route="/v1/sessions/{id}",status="404"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_http_requests_total{method="GET",route="unmatched",status="404"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_http_request_duration_seconds_count{method="POST",route="/v1/compact",status="200"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_upstream_calls_total{model="openai:gpt-test",outcome="server_error"}"#,
+        3.0,
+    );
+    expect(
+        r#"compactd_upstream_calls_total{model="extractive",outcome="ok"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_upstream_call_duration_seconds_count{model="extractive",outcome="ok"}"#,
+        1.0,
+    );
+    expect(
+        r#"compactd_fallbacks_total{from_model="openai:gpt-test"}"#,
+        1.0,
+    );
+    assert!(
+        sample(
+            &metrics,
+            r#"compactd_upstream_tokens_total{direction="output",model="extractive"}"#
+        ) > 0.0
+    );
+    for name in [
+        "compactd_summarizer_queue_depth",
+        "compactd_summarizer_in_flight",
+        "compactd_summarizer_rejections_total",
+        "compactd_compaction_tokens_saved_total",
+        "compactd_compactions_total",
+        "compactd_call_log_dropped_total",
+    ] {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "{name} is exposed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_compactions_savings_and_rejections() {
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::openai("## Goal\nshort").after(Duration::from_millis(300)),
+    )
+    .await;
+    let mut config = chain_config(&fake, "openai:gpt-test", false);
+    config.max_concurrent = 1;
+    config.max_queue = 0;
+    let app = std::sync::Arc::new(TestApp::spawn(config).await);
+    let session = std::fs::read(format!(
+        "{}/tests/fixtures/large-session.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let id = app
+        .post_raw("/v1/sessions", session)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let compaction = tokio::spawn({
+        let app = app.clone();
+        async move {
+            app.post(&format!("/v1/sessions/{id}/compactions"), &json!({}))
+                .await
+                .status()
+        }
+    });
+    while fake.received().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Both slots of the split-turn compaction are in use or queued: the next call is refused.
+    let refused = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(compaction.await.unwrap(), StatusCode::CREATED);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        sample(&metrics, "compactd_summarizer_rejections_total") >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "compactd_compactions_total"), 1.0);
+    assert!(
+        sample(&metrics, "compactd_compaction_tokens_saved_total") > 100_000.0,
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route_and_its_references_resolve() {
+    let app = TestApp::spawn(config()).await;
+    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    assert_eq!(doc["info"]["title"], "compactd");
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.clone(), path.clone()))
+        })
+        .collect();
+    let routes = [
+        ("get", "/healthz"),
+        ("get", "/readyz"),
+        ("get", "/metrics"),
+        ("get", "/openapi.json"),
+        ("post", "/v1/compact"),
+        ("post", "/v1/chat/completions"),
+        ("post", "/v1/plan"),
+        ("post", "/v1/sessions"),
+        ("get", "/v1/sessions"),
+        ("get", "/v1/sessions/{id}"),
+        ("delete", "/v1/sessions/{id}"),
+        ("get", "/v1/sessions/{id}/entries"),
+        ("post", "/v1/sessions/{id}/entries"),
+        ("get", "/v1/sessions/{id}/plan"),
+        ("get", "/v1/sessions/{id}/context"),
+        ("post", "/v1/sessions/{id}/compactions"),
+        ("get", "/v1/sessions/{id}/compactions"),
+        ("post", "/v1/sessions/{id}/branch-summaries"),
+    ];
+    let expected: BTreeSet<(String, String)> = routes
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(documented, expected);
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            assert!(
+                !operation["responses"].as_object().unwrap().is_empty(),
+                "{method} {path}"
+            );
+            assert!(
+                operation["tags"].as_array().is_some_and(|t| !t.is_empty()),
+                "{method} {path}"
+            );
+            // Route templates and declared path parameters agree.
+            let declared: Vec<&str> = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "path")
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            assert_eq!(
+                declared.contains(&"id"),
+                path.contains("{id}"),
+                "{method} {path}"
+            );
+        }
+    }
+    // Every $ref names a schema that exists.
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let mut refs = Vec::new();
+    collect_refs(&doc, &mut refs);
+    assert!(!refs.is_empty());
+    for reference in refs {
+        let name = reference
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("{reference}"));
+        assert!(schemas.contains_key(name), "{reference} does not resolve");
+    }
+    // A real answer has the fields its schema requires.
+    let answer: Value = app
+        .post("/v1/compact", &compact_body(PROMPT))
+        .await
+        .json()
+        .await
+        .unwrap();
+    for field in schemas["CompactResponseDoc"]["required"]
+        .as_array()
+        .unwrap()
+    {
+        assert!(
+            answer.get(field.as_str().unwrap()).is_some(),
+            "{field} missing in {answer}"
+        );
+    }
+    let error: Value = app.get("/v1/sessions/nope").await.json().await.unwrap();
+    for field in schemas["ErrorDetail"]["required"].as_array().unwrap() {
+        let name = field.as_str().unwrap();
+        assert!(
+            error["error"].get(name).is_some(),
+            "{name} missing in {error}"
+        );
+    }
+}
+
+fn collect_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(reference)) = map.get("$ref") {
+                out.push(reference.clone());
+            }
+            map.values().for_each(|v| collect_refs(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn request_ids_are_taken_from_the_client_echoed_and_made_when_missing_or_bad() {
+    let app = TestApp::spawn(config()).await;
+    let with = |id: Option<&str>| {
+        let mut request = app.client.get(format!("{}/healthz", app.url));
+        if let Some(id) = id {
+            request = request.header("x-request-id", id);
+        }
+        request.send()
+    };
+    let echoed = with(Some("agent-42.retry:1")).await.unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "agent-42.retry:1");
+    let made = with(None).await.unwrap().headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(uuid::Uuid::parse_str(&made).is_ok(), "{made}");
+    for bad in ["has spaces in it", &"x".repeat(200), "new\u{7f}line"] {
+        let response = with(Some(bad)).await;
+        let Ok(response) = response else { continue };
+        let id = response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_ne!(id, bad);
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    }
+    // Errors carry it too.
+    let missing = app
+        .client
+        .get(format!("{}/v1/sessions/x", app.url))
+        .header("x-request-id", "r1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.headers()["x-request-id"], "r1");
+}
+
+/// compactd served by `serve` with a shutdown trigger, for shutdown tests.
+async fn serve_with_shutdown(
+    config: compactd::config::ServeConfig,
+    grace: Duration,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let state = AppState::from_config(&config).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (trigger, stop) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        state,
+        async move {
+            let _ = stop.await;
+        },
+        grace,
+    ));
+    (url, trigger, server)
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_request_in_flight_finish_and_refuses_new_ones() {
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::openai("finished").after(Duration::from_millis(1500)),
+    )
+    .await;
+    let (url, trigger, server) = serve_with_shutdown(
+        chain_config(&fake, "openai:gpt-test", false),
+        Duration::from_secs(20),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let in_flight = tokio::spawn({
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            client
+                .post(format!("{url}/v1/compact"))
+                .json(&compact_body(PROMPT))
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    while fake.received().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    trigger.send(()).unwrap();
+    let response = in_flight.await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["summary"],
+        "finished"
+    );
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("serve returns")
+        .unwrap()
+        .unwrap();
+    assert!(
+        reqwest::Client::new()
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .is_err(),
+        "no longer accepting"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_gives_up_on_requests_after_the_grace_period() {
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::openai("too late").after(Duration::from_secs(10)),
+    )
+    .await;
+    let (url, trigger, server) = serve_with_shutdown(
+        chain_config(&fake, "openai:gpt-test", false),
+        Duration::from_millis(500),
+    )
+    .await;
+    let in_flight = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/compact"))
+            .json(&compact_body(PROMPT))
+            .send()
+            .await
+    });
+    while fake.received().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    trigger.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(3), server)
+        .await
+        .expect("serve returns after the grace period")
+        .unwrap()
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        started.elapsed()
+    );
+    in_flight.abort();
+}
