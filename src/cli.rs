@@ -37,6 +37,12 @@ pub enum Command {
     Compact(Box<CompactArgs>),
     /// Apply the database migrations and exit.
     Migrate(Box<ServeConfig>),
+    /// Exit 0 when the service at URL answers its liveness check (the Docker HEALTHCHECK).
+    Healthcheck {
+        /// Base URL of the service.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +110,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
         Command::Serve(config) => serve(*config),
         Command::Compact(args) => compact(*args, out),
         Command::Migrate(config) => migrate(*config, out),
+        Command::Healthcheck { url } => healthcheck(&url),
         Command::Plan(args) => {
             let session = load(&args.session)?;
             let path = session
@@ -309,4 +316,38 @@ fn migrate(config: ServeConfig, out: &mut impl Write) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("{e:#}")))?;
     writeln!(out, "migrations applied ({})", store.backend())
         .map_err(|e| CliError(format!("cannot write output: {e}")))
+}
+
+/// `GET {url}/healthz` over plain HTTP with std only, so the runtime image needs no curl.
+fn healthcheck(url: &str) -> Result<(), CliError> {
+    use std::net::ToSocketAddrs;
+    let failed = |why: String| CliError(format!("unhealthy: {why}"));
+    let authority = url
+        .strip_prefix("http://")
+        .ok_or_else(|| failed("the healthcheck URL must start with http://".into()))?
+        .trim_end_matches('/');
+    let address = authority
+        .to_socket_addrs()
+        .map_err(|e| failed(format!("{authority}: {e}")))?
+        .next()
+        .ok_or_else(|| failed(format!("{authority} resolves to nothing")))?;
+    let timeout = std::time::Duration::from_secs(3);
+    let mut stream = std::net::TcpStream::connect_timeout(&address, timeout)
+        .map_err(|e| failed(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| failed(e.to_string()))?;
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| failed(e.to_string()))?;
+    match response.split(' ').nth(1) {
+        Some("200") => Ok(()),
+        status => Err(failed(format!("status {}", status.unwrap_or("none")))),
+    }
 }

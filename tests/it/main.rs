@@ -4,6 +4,7 @@
 #![allow(unreachable_pub)]
 
 mod cli;
+mod docs;
 mod extractive;
 mod fixtures;
 mod ops;

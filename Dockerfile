@@ -1,0 +1,49 @@
+# compactd: multi-stage build. The first stage builds the dependencies alone (cached while
+# Cargo.toml and Cargo.lock do not change), then the crate; the runtime image holds the binary
+# only and runs as an unprivileged user.
+#   docker build -t compactd .
+
+FROM rust:1.95-slim-bookworm AS builder
+WORKDIR /build
+# The release profile keeps debug info for profiling; the image does not need it.
+ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
+    CARGO_PROFILE_RELEASE_STRIP=symbols
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential \
+    && rm -rf /var/lib/apt/lists/*
+
+# Dependencies: a skeleton crate with the same manifest builds and caches them.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src benches examples \
+    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && echo 'fn main() {}' > benches/core.rs \
+    && for example in bench_upstream make_session; do echo 'fn main() {}' > examples/$example.rs; done \
+    && cargo build --release --locked --bin compactd \
+    && rm -rf src benches examples
+
+# The crate itself (migrations and prompts are compiled in).
+COPY src src
+COPY migrations migrations
+COPY prompts prompts
+COPY benches benches
+COPY examples examples
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin compactd
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --create-home --home-dir /var/lib/compactd compactd
+COPY --from=builder /build/target/release/compactd /usr/local/bin/compactd
+USER compactd
+WORKDIR /var/lib/compactd
+# Inside the container compactd serves on every interface; publish the port to choose who can
+# reach it. The SQLite default lives in the home directory unless DATABASE_URL is set.
+ENV COMPACTD_LISTEN=0.0.0.0:8080 \
+    COMPACTD_DATA_DIR=/var/lib/compactd/data \
+    COMPACTD_LOG_FORMAT=json
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
+    CMD ["compactd", "healthcheck", "--url", "http://127.0.0.1:8080"]
+ENTRYPOINT ["compactd"]
+CMD ["serve"]
