@@ -37,12 +37,40 @@ pub enum Command {
     Compact(Box<CompactArgs>),
     /// Apply the database migrations and exit.
     Migrate(Box<ServeConfig>),
+    /// Create, list and revoke API keys.
+    Keys(Box<KeysArgs>),
     /// Exit 0 when the service at URL answers its liveness check (the Docker HEALTHCHECK).
     Healthcheck {
         /// Base URL of the service.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub action: KeysAction,
+    /// Database settings (the same as `compactd serve`'s).
+    #[command(flatten)]
+    pub config: ServeConfig,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Create a key for a tenant; the key is printed once and only its hash is stored.
+    Create {
+        /// The tenant the key's sessions belong to.
+        #[arg(long)]
+        tenant: String,
+        /// A label for the key (who or what uses it).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List keys (ids, tenants, names, dates; never the keys).
+    List,
+    /// Revoke a key by its id.
+    Revoke { key_id: String },
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +139,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
         Command::Compact(args) => compact(*args, out),
         Command::Migrate(config) => migrate(*config, out),
         Command::Healthcheck { url } => healthcheck(&url),
+        Command::Keys(args) => keys(*args, out),
         Command::Plan(args) => {
             let session = load(&args.session)?;
             let path = session
@@ -175,6 +204,9 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
     init_tracing(&config);
     runtime()?.block_on(async {
         let state = crate::http::AppState::from_config(&config)
+            .await
+            .map_err(|e| CliError(format!("{e:#}")))?;
+        crate::http::check_exposure(&config, &*state.store)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -350,4 +382,54 @@ fn healthcheck(url: &str) -> Result<(), CliError> {
         Some("200") => Ok(()),
         status => Err(failed(format!("status {}", status.unwrap_or("none")))),
     }
+}
+
+/// `compactd keys create|list|revoke`.
+fn keys(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
+    use crate::store::now_ms;
+    args.config
+        .validate()
+        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    let failed = |e: crate::store::StoreError| CliError(format!("storage error: {e}"));
+    let runtime = runtime()?;
+    let store = runtime
+        .block_on(crate::store::connect(&args.config.store()))
+        .map_err(|e| CliError(format!("{e:#}")))?;
+    let value = match args.action {
+        KeysAction::Create { tenant, name } => {
+            if tenant.trim().is_empty() {
+                return Err(CliError("--tenant must not be empty".into()));
+            }
+            let (text, record) = crate::access::new_key(&tenant, name.as_deref(), now_ms());
+            runtime
+                .block_on(store.create_key(&record))
+                .map_err(failed)?;
+            eprintln!("Store the key now: only its hash is kept, it cannot be shown again.");
+            serde_json::json!({"key": text, "keyId": record.key_id, "tenant": record.tenant, "name": record.name})
+        }
+        KeysAction::List => {
+            let keys = runtime.block_on(store.list_keys()).map_err(failed)?;
+            serde_json::Value::Array(
+                keys.iter()
+                    .map(|k| {
+                        serde_json::json!({
+                            "keyId": k.key_id, "tenant": k.tenant, "name": k.name,
+                            "createdAt": crate::session::time::epoch_ms_to_iso(k.created_at_ms),
+                            "revokedAt": k.revoked_at_ms.map(crate::session::time::epoch_ms_to_iso),
+                        })
+                    })
+                    .collect(),
+            )
+        }
+        KeysAction::Revoke { key_id } => {
+            if !runtime
+                .block_on(store.revoke_key(&key_id, now_ms()))
+                .map_err(failed)?
+            {
+                return Err(CliError(format!("no active key with id {key_id:?}")));
+            }
+            serde_json::json!({"revoked": key_id})
+        }
+    };
+    write_json(out, &value)
 }

@@ -140,6 +140,19 @@ pub struct ServeConfig {
     #[arg(long, env = "COMPACTD_CONTEXT_WINDOW", default_value_t = 128_000)]
     pub context_window: u64,
 
+    /// Serve callers without an API key even when listening beyond loopback (on loopback they are
+    /// always served, as the anonymous tenant).
+    #[arg(long, env = "COMPACTD_ALLOW_ANONYMOUS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_anonymous: bool,
+
+    /// Requests per minute per API key (and for all anonymous callers together); 0: no limit.
+    #[arg(long, env = "COMPACTD_RATE_LIMIT_PER_MINUTE", default_value_t = 600)]
+    pub rate_limit_per_minute: u32,
+
+    /// Summarizations running at once per API key; 0: only the global cap.
+    #[arg(long, env = "COMPACTD_MAX_CONCURRENT_PER_KEY", default_value_t = 8)]
+    pub max_concurrent_per_key: usize,
+
     /// Time limit of any HTTP request, in seconds (above the summarization deadline).
     #[arg(long, env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value_t = 170.0)]
     pub request_timeout_secs: f64,
@@ -260,6 +273,19 @@ impl ServeConfig {
         self.anthropic_api_key
             .as_deref()
             .filter(|k| !k.trim().is_empty())
+    }
+
+    /// Whether callers without a key are served.
+    pub fn anonymous_allowed(&self) -> bool {
+        self.listen.ip().is_loopback() || self.allow_anonymous
+    }
+
+    pub fn access(&self) -> crate::access::AccessConfig {
+        crate::access::AccessConfig {
+            anonymous_allowed: self.anonymous_allowed(),
+            rate_per_minute: self.rate_limit_per_minute,
+            max_concurrent_per_key: self.max_concurrent_per_key,
+        }
     }
 
     pub fn store(&self) -> crate::store::StoreConfig {

@@ -11,6 +11,7 @@
 //! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
 //! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`].
 
+pub mod access;
 pub mod cli;
 pub mod compaction;
 pub mod compactor;

@@ -17,6 +17,7 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::compact::token_count;
 use super::error::ApiError;
 use super::json::JsonBody;
@@ -75,6 +76,7 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
     ))]
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let mut system = Vec::new();
@@ -104,6 +106,7 @@ pub(super) async fn chat_completions(
     let system_prompt = Some(system.join("\n\n"))
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| state.prompts.system.clone());
+    let _slot = state.summarization_slot(&caller)?;
     let started = std::time::Instant::now();
     let result = state
         .summarize(SummaryRequest {

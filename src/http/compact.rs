@@ -6,6 +6,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::JsonBody;
 use super::{AppState, openapi};
@@ -60,6 +61,7 @@ pub(super) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u
     ))]
 pub(super) async fn compact(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<CompactRequest>,
 ) -> Result<Json<CompactResponse>, ApiError> {
     if request.prompt.trim().is_empty() {
@@ -74,6 +76,7 @@ pub(super) async fn compact(
         .system_prompt
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| state.prompts.system.clone());
+    let _slot = state.summarization_slot(&caller)?;
     let started = std::time::Instant::now();
     let result = state
         .summarize(SummaryRequest {

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{JsonBody, QueryParams, RawBody};
 use super::sessions::{Loaded, entry_record, load};
@@ -75,6 +76,7 @@ fn plan_of(session: &Session, query: &PlanQuery) -> Result<Json<PlanOutcome>, Ap
     responses((status = 200, body = openapi::PlanOutcomeDoc), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn plan_upload(
     State(_state): State<AppState>,
+    _caller: Caller,
     QueryParams(query): QueryParams<PlanQuery>,
     RawBody(body): RawBody,
 ) -> Result<Json<PlanOutcome>, ApiError> {
@@ -94,10 +96,11 @@ pub(super) async fn plan_upload(
     responses((status = 200, body = openapi::PlanOutcomeDoc), (status = 404, body = openapi::ErrorBody), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn plan_stored(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     QueryParams(query): QueryParams<PlanQuery>,
 ) -> Result<Json<PlanOutcome>, ApiError> {
-    let loaded = load(&state, &id).await?;
+    let loaded = load(&state, &caller, &id).await?;
     plan_of(&loaded.session, &query)
 }
 
@@ -115,10 +118,11 @@ pub(super) struct LeafQuery {
     responses((status = 200, body = openapi::ContextDoc), (status = 404, body = openapi::ErrorBody), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn context(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     QueryParams(query): QueryParams<LeafQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let loaded = load(&state, &id).await?;
+    let loaded = load(&state, &caller, &id).await?;
     let path = loaded
         .session
         .active_path(query.leaf_id.as_deref())
@@ -183,6 +187,7 @@ fn nothing_to_compact(reason: NothingReason, message: String) -> ApiError {
     ))]
 pub(super) async fn compact(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     RawBody(raw): RawBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -193,7 +198,7 @@ pub(super) async fn compact(
         super::json::decode(&raw)?
     };
     let settings = settings(body.keep_recent_tokens, body.reserve_tokens)?;
-    let first = load(&state, &id).await?;
+    let first = load(&state, &caller, &id).await?;
     let leaf_id = match &body.leaf_id {
         Some(leaf) => {
             first.session.get(leaf).ok_or_else(|| {
@@ -214,10 +219,11 @@ pub(super) async fn compact(
             }
         },
     };
+    let _slot = state.summarization_slot(&caller)?;
     let lock = state.compaction_lock(&id, &leaf_id);
     let _guard = lock.lock().await;
     // Re-read under the lock: another request may have compacted this leaf meanwhile.
-    let loaded = load(&state, &id).await?;
+    let loaded = load(&state, &caller, &id).await?;
     if let Some(existing) = compaction_child(&loaded.session, &leaf_id) {
         return Ok((StatusCode::OK, existing_compaction(existing)));
     }
@@ -275,7 +281,7 @@ pub(super) async fn compact(
         Ok(()) => {}
         Err(StoreError::Changed) => {
             // Another replica appended first: if it compacted the same leaf, that is the answer.
-            let reloaded: Loaded = load(&state, &id).await?;
+            let reloaded: Loaded = load(&state, &caller, &id).await?;
             if let Some(existing) = compaction_child(&reloaded.session, &leaf_id) {
                 return Ok((StatusCode::OK, existing_compaction(existing)));
             }
@@ -313,9 +319,10 @@ pub(super) async fn compact(
     responses((status = 200, body = openapi::CompactionHistoryDoc), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn history(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let loaded = load(&state, &id).await?;
+    let loaded = load(&state, &caller, &id).await?;
     let made = state.store.compactions(&id).await?;
     let list: Vec<Value> = loaded
         .session
@@ -371,11 +378,12 @@ pub(super) struct BranchBody {
     ))]
 pub(super) async fn branch_summary(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<BranchBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let reserve = settings(None, body.reserve_tokens)?.reserve_tokens;
-    let loaded = load(&state, &id).await?;
+    let loaded = load(&state, &caller, &id).await?;
     for (param, value) in [
         ("targetId", Some(&body.target_id)),
         ("fromLeafId", body.from_leaf_id.as_ref()),
@@ -397,6 +405,7 @@ pub(super) async fn branch_summary(
         custom_instructions: body.custom_instructions,
         replace_instructions: body.replace_instructions,
     };
+    let _slot = state.summarization_slot(&caller)?;
     let outcome = match compactor::summarize_branch(
         &loaded.session,
         &request,

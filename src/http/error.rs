@@ -29,6 +29,15 @@ pub enum ApiError {
     /// changed meanwhile) or asks for something the session's state does not allow.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// No usable API key.
+    #[error("{message}")]
+    Unauthorized {
+        code: &'static str,
+        message: &'static str,
+    },
+    /// The caller's key is over its request rate.
+    #[error("this API key is over its request rate; retry later")]
+    RateLimited { retry_after: Duration },
     /// The database cannot be reached.
     #[error("storage is unavailable; retry later")]
     StorageUnavailable,
@@ -85,6 +94,8 @@ impl ApiError {
             ApiError::NotFoundWhat(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -109,6 +120,8 @@ impl ApiError {
             ApiError::NotFoundWhat(_) => ("invalid_request_error", "not_found"),
             ApiError::Conflict { code, .. } => ("invalid_request_error", code),
             ApiError::StorageUnavailable => ("server_error", "storage_unavailable"),
+            ApiError::Unauthorized { code, .. } => ("invalid_request_error", code),
+            ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
             ApiError::Busy { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ApiError::Unavailable { .. } => ("server_error", "upstream_unavailable"),
@@ -136,9 +149,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status(), axum::Json(body)).into_response();
         let retry_after = match &self {
-            ApiError::Busy { retry_after } | ApiError::Unavailable { retry_after, .. } => {
-                Some(*retry_after)
-            }
+            ApiError::Busy { retry_after }
+            | ApiError::Unavailable { retry_after, .. }
+            | ApiError::RateLimited { retry_after } => Some(*retry_after),
             ApiError::StorageUnavailable => Some(Duration::from_secs(5)),
             _ => None,
         };

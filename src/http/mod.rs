@@ -1,6 +1,7 @@
 //! The HTTP service: the remote-summarizer endpoints of pi-family agents (`/v1/compact`,
 //! `/v1/chat/completions`, spec §10) and the session API (upload, sync, plan, compact, spec §1–§9).
 
+pub mod auth;
 mod calls;
 mod chat;
 mod compact;
@@ -52,6 +53,7 @@ pub struct Limits {
 #[derive(Clone)]
 pub struct AppState {
     pub summarizer: Arc<Summarizer>,
+    pub access: Arc<crate::access::Access>,
     pub metrics: Arc<Metrics>,
     pub prompts: Arc<Prompts>,
     pub store: Arc<dyn Store>,
@@ -143,6 +145,7 @@ impl AppState {
         let metrics = Arc::new(Metrics::new());
         Ok(AppState {
             summarizer: Arc::new(build_summarizer(config, metrics.clone())?),
+            access: Arc::new(crate::access::Access::new(config.access())),
             prompts: Arc::new(prompts),
             calls: CallLog::spawn(store.clone(), config.store_text, metrics.clone()),
             metrics,
@@ -240,8 +243,9 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route("/v1/compact", post(compact::compact))
-        .route("/v1/chat/completions", post(chat::chat_completions))
+        // The remote-endpoint wire sends no headers: the key can come in the path instead.
+        .merge(summarize_routes())
+        .nest("/k/{key}", summarize_routes())
         .route("/v1/plan", post(compactions::plan_upload))
         .route("/v1/sessions", post(sessions::upload).get(sessions::list))
         .route(
@@ -272,6 +276,32 @@ pub fn app(state: AppState) -> Router {
         ))
         .with_state(state);
     middleware::around(routes, limits)
+}
+
+fn summarize_routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/compact", post(compact::compact))
+        .route("/v1/chat/completions", post(chat::chat_completions))
+}
+
+/// Refuses to serve beyond loopback with no API key at all, unless anonymous access was allowed
+/// explicitly: the summarization endpoints spend the operator's LLM budget.
+pub async fn check_exposure(config: &ServeConfig, store: &dyn Store) -> anyhow::Result<()> {
+    if config.anonymous_allowed() {
+        return Ok(());
+    }
+    let keys = store
+        .active_key_count()
+        .await
+        .context("counting API keys")?;
+    if keys == 0 {
+        anyhow::bail!(
+            "listening on {} (not loopback) with no API key: create one with `compactd keys create --tenant NAME`, \
+             or set COMPACTD_ALLOW_ANONYMOUS=true to serve callers without a key",
+            config.listen
+        );
+    }
+    Ok(())
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes; then stops accepting, lets the

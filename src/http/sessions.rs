@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::json::{QueryParams, RawBody};
 use super::{AppState, openapi};
@@ -84,12 +85,22 @@ pub(super) struct Loaded {
     pub entry_count: i64,
 }
 
-pub(super) async fn load(state: &AppState, id: &str) -> Result<Loaded, ApiError> {
-    let record = state
+/// The caller's session record: another tenant's session is "not found", like a missing one.
+pub(super) async fn owned(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<SessionRecord, ApiError> {
+    state
         .store
         .get_session(id)
         .await?
-        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+        .filter(|record| record.tenant == caller.tenant())
+        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))
+}
+
+pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Loaded, ApiError> {
+    let record = owned(state, caller, id).await?;
     let entries = state.store.entries(id).await?;
     let entry_count = entries.len() as i64;
     let text = jsonl(&record, &entries);
@@ -135,6 +146,7 @@ pub(super) struct UploadQuery {
     ))]
 pub(super) async fn upload(
     State(state): State<AppState>,
+    caller: Caller,
     QueryParams(query): QueryParams<UploadQuery>,
     RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -168,6 +180,7 @@ pub(super) async fn upload(
         .sum::<usize>();
     let record = SessionRecord {
         session_id: uuid::Uuid::new_v4().to_string(),
+        tenant: caller.tenant().to_owned(),
         header_id: session.header.id.clone(),
         title_line: session.title.as_deref().map(str::to_owned),
         header: session.header.raw.to_string(),
@@ -220,6 +233,7 @@ pub(super) struct ListQuery {
     (status = 200, body = openapi::SessionListDoc), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = query.limit.unwrap_or(50);
@@ -240,7 +254,10 @@ pub(super) async fn list(
             })?)
         }
     };
-    let sessions = state.store.list_sessions(limit, after).await?;
+    let sessions = state
+        .store
+        .list_sessions(caller.tenant(), limit, after)
+        .await?;
     let next = (sessions.len() as i64 == limit)
         .then(|| {
             sessions
@@ -257,13 +274,10 @@ pub(super) async fn list(
     (status = 200, body = openapi::SessionDoc), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn show(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let record = state
-        .store
-        .get_session(&id)
-        .await?
-        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+    let record = owned(&state, &caller, &id).await?;
     Ok(Json(SessionView::from(&record)))
 }
 
@@ -272,8 +286,10 @@ pub(super) async fn show(
     (status = 204, description = "Deleted"), (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn delete(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    owned(&state, &caller, &id).await?;
     if state.store.delete_session(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -287,13 +303,10 @@ pub(super) async fn delete(
     (status = 404, body = openapi::ErrorBody)))]
 pub(super) async fn entries(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let record = state
-        .store
-        .get_session(&id)
-        .await?
-        .ok_or_else(|| ApiError::NotFoundWhat(format!("no session with id {id:?}")))?;
+    let record = owned(&state, &caller, &id).await?;
     let entries = state.store.entries(&id).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
@@ -317,12 +330,13 @@ const APPEND_ATTEMPTS: usize = 5;
     ))]
 pub(super) async fn append(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let lines = parse_entry_lines(&body)?;
     for _ in 0..APPEND_ATTEMPTS {
-        let loaded = load(&state, &id).await?;
+        let loaded = load(&state, &caller, &id).await?;
         let (new, unchanged) = check_append(&loaded.session, &lines)?;
         if new.is_empty() {
             return Ok(Json(

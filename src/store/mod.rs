@@ -20,6 +20,8 @@ pub use sqlite::SqliteStore;
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SessionRecord {
     pub session_id: String,
+    /// The tenant of the key that uploaded it (`""` for anonymous uploads).
+    pub tenant: String,
     pub header_id: String,
     pub title_line: Option<String>,
     pub header: String,
@@ -56,6 +58,17 @@ pub struct CompactionRecord {
     pub tokens_after: i64,
     pub summary: String,
     pub created_at_ms: i64,
+}
+
+/// An API key, as stored: its SHA-256, never its text.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeyRecord {
+    pub key_id: String,
+    pub tenant: String,
+    pub name: Option<String>,
+    pub key_hash: String,
+    pub created_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
 }
 
 /// One summarization call, for the call log. `prompt` and `summary` stay `None` unless
@@ -144,9 +157,10 @@ pub trait Store: Send + Sync + 'static {
         session: &SessionRecord,
         entries: &[EntryRecord],
     ) -> Result<(), StoreError>;
-    /// Sessions, oldest first, after the `(created_at_ms, session_id)` cursor.
+    /// A tenant's sessions, oldest first, after the `(created_at_ms, session_id)` cursor.
     async fn list_sessions(
         &self,
+        tenant: &str,
         limit: i64,
         after: Option<(i64, String)>,
     ) -> Result<Vec<SessionRecord>, StoreError>;
@@ -166,6 +180,13 @@ pub trait Store: Send + Sync + 'static {
     /// The compactions compactd wrote for a session, oldest first.
     async fn compactions(&self, session_id: &str) -> Result<Vec<CompactionRecord>, StoreError>;
     async fn log_call(&self, call: &CallRecord) -> Result<(), StoreError>;
+    async fn create_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
+    /// The key with this hash, if it exists and is not revoked.
+    async fn find_key(&self, key_hash: &str) -> Result<Option<KeyRecord>, StoreError>;
+    async fn list_keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
+    /// Revokes a key; `false` when there is no such key or it was revoked already.
+    async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, StoreError>;
+    async fn active_key_count(&self) -> Result<i64, StoreError>;
 }
 
 /// Storage settings.

@@ -28,8 +28,8 @@ macro_rules! store_impl {
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(
                     "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
-                     entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms) \
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                     entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant) \
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(&session.session_id)
                 .bind(&session.header_id)
@@ -42,6 +42,7 @@ macro_rules! store_impl {
                 .bind(session.context_tokens)
                 .bind(session.created_at_ms)
                 .bind(session.updated_at_ms)
+                .bind(&session.tenant)
                 .execute(&mut *tx)
                 .await?;
                 insert_entries(&mut tx, &session.session_id, 0, entries).await?;
@@ -51,15 +52,17 @@ macro_rules! store_impl {
 
             async fn list_sessions(
                 &self,
+                tenant: &str,
                 limit: i64,
                 after: Option<(i64, String)>,
             ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
                 let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
                 Ok(sqlx::query_as(
                     "select * from sessions \
-                     where created_at_ms > $1 or (created_at_ms = $1 and session_id > $2) \
-                     order by created_at_ms, session_id limit $3",
+                     where tenant = $1 and (created_at_ms > $2 or (created_at_ms = $2 and session_id > $3)) \
+                     order by created_at_ms, session_id limit $4",
                 )
+                .bind(tenant)
                 .bind(after_ms)
                 .bind(after_id)
                 .bind(limit)
@@ -196,6 +199,56 @@ macro_rules! store_impl {
                 .execute(&self.pool)
                 .await?;
                 Ok(())
+            }
+
+            async fn create_key(&self, key: &$crate::store::KeyRecord) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "insert into api_keys (key_id, tenant, name, key_hash, created_at_ms, revoked_at_ms) \
+                     values ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&key.key_id)
+                .bind(&key.tenant)
+                .bind(&key.name)
+                .bind(&key.key_hash)
+                .bind(key.created_at_ms)
+                .bind(key.revoked_at_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn find_key(
+                &self,
+                key_hash: &str,
+            ) -> Result<Option<$crate::store::KeyRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as("select * from api_keys where key_hash = $1 and revoked_at_ms is null")
+                    .bind(key_hash)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn list_keys(&self) -> Result<Vec<$crate::store::KeyRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as("select * from api_keys order by created_at_ms, key_id")
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, $crate::store::StoreError> {
+                let revoked = sqlx::query(
+                    "update api_keys set revoked_at_ms = $1 where key_id = $2 and revoked_at_ms is null",
+                )
+                .bind(now_ms)
+                .bind(key_id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(revoked > 0)
+            }
+
+            async fn active_key_count(&self) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar("select count(*) from api_keys where revoked_at_ms is null")
+                    .fetch_one(&self.pool)
+                    .await?)
             }
         }
 

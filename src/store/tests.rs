@@ -27,11 +27,13 @@ on_both_backends!(
     appends_are_guarded_by_the_entry_count,
     deleting_removes_entries_and_compactions,
     the_call_log_takes_rows,
+    keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
 );
 
 fn session(id: &str, created: i64) -> SessionRecord {
     SessionRecord {
         session_id: id.to_owned(),
+        tenant: "t1".to_owned(),
         header_id: format!("header-{id}"),
         title_line: None,
         header: r#"{"type":"session","version":3,"id":"h"}"#.to_owned(),
@@ -93,11 +95,11 @@ async fn listing_is_paginated_oldest_first(store: Arc<dyn Store>) {
             .unwrap();
     }
     let ids = |page: Vec<SessionRecord>| page.into_iter().map(|s| s.session_id).collect::<Vec<_>>();
-    let first = store.list_sessions(2, None).await.unwrap();
+    let first = store.list_sessions("t1", 2, None).await.unwrap();
     assert_eq!(ids(first.clone()), ["c", "a"]);
     let last = first.last().unwrap();
     let second = store
-        .list_sessions(2, Some((last.created_at_ms, last.session_id.clone())))
+        .list_sessions("t1", 2, Some((last.created_at_ms, last.session_id.clone())))
         .await
         .unwrap();
     assert_eq!(ids(second), ["b", "d"]);
@@ -227,4 +229,58 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
+}
+
+async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
+    store: Arc<dyn Store>,
+) {
+    assert_eq!(store.active_key_count().await.unwrap(), 0);
+    let (text, record) = crate::access::new_key("team-a", Some("ci"), 1);
+    store.create_key(&record).await.unwrap();
+    assert_eq!(
+        store
+            .find_key(&crate::access::hash_key(&text))
+            .await
+            .unwrap(),
+        Some(record.clone())
+    );
+    assert_eq!(
+        store
+            .find_key(&crate::access::hash_key("cmpd_other"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.active_key_count().await.unwrap(), 1);
+    assert!(store.revoke_key(&record.key_id, 2).await.unwrap());
+    assert!(
+        !store.revoke_key(&record.key_id, 3).await.unwrap(),
+        "revoked once"
+    );
+    assert_eq!(store.find_key(&record.key_hash).await.unwrap(), None);
+    assert_eq!(store.list_keys().await.unwrap()[0].revoked_at_ms, Some(2));
+    assert_eq!(store.active_key_count().await.unwrap(), 0);
+
+    store
+        .insert_session(&session("mine", 1), &[])
+        .await
+        .unwrap();
+    store
+        .insert_session(
+            &SessionRecord {
+                tenant: "t2".into(),
+                ..session("theirs", 1)
+            },
+            &[],
+        )
+        .await
+        .unwrap();
+    let listed: Vec<String> = store
+        .list_sessions("t1", 10, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect();
+    assert_eq!(listed, ["mine"]);
 }

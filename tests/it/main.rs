@@ -3,6 +3,7 @@
 // Helpers are `pub` for the modules of this test binary; nothing here is a library API.
 #![allow(unreachable_pub)]
 
+mod access;
 mod cli;
 mod docs;
 mod extractive;

@@ -1,0 +1,269 @@
+//! Who may call compactd, and how much: API keys (stored hashed) and their tenants, anonymous
+//! access on loopback, a per-key rate limit and a per-key cap on concurrent summarizations.
+//!
+//! Keys look like `cmpd_` followed by 40 hex digits. They are random, so a plain SHA-256 is the
+//! right hash: nothing to brute-force, and checking costs microseconds. Verified keys are cached
+//! for a minute so that a database outage does not lock out callers that were just seen
+//! (`/v1/compact` needs no storage otherwise), and so that a revocation takes effect within that.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::store::{KeyRecord, Store, StoreError};
+
+/// Every compactd key starts with this, which tells it apart from the provider keys that
+/// chat-completions clients send in the same header.
+pub const KEY_PREFIX: &str = "cmpd_";
+
+/// How long a verified key is trusted without asking the database again.
+const CACHE_TTL: Duration = Duration::from_secs(60);
+/// Entries kept in each in-memory table before stale ones are dropped.
+const MAX_ENTRIES: usize = 10_000;
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Sessions belong to tenants; `""` is the anonymous tenant.
+    pub tenant: String,
+    /// `None` for anonymous callers.
+    pub key_id: Option<String>,
+}
+
+impl Identity {
+    pub fn anonymous() -> Identity {
+        Identity {
+            tenant: String::new(),
+            key_id: None,
+        }
+    }
+
+    /// The name limits are counted under.
+    fn bucket(&self) -> String {
+        match &self.key_id {
+            Some(id) => format!("key:{id}"),
+            None => "anonymous".to_owned(),
+        }
+    }
+}
+
+/// A new key: its text (shown once) and its record (stored).
+pub fn new_key(tenant: &str, name: Option<&str>, now_ms: i64) -> (String, KeyRecord) {
+    let text = format!(
+        "{KEY_PREFIX}{:032x}{:08x}",
+        fastrand::u128(..),
+        fastrand::u32(..)
+    );
+    let record = KeyRecord {
+        key_id: format!("{:012x}", fastrand::u64(..) >> 16),
+        tenant: tenant.to_owned(),
+        name: name.map(str::to_owned),
+        key_hash: hash_key(&text),
+        created_at_ms: now_ms,
+        revoked_at_ms: None,
+    };
+    (text, record)
+}
+
+/// The stored form of a key.
+pub fn hash_key(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Access settings.
+#[derive(Debug, Clone, Copy)]
+pub struct AccessConfig {
+    /// Callers without a key are served (as the anonymous tenant).
+    pub anonymous_allowed: bool,
+    /// Requests per minute per key (and for all anonymous callers together); 0: no limit.
+    pub rate_per_minute: u32,
+    /// Summarizations at once per key; 0: no cap beyond the global one.
+    pub max_concurrent_per_key: usize,
+}
+
+struct Cached {
+    identity: Identity,
+    checked: Instant,
+}
+
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+}
+
+pub struct Access {
+    pub config: AccessConfig,
+    keys: Mutex<HashMap<String, Cached>>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// Why a key was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("invalid or revoked API key")]
+    Invalid,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Access {
+    pub fn new(config: AccessConfig) -> Access {
+        Access {
+            config,
+            keys: Mutex::default(),
+            buckets: Mutex::default(),
+            slots: Mutex::default(),
+        }
+    }
+
+    /// The identity of a presented key.
+    pub async fn verify(&self, store: &dyn Store, text: &str) -> Result<Identity, KeyError> {
+        let hash = hash_key(text);
+        let cached = {
+            let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            keys.get(&hash)
+                .map(|c| (c.identity.clone(), c.checked.elapsed() < CACHE_TTL))
+        };
+        if let Some((identity, true)) = &cached {
+            return Ok(identity.clone());
+        }
+        match store.find_key(&hash).await {
+            Ok(Some(record)) => {
+                let identity = Identity {
+                    tenant: record.tenant,
+                    key_id: Some(record.key_id),
+                };
+                let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                if keys.len() >= MAX_ENTRIES {
+                    keys.retain(|_, c| c.checked.elapsed() < CACHE_TTL);
+                }
+                keys.insert(
+                    hash,
+                    Cached {
+                        identity: identity.clone(),
+                        checked: Instant::now(),
+                    },
+                );
+                Ok(identity)
+            }
+            Ok(None) => {
+                self.keys
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&hash);
+                Err(KeyError::Invalid)
+            }
+            // The database is away: a key verified before still counts.
+            Err(StoreError::Unavailable(_)) if cached.is_some() => Ok(cached.expect("checked").0),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Takes one request from the caller's budget, or says how long to wait for the next.
+    pub fn check_rate(&self, identity: &Identity) -> Result<(), Duration> {
+        let per_minute = f64::from(self.config.rate_per_minute);
+        if per_minute == 0.0 {
+            return Ok(());
+        }
+        let per_second = per_minute / 60.0;
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if buckets.len() >= MAX_ENTRIES {
+            // A bucket idle for a minute is full again: dropping it changes nothing.
+            buckets.retain(|_, b| b.updated.elapsed() < Duration::from_secs(60));
+        }
+        let now = Instant::now();
+        let bucket = buckets.entry(identity.bucket()).or_insert(Bucket {
+            tokens: per_minute,
+            updated: now,
+        });
+        bucket.tokens = (bucket.tokens
+            + now.duration_since(bucket.updated).as_secs_f64() * per_second)
+            .min(per_minute);
+        bucket.updated = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / per_second))
+        }
+    }
+
+    /// One of the caller's summarization slots, or `None` when all are taken.
+    pub fn summarization_slot(&self, identity: &Identity) -> Option<Option<OwnedSemaphorePermit>> {
+        let cap = self.config.max_concurrent_per_key;
+        if cap == 0 {
+            return Some(None);
+        }
+        let semaphore = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            if slots.len() >= MAX_ENTRIES {
+                slots.retain(|_, s| s.available_permits() < cap);
+            }
+            slots
+                .entry(identity.bucket())
+                .or_insert_with(|| Arc::new(Semaphore::new(cap)))
+                .clone()
+        };
+        semaphore.try_acquire_owned().ok().map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_prefixed_random_and_stored_hashed() {
+        let (text, record) = new_key("team-a", Some("laptop"), 5);
+        assert!(
+            text.starts_with(KEY_PREFIX) && text.len() == KEY_PREFIX.len() + 40,
+            "{text}"
+        );
+        assert_eq!(record.key_hash, hash_key(&text));
+        assert!(!record.key_hash.contains(&text[KEY_PREFIX.len()..]));
+        assert_ne!(new_key("team-a", None, 5).0, text);
+    }
+
+    #[test]
+    fn the_rate_limit_refills_over_time() {
+        let access = Access::new(AccessConfig {
+            anonymous_allowed: true,
+            rate_per_minute: 2,
+            max_concurrent_per_key: 0,
+        });
+        let a = Identity::anonymous();
+        let b = Identity {
+            tenant: "t".into(),
+            key_id: Some("k".into()),
+        };
+        assert!(access.check_rate(&a).is_ok());
+        assert!(access.check_rate(&a).is_ok());
+        let wait = access.check_rate(&a).unwrap_err();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        assert!(access.check_rate(&b).is_ok(), "each key has its own budget");
+    }
+
+    #[test]
+    fn summarization_slots_are_capped_per_key() {
+        let access = Access::new(AccessConfig {
+            anonymous_allowed: true,
+            rate_per_minute: 0,
+            max_concurrent_per_key: 1,
+        });
+        let a = Identity::anonymous();
+        let held = access.summarization_slot(&a).unwrap();
+        assert!(access.summarization_slot(&a).is_none());
+        drop(held);
+        assert!(access.summarization_slot(&a).is_some());
+    }
+}
