@@ -166,6 +166,7 @@ fn load(args: &SessionArgs) -> Result<Session, CliError> {
     let bytes = read_input(&args.file)?;
     let options = ParseOptions {
         lenient: args.lenient,
+        ..ParseOptions::default()
     };
     let session = Session::parse(&bytes, options)
         .map_err(|e| CliError(format!("{}: {e}", args.file.display())))?;

@@ -107,6 +107,18 @@ pub struct ServeConfig {
     #[arg(long, env = "COMPACTD_MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Longest JSONL line accepted in uploads and appends, in bytes.
+    #[arg(long, env = "COMPACTD_MAX_LINE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_line_bytes: usize,
+
+    /// Most entries a stored session may have.
+    #[arg(long, env = "COMPACTD_MAX_ENTRIES", default_value_t = 500_000)]
+    pub max_entries: usize,
+
+    /// Largest prompt (system prompt plus prompt) of a summarization request, in bytes.
+    #[arg(long, env = "COMPACTD_MAX_PROMPT_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_prompt_bytes: usize,
+
     /// Output cap when a request gives none (13107 = 0.8 × pi's default reserve).
     #[arg(long, env = "COMPACTD_DEFAULT_MAX_TOKENS", default_value_t = 13_107)]
     pub default_max_tokens: u64,

@@ -196,7 +196,7 @@ proptest! {
             ".{0,40}",
         ], 0..12), lenient in any::<bool>()) {
         let text = lines.join("\n");
-        match Session::parse(text.as_bytes(), ParseOptions { lenient }) {
+        match Session::parse(text.as_bytes(), ParseOptions { lenient, ..Default::default() }) {
             Ok(session) => {
                 let path = session.active_path(None).unwrap();
                 let outcome = PlanOutcome::for_path(&path, &CompactionSettings { keep_recent_tokens: 1, ..Default::default() });

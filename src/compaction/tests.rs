@@ -585,7 +585,10 @@ fn reference_54_63_an_unknown_leaf_is_an_error_and_an_orphan_is_its_own_root() {
     );
     let session = Session::parse(
         text.as_bytes(),
-        crate::session::ParseOptions { lenient: true },
+        crate::session::ParseOptions {
+            lenient: true,
+            ..Default::default()
+        },
     )
     .unwrap();
     let context = build_session_context(&path_of(&session));

@@ -89,6 +89,7 @@ pub(super) async fn chat_completions(
         }
     }
     let prompt = prompt.join("\n\n");
+    state.check_prompt_size(&system.concat(), &prompt)?;
     if prompt.trim().is_empty() {
         return Err(ApiError::unprocessable(
             "messages",

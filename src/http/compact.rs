@@ -70,6 +70,10 @@ pub(super) async fn compact(
             "prompt is empty: there is nothing to summarize",
         ));
     }
+    state.check_prompt_size(
+        request.system_prompt.as_deref().unwrap_or_default(),
+        &request.prompt,
+    )?;
     let requested = token_count(request.max_tokens.as_ref(), "maxTokens")?;
     let max_tokens = state.max_tokens(requested, &request.prompt);
     let system_prompt = request

@@ -13,7 +13,7 @@ use super::sessions::{Loaded, entry_record, load};
 use super::{AppState, openapi};
 use crate::compaction::{CompactionSettings, NothingReason, PlanOutcome, build_session_context};
 use crate::compactor::{self, BranchSummaryRequest, CompactError, CompactionRequest};
-use crate::session::{EntryKind, ParseOptions, Session, time};
+use crate::session::{EntryKind, Session, time};
 use crate::store::{Append, CompactionRecord, StoreError, now_ms};
 
 /// Largest token setting accepted: far above any model's window, small enough to stay exact.
@@ -75,14 +75,12 @@ fn plan_of(session: &Session, query: &PlanQuery) -> Result<Json<PlanOutcome>, Ap
     request_body(content = String, content_type = "application/x-ndjson", description = "A pi session file (JSONL)"),
     responses((status = 200, body = openapi::PlanOutcomeDoc), (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody)))]
 pub(super) async fn plan_upload(
-    State(_state): State<AppState>,
+    State(state): State<AppState>,
     _caller: Caller,
     QueryParams(query): QueryParams<PlanQuery>,
     RawBody(body): RawBody,
 ) -> Result<Json<PlanOutcome>, ApiError> {
-    let options = ParseOptions {
-        lenient: query.lenient,
-    };
+    let options = state.parse_options(query.lenient);
     let session = tokio::task::spawn_blocking(move || Session::parse(&body, options))
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?

@@ -19,8 +19,9 @@ pub enum ApiError {
         message: String,
         param: Option<String>,
     },
-    /// An uploaded session (or appended lines) that cannot be read: names the line.
-    #[error("{}", .0)]
+    /// An uploaded session (or appended lines) that cannot be read: names the line (and the
+    /// setting, for a breached limit).
+    #[error("{}{}", .0, limit_setting(.0.kind))]
     InvalidSession(crate::session::ParseError),
     /// The session, entry or resource does not exist.
     #[error("{0}")]
@@ -29,6 +30,9 @@ pub enum ApiError {
     /// changed meanwhile) or asks for something the session's state does not allow.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// Over a configured size limit (other than the body limit).
+    #[error("{0}")]
+    TooLarge(String),
     /// No usable API key.
     #[error("{message}")]
     Unauthorized {
@@ -90,7 +94,9 @@ impl ApiError {
         match self {
             ApiError::Invalid { status, .. } => *status,
             ApiError::ContextLengthExceeded(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidSession(e) if is_limit(e.kind) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::InvalidSession(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotFoundWhat(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -116,7 +122,11 @@ impl ApiError {
             ApiError::ContextLengthExceeded(_) => {
                 ("invalid_request_error", "context_length_exceeded")
             }
+            ApiError::InvalidSession(e) if is_limit(e.kind) => {
+                ("invalid_request_error", "limit_exceeded")
+            }
             ApiError::InvalidSession(_) => ("invalid_request_error", "invalid_session"),
+            ApiError::TooLarge(_) => ("invalid_request_error", "limit_exceeded"),
             ApiError::NotFoundWhat(_) => ("invalid_request_error", "not_found"),
             ApiError::Conflict { code, .. } => ("invalid_request_error", code),
             ApiError::StorageUnavailable => ("server_error", "storage_unavailable"),
@@ -190,5 +200,19 @@ impl From<crate::store::StoreError> for ApiError {
                 ApiError::Internal(anyhow::Error::new(cause).context("storage error"))
             }
         }
+    }
+}
+
+fn is_limit(kind: crate::session::ParseErrorKind) -> bool {
+    use crate::session::ParseErrorKind::{LineTooLong, TooManyEntries};
+    matches!(kind, LineTooLong | TooManyEntries)
+}
+
+fn limit_setting(kind: crate::session::ParseErrorKind) -> &'static str {
+    use crate::session::ParseErrorKind::{LineTooLong, TooManyEntries};
+    match kind {
+        LineTooLong => " (COMPACTD_MAX_LINE_BYTES)",
+        TooManyEntries => " (COMPACTD_MAX_ENTRIES)",
+        _ => "",
     }
 }

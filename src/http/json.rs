@@ -51,6 +51,16 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ),
         )
     };
+    // Fields serde skips are not depth-checked by it: bound the nesting of the whole body first.
+    if crate::session::nesting_exceeds(bytes, crate::session::JSON_DEPTH_LIMIT) {
+        return Err(ApiError::unprocessable(
+            "body",
+            format!(
+                "the JSON is nested deeper than {} levels",
+                crate::session::JSON_DEPTH_LIMIT
+            ),
+        ));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -61,6 +71,15 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             .map_or(text.as_str(), |(m, _)| m)
             .to_owned();
         let place = format!("line {}, column {}", inner.line(), inner.column());
+        if message.starts_with("recursion limit exceeded") {
+            return ApiError::unprocessable(
+                "body",
+                format!(
+                    "the JSON is nested deeper than {} levels ({place})",
+                    crate::session::JSON_DEPTH_LIMIT
+                ),
+            );
+        }
         match inner.classify() {
             serde_json::error::Category::Data => {
                 // A missing field is reported at its parent; name the field itself.

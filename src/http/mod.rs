@@ -42,6 +42,9 @@ use json::BodyLimit;
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    pub max_line_bytes: usize,
+    pub max_entries: usize,
+    pub max_prompt_bytes: usize,
     pub request_timeout: Duration,
     pub default_max_tokens: u64,
     pub max_output_tokens: u64,
@@ -152,6 +155,9 @@ impl AppState {
             store,
             limits: Limits {
                 max_body_bytes: config.max_body_bytes,
+                max_line_bytes: config.max_line_bytes,
+                max_entries: config.max_entries,
+                max_prompt_bytes: config.max_prompt_bytes,
                 request_timeout: Duration::from_secs_f64(config.request_timeout_secs),
                 default_max_tokens: config.default_max_tokens,
                 max_output_tokens: config.max_output_tokens,
@@ -172,6 +178,27 @@ impl AppState {
                 .default_max_tokens
                 .min(self.limits.max_output_tokens),
         }
+    }
+
+    /// How to read uploaded session files: the configured limits, lenient or not.
+    pub fn parse_options(&self, lenient: bool) -> crate::session::ParseOptions {
+        crate::session::ParseOptions {
+            lenient,
+            max_line_bytes: Some(self.limits.max_line_bytes),
+            max_entries: Some(self.limits.max_entries),
+        }
+    }
+
+    /// A prompt over the configured size is refused before any model sees it.
+    pub fn check_prompt_size(&self, system: &str, prompt: &str) -> Result<(), ApiError> {
+        let size = system.len() + prompt.len();
+        let limit = self.limits.max_prompt_bytes;
+        if size > limit {
+            return Err(ApiError::TooLarge(format!(
+                "the prompt is {size} bytes, over the limit of {limit} bytes (COMPACTD_MAX_PROMPT_BYTES)"
+            )));
+        }
+        Ok(())
     }
 
     /// Runs one summarization (queue, chain, fallbacks) and maps its failure to an HTTP error.

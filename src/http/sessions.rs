@@ -104,7 +104,14 @@ pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<
     let entries = state.store.entries(id).await?;
     let entry_count = entries.len() as i64;
     let text = jsonl(&record, &entries);
-    let session = parse(text, ParseOptions { lenient: true }).await?;
+    let session = parse(
+        text,
+        ParseOptions {
+            lenient: true,
+            ..Default::default()
+        },
+    )
+    .await?;
     Ok(Loaded {
         record,
         session,
@@ -150,13 +157,7 @@ pub(super) async fn upload(
     QueryParams(query): QueryParams<UploadQuery>,
     RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let session = parse(
-        body,
-        ParseOptions {
-            lenient: query.lenient,
-        },
-    )
-    .await?;
+    let session = parse(body, state.parse_options(query.lenient)).await?;
     // Lenient reading lets a later line win a duplicate id; storage keeps ids unique per session.
     if let Some(duplicate) = session
         .repairs
@@ -334,10 +335,21 @@ pub(super) async fn append(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let lines = parse_entry_lines(&body)?;
+    let lines = parse_entry_lines(&body, state.limits.max_line_bytes)?;
     for _ in 0..APPEND_ATTEMPTS {
         let loaded = load(&state, &caller, &id).await?;
         let (new, unchanged) = check_append(&loaded.session, &lines)?;
+        let limit = state.limits.max_entries;
+        if loaded.session.entries.len() + new.len() > limit {
+            return Err(invalid_line(
+                new[0].line,
+                ParseErrorKind::TooManyEntries,
+                format!(
+                    "the session would have {} entries, over the limit of {limit}",
+                    loaded.session.entries.len() + new.len()
+                ),
+            ));
+        }
         if new.is_empty() {
             return Ok(Json(
                 json!({"appended": 0, "unchanged": unchanged, "session": SessionView::from(&loaded.record)}),
@@ -351,7 +363,14 @@ pub(super) async fn append(
                 .chain(new.iter())
                 .map(|e| format!("{}\n", e.raw))
                 .collect::<String>();
-        let updated = parse(text, ParseOptions { lenient: true }).await?;
+        let updated = parse(
+            text,
+            ParseOptions {
+                lenient: true,
+                ..Default::default()
+            },
+        )
+        .await?;
         let append = Append {
             expected_entry_count: loaded.entry_count,
             entries: new.iter().map(entry_record).collect(),
@@ -374,11 +393,21 @@ pub(super) async fn append(
 }
 
 /// The entry lines of an append body (v3 entries, no header), each checked on its own.
-fn parse_entry_lines(body: &[u8]) -> Result<Vec<session::Entry>, ApiError> {
+fn parse_entry_lines(body: &[u8], max_line_bytes: usize) -> Result<Vec<session::Entry>, ApiError> {
     let mut entries = Vec::new();
     for (index, line) in body.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
+        }
+        if line.len() > max_line_bytes {
+            return Err(invalid_line(
+                index + 1,
+                ParseErrorKind::LineTooLong,
+                format!(
+                    "the line is {} bytes, over the limit of {max_line_bytes} bytes",
+                    line.len()
+                ),
+            ));
         }
         entries.push(session::parse_entry_line(index + 1, line).map_err(ApiError::InvalidSession)?);
     }

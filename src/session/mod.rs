@@ -14,7 +14,9 @@ mod tree;
 pub use entry::{Entry, EntryKind, Header};
 pub use message::{BashExecution, Block, Content, Message, Usage, joined_text_blocks};
 pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
-pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
+pub use parse::{
+    JSON_DEPTH_LIMIT, LineIssue, ParseError, ParseErrorKind, ParseOptions, nesting_exceeds,
+};
 
 use std::collections::HashMap;
 
@@ -42,6 +44,18 @@ impl Session {
     /// Reads a session file. Strict by default: the first problem is an error naming its line.
     pub fn parse(input: &[u8], options: ParseOptions) -> Result<Session, ParseError> {
         let file = parse::read(input, options)?;
+        if let Some(limit) = options.max_entries
+            && file.entries.len() > limit
+        {
+            return Err(ParseError {
+                line: Some(file.entries[limit].line),
+                kind: ParseErrorKind::TooManyEntries,
+                message: format!(
+                    "the session has {} entries, over the limit of {limit}",
+                    file.entries.len()
+                ),
+            });
+        }
         let mut repairs = Vec::new();
         let (ids, parents) = tree::link(&file.entries, options.lenient, &mut repairs)?;
         Ok(Session {
@@ -139,6 +153,7 @@ impl Session {
 /// Reads one entry line (v3 form) on its own, e.g. a line appended to a stored session.
 /// `line` is its number in the request, for errors.
 pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> {
+    parse::check_nesting(line, bytes)?;
     let text = std::str::from_utf8(bytes).map_err(|e| ParseError {
         line: Some(line),
         kind: ParseErrorKind::InvalidUtf8,

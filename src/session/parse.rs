@@ -11,6 +11,11 @@ use crate::js_json;
 /// How strictly to read a file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParseOptions {
+    /// Longest line accepted, in bytes (`None`: no limit). A longer line is an error even in
+    /// lenient mode: limits protect the service, they are not malformed input to skip.
+    pub max_line_bytes: Option<usize>,
+    /// Most entries accepted (`None`: no limit).
+    pub max_entries: Option<usize>,
     /// Skip malformed lines the way pi does instead of rejecting the file, and repair broken
     /// links (a dangling `parentId` makes a root, a duplicate id is won by the later line, a
     /// `parentId` cycle is cut). What was skipped or repaired is reported on the session.
@@ -42,6 +47,12 @@ pub enum ParseErrorKind {
     DuplicateId,
     DanglingParent,
     ParentCycle,
+    /// A line over [`ParseOptions::max_line_bytes`].
+    LineTooLong,
+    /// More entries than [`ParseOptions::max_entries`].
+    TooManyEntries,
+    /// JSON nested deeper than [`JSON_DEPTH_LIMIT`].
+    TooDeep,
 }
 
 /// A line that lenient reading skipped or repaired.
@@ -103,7 +114,7 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 fn read_entries(
     input: &[u8],
     first_number: usize,
-    lenient: bool,
+    options: ParseOptions,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
     let threads = if input.len() >= PARALLEL_MIN_BYTES {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
@@ -127,9 +138,9 @@ fn read_entries(
     let results: Vec<_> = std::thread::scope(|scope| {
         let spawned: Vec<_> = chunks[1..]
             .iter()
-            .map(|&(chunk, number)| scope.spawn(move || read_chunk(chunk, number, lenient)))
+            .map(|&(chunk, number)| scope.spawn(move || read_chunk(chunk, number, options)))
             .collect();
-        let first = read_chunk(chunks[0].0, chunks[0].1, lenient);
+        let first = read_chunk(chunks[0].0, chunks[0].1, options);
         std::iter::once(first)
             .chain(
                 spawned
@@ -151,11 +162,13 @@ fn read_entries(
 fn read_chunk(
     chunk: &[u8],
     first_number: usize,
-    lenient: bool,
+    options: ParseOptions,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
+    let lenient = options.lenient;
     let mut entries = Vec::with_capacity(chunk.len() / 1024);
     let mut skipped = Vec::new();
     for (number, bytes) in lines(chunk, first_number) {
+        check_length(number, bytes, options)?;
         match line_text(number, bytes).and_then(|text| entry_from_line(number, text.into())) {
             Ok(entry) => entries.push(entry),
             Err(e) if lenient => skipped.push(LineIssue {
@@ -196,6 +209,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
                 message: "the session file has no header line (it is empty)".into(),
             });
         };
+        check_length(number, bytes, options)?;
         let text = match line_text(number, bytes) {
             Ok(text) => text,
             Err(e) => {
@@ -250,7 +264,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
     if source_version >= CURRENT_VERSION {
         // Everything after the header line, numbered from the line after it.
         let rest = input.get(header_end + 1..).unwrap_or_default();
-        let (entries, more_skipped) = read_entries(rest, header.line + 1, options.lenient)?;
+        let (entries, more_skipped) = read_entries(rest, header.line + 1, options)?;
         skipped.extend(more_skipped);
         return Ok(ReadFile {
             title,
@@ -268,6 +282,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
     ];
     let mut numbers = vec![header_line];
     for (number, bytes) in lines {
+        check_length(number, bytes, options)?;
         let parsed = line_text(number, bytes).and_then(|text| {
             let value: Value = decode(number, text)?;
             if value.is_object() {
@@ -316,6 +331,70 @@ fn header_error(line: usize, message: String) -> ParseError {
     ParseError::at(line, ParseErrorKind::InvalidHeader, message)
 }
 
+/// The line-length and nesting limits, checked before anything else is done with the line.
+/// Nesting is checked here rather than left to `serde_json` because fields the reader skips are
+/// not depth-checked by it, yet the line is stored and may be read whole later.
+fn check_length(number: usize, bytes: &[u8], options: ParseOptions) -> Result<(), ParseError> {
+    if let Some(limit) = options.max_line_bytes
+        && bytes.len() > limit
+    {
+        return Err(ParseError::at(
+            number,
+            ParseErrorKind::LineTooLong,
+            format!(
+                "the line is {} bytes, over the limit of {limit} bytes",
+                bytes.len()
+            ),
+        ));
+    }
+    if nesting_exceeds(bytes, JSON_DEPTH_LIMIT) {
+        return Err(ParseError::at(
+            number,
+            ParseErrorKind::TooDeep,
+            format!("JSON nested deeper than {JSON_DEPTH_LIMIT} levels"),
+        ));
+    }
+    Ok(())
+}
+
+/// The nesting limit alone, for single lines read outside a file (appends).
+pub(super) fn check_nesting(number: usize, bytes: &[u8]) -> Result<(), ParseError> {
+    check_length(number, bytes, ParseOptions::default())
+}
+
+/// Whether the JSON text nests arrays and objects deeper than `limit`. A line with at most
+/// `limit` opening brackets in all cannot, which a vectorised count settles for nearly every line.
+pub fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
+    let opening = bytes.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    if opening <= limit {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 fn line_text(number: usize, bytes: &[u8]) -> Result<&str, ParseError> {
     std::str::from_utf8(bytes).map_err(|e| {
         ParseError::at(
@@ -340,6 +419,12 @@ fn decode<'a, T: serde::Deserialize<'a>>(number: usize, text: &'a str) -> Result
             _ => ParseErrorKind::InvalidJson,
         };
         let message = match kind {
+            _ if e.to_string().starts_with("recursion limit exceeded") => {
+                format!(
+                    "JSON nested deeper than {JSON_DEPTH_LIMIT} levels (column {})",
+                    e.column()
+                )
+            }
             ParseErrorKind::NotAnObject => "the line is not a JSON object".to_owned(),
             ParseErrorKind::InvalidJson => format!("not valid JSON: {}", error_text(&e)),
             _ => error_text(&e),
@@ -347,6 +432,10 @@ fn decode<'a, T: serde::Deserialize<'a>>(number: usize, text: &'a str) -> Result
         ParseError::at(number, kind, message)
     })
 }
+
+/// Deepest nesting `serde_json` reads (its recursion limit), which bounds the stack a line can
+/// take.
+pub const JSON_DEPTH_LIMIT: usize = 128;
 
 /// `serde_json`'s message with its "at line 1 column N" rewritten as "(column N)": every line is
 /// decoded on its own, so its line number would always read 1.
@@ -375,4 +464,25 @@ pub(super) fn entry_from_line(number: usize, raw: Box<str>) -> Result<Entry, Par
         ),
     })?;
     Ok(build(raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nesting_exceeds;
+
+    #[test]
+    fn nesting_depth_counts_brackets_outside_strings() {
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        assert!(nesting_exceeds(deep.as_bytes(), 128));
+        let wide = format!("[{}]", "[],".repeat(500) + "[]");
+        assert!(!nesting_exceeds(wide.as_bytes(), 128));
+        let quoted = format!("{{\"s\":\"{}\\\"\"}}", "[".repeat(300));
+        assert!(!nesting_exceeds(quoted.as_bytes(), 128), "{quoted}");
+        let exact = format!(
+            "{}{}",
+            "{\"a\":".repeat(128),
+            "1".to_owned() + &"}".repeat(128)
+        );
+        assert!(!nesting_exceeds(exact.as_bytes(), 128));
+    }
 }

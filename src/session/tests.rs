@@ -13,7 +13,14 @@ fn strict(text: &str) -> Result<Session, ParseError> {
 }
 
 fn lenient(text: &str) -> Session {
-    Session::parse(text.as_bytes(), ParseOptions { lenient: true }).unwrap()
+    Session::parse(
+        text.as_bytes(),
+        ParseOptions {
+            lenient: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 fn line(id: &str, parent: Option<&str>) -> String {

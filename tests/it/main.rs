@@ -4,6 +4,7 @@
 #![allow(unreachable_pub)]
 
 mod access;
+mod bad_input;
 mod cli;
 mod docs;
 mod extractive;

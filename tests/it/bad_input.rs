@@ -1,0 +1,651 @@
+//! Bad input over every endpoint: each case gets a clear 4xx with a JSON error body (never a
+//! 5xx), and the stored data is the same afterwards. Runs on PostgreSQL and SQLite.
+
+use std::sync::Arc;
+
+use compactd::store::Store;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, config};
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[sqlx::test(migrations = false)]
+            async fn postgres(pool: sqlx::PgPool) {
+                let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
+                super::$name(std::sync::Arc::new(store)).await
+            }
+            #[sqlx::test(migrations = false)]
+            async fn sqlite(pool: sqlx::SqlitePool) {
+                let store = compactd::store::SqliteStore::from_pool(pool).await.unwrap();
+                super::$name(std::sync::Arc::new(store)).await
+            }
+        }
+    )*};
+}
+
+on_both_backends!(every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing);
+
+const HEADER: &str =
+    r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z"}"#;
+
+fn entry(id: &str, parent: Option<&str>) -> String {
+    json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-01-01T00:00:01.000Z",
+           "message":{"role":"user","content":"hello","timestamp":1}})
+    .to_string()
+}
+
+fn lines(lines: &[String]) -> Vec<u8> {
+    lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+/// Everything stored, for before/after comparison.
+async fn snapshot(app: &TestApp) -> Value {
+    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let mut all = vec![sessions.clone()];
+    for session in sessions["sessions"].as_array().unwrap() {
+        let id = session["id"].as_str().unwrap();
+        all.push(Value::String(
+            app.get(&format!("/v1/sessions/{id}/entries"))
+                .await
+                .text()
+                .await
+                .unwrap(),
+        ));
+        all.push(
+            app.get(&format!("/v1/sessions/{id}/compactions"))
+                .await
+                .json()
+                .await
+                .unwrap(),
+        );
+    }
+    Value::Array(all)
+}
+
+async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
+    store: Arc<dyn Store>,
+) {
+    let mut config = config();
+    config.max_prompt_bytes = 1 << 20;
+    let app = TestApp::with_store(config, store).await;
+    let good = lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))]);
+    let created: Value = app
+        .post_raw("/v1/sessions", good.clone())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let before = snapshot(&app).await;
+
+    let ten_mb_line = format!(
+        r#"{{"type":"custom","id":"big","parentId":null,"data":"{}"}}"#,
+        "x".repeat(10 << 20)
+    );
+    let mut invalid_utf8 = lines(&[HEADER.into()]);
+    invalid_utf8.extend_from_slice(b"{\"type\":\"label\",\"id\":\"\xc3\x28\"}\n");
+    let truncated = entry("c", Some("b"));
+    let truncated = &truncated[..truncated.len() - 10];
+    let deep_line = format!(
+        r#"{{"type":"custom","id":"deep","parentId":null,"data":{}}}"#,
+        nested(200)
+    );
+    let sessions = "/v1/sessions".to_owned();
+    let append = format!("/v1/sessions/{id}/entries");
+    let compactions = format!("/v1/sessions/{id}/compactions");
+    let branches = format!("/v1/sessions/{id}/branch-summaries");
+    let prompt_of = |n: usize| json!({"prompt": "x".repeat(n)}).to_string().into_bytes();
+
+    // (what, method, path, body, status, code, kind of the bad line)
+    type Case = (
+        &'static str,
+        Method,
+        String,
+        Vec<u8>,
+        u16,
+        &'static str,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "upload: empty body",
+            Method::POST,
+            sessions.clone(),
+            vec![],
+            422,
+            "invalid_session",
+            Some("empty"),
+        ),
+        (
+            "upload: not JSON",
+            Method::POST,
+            sessions.clone(),
+            b"not json at all\n".to_vec(),
+            422,
+            "invalid_session",
+            Some("invalid_json"),
+        ),
+        (
+            "upload: no header",
+            Method::POST,
+            sessions.clone(),
+            lines(&[entry("a", None)]),
+            422,
+            "invalid_session",
+            Some("invalid_header"),
+        ),
+        (
+            "upload: truncated line",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), entry("a", None), truncated.into()]),
+            422,
+            "invalid_session",
+            Some("invalid_json"),
+        ),
+        (
+            "upload: invalid UTF-8",
+            Method::POST,
+            sessions.clone(),
+            invalid_utf8.clone(),
+            422,
+            "invalid_session",
+            Some("invalid_utf8"),
+        ),
+        (
+            "upload: 10 MB line",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), ten_mb_line.clone()]),
+            413,
+            "limit_exceeded",
+            Some("line_too_long"),
+        ),
+        (
+            "upload: deep nesting",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), deep_line.clone()]),
+            422,
+            "invalid_session",
+            Some("too_deep"),
+        ),
+        (
+            "append: deep nesting",
+            Method::POST,
+            append.clone(),
+            lines(std::slice::from_ref(&deep_line)),
+            422,
+            "invalid_session",
+            Some("too_deep"),
+        ),
+        (
+            "upload: parentId cycle",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), entry("a", Some("b")), entry("b", Some("a"))]),
+            422,
+            "invalid_session",
+            Some("parent_cycle"),
+        ),
+        (
+            "upload: dangling parent",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), entry("a", Some("ghost"))]),
+            422,
+            "invalid_session",
+            Some("dangling_parent"),
+        ),
+        (
+            "upload: duplicate ids",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), entry("a", None), entry("a", None)]),
+            422,
+            "invalid_session",
+            Some("duplicate_id"),
+        ),
+        (
+            "upload: wrong field type",
+            Method::POST,
+            sessions.clone(),
+            lines(&[
+                HEADER.into(),
+                r#"{"type":"compaction","id":"c","summary":5}"#.into(),
+            ]),
+            422,
+            "invalid_session",
+            Some("invalid_field"),
+        ),
+        (
+            "upload: entry without type",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), r#"{"id":"c"}"#.into()]),
+            422,
+            "invalid_session",
+            Some("missing_type"),
+        ),
+        (
+            "upload: bad lenient flag",
+            Method::POST,
+            format!("{sessions}?lenient=2"),
+            good.clone(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "append: not JSON",
+            Method::POST,
+            append.clone(),
+            b"{oops\n".to_vec(),
+            422,
+            "invalid_session",
+            Some("invalid_json"),
+        ),
+        (
+            "append: invalid UTF-8",
+            Method::POST,
+            append.clone(),
+            b"{\"id\":\"\xff\"}\n".to_vec(),
+            422,
+            "invalid_session",
+            Some("invalid_utf8"),
+        ),
+        (
+            "append: dangling parent",
+            Method::POST,
+            append.clone(),
+            lines(&[entry("c", Some("ghost"))]),
+            422,
+            "invalid_session",
+            Some("dangling_parent"),
+        ),
+        (
+            "append: duplicate in request",
+            Method::POST,
+            append.clone(),
+            lines(&[entry("c", Some("b")), entry("c", Some("b"))]),
+            422,
+            "invalid_session",
+            Some("duplicate_id"),
+        ),
+        (
+            "append: other content for a stored id",
+            Method::POST,
+            append.clone(),
+            lines(&[json!({"type":"label","id":"a","parentId":null}).to_string()]),
+            409,
+            "entry_conflict",
+            None,
+        ),
+        (
+            "append: 10 MB line",
+            Method::POST,
+            append.clone(),
+            lines(std::slice::from_ref(&ten_mb_line)),
+            413,
+            "limit_exceeded",
+            Some("line_too_long"),
+        ),
+        (
+            "append: empty body",
+            Method::POST,
+            append.clone(),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "append: unknown session",
+            Method::POST,
+            "/v1/sessions/nope/entries".into(),
+            lines(&[entry("c", None)]),
+            404,
+            "not_found",
+            None,
+        ),
+        (
+            "plan: negative keep",
+            Method::GET,
+            format!("/v1/sessions/{id}/plan?keepRecentTokens=-1"),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "plan: huge keep",
+            Method::GET,
+            format!("/v1/sessions/{id}/plan?keepRecentTokens=99999999999999999999999"),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "plan: zero reserve",
+            Method::GET,
+            format!("/v1/sessions/{id}/plan?reserveTokens=0"),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "plan: unknown leaf",
+            Method::GET,
+            format!("/v1/sessions/{id}/plan?leafId=nope"),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "plan upload: cycle",
+            Method::POST,
+            "/v1/plan".into(),
+            lines(&[HEADER.into(), entry("a", Some("a"))]),
+            422,
+            "invalid_session",
+            Some("parent_cycle"),
+        ),
+        (
+            "context: unknown leaf",
+            Method::GET,
+            format!("/v1/sessions/{id}/context?leafId=nope"),
+            vec![],
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: not JSON",
+            Method::POST,
+            compactions.clone(),
+            b"{".to_vec(),
+            400,
+            "invalid_json",
+            None,
+        ),
+        (
+            "compaction: wrong type",
+            Method::POST,
+            compactions.clone(),
+            br#"{"keepRecentTokens":"many"}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: negative setting",
+            Method::POST,
+            compactions.clone(),
+            br#"{"reserveTokens":-5}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: huge setting",
+            Method::POST,
+            compactions.clone(),
+            br#"{"keepRecentTokens":1e30}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: unknown leaf",
+            Method::POST,
+            compactions.clone(),
+            br#"{"leafId":"nope"}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: unknown field",
+            Method::POST,
+            compactions.clone(),
+            br#"{"keep":1}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compaction: deep nesting",
+            Method::POST,
+            compactions.clone(),
+            format!(r#"{{"leafId":{}}}"#, nested(200)).into_bytes(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "branch: missing target",
+            Method::POST,
+            branches.clone(),
+            b"{}".to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "branch: unknown target",
+            Method::POST,
+            branches.clone(),
+            br#"{"targetId":"nope"}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: not JSON",
+            Method::POST,
+            "/v1/compact".into(),
+            b"prompt=hi".to_vec(),
+            400,
+            "invalid_json",
+            None,
+        ),
+        (
+            "compact: missing prompt",
+            Method::POST,
+            "/v1/compact".into(),
+            br#"{"systemPrompt":"s"}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: wrong type",
+            Method::POST,
+            "/v1/compact".into(),
+            br#"{"prompt":["a"]}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: negative maxTokens",
+            Method::POST,
+            "/v1/compact".into(),
+            br#"{"prompt":"a","maxTokens":-1}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: fractional maxTokens",
+            Method::POST,
+            "/v1/compact".into(),
+            br#"{"prompt":"a","maxTokens":1.5}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: invalid UTF-8",
+            Method::POST,
+            "/v1/compact".into(),
+            b"{\"prompt\":\"\xff\"}".to_vec(),
+            400,
+            "invalid_json",
+            None,
+        ),
+        (
+            "compact: deep nesting",
+            Method::POST,
+            "/v1/compact".into(),
+            format!(r#"{{"prompt":"a","x":{}}}"#, nested(200)).into_bytes(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "compact: prompt over the limit",
+            Method::POST,
+            "/v1/compact".into(),
+            prompt_of(2 << 20),
+            413,
+            "limit_exceeded",
+            None,
+        ),
+        (
+            "chat: messages not a list",
+            Method::POST,
+            "/v1/chat/completions".into(),
+            br#"{"messages":"hi"}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "chat: content a number",
+            Method::POST,
+            "/v1/chat/completions".into(),
+            br#"{"messages":[{"role":"user","content":7}]}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "chat: negative max_tokens",
+            Method::POST,
+            "/v1/chat/completions".into(),
+            br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-3}"#.to_vec(),
+            422,
+            "invalid_value",
+            None,
+        ),
+        (
+            "unknown session",
+            Method::GET,
+            "/v1/sessions/00000000-0000-0000-0000-000000000000".into(),
+            vec![],
+            404,
+            "not_found",
+            None,
+        ),
+        (
+            "unknown route",
+            Method::GET,
+            "/v2/anything".into(),
+            vec![],
+            404,
+            "not_found",
+            None,
+        ),
+        (
+            "wrong method",
+            Method::PUT,
+            "/v1/compact".into(),
+            vec![],
+            405,
+            "method_not_allowed",
+            None,
+        ),
+    ];
+
+    for (what, method, path, body, status, code, kind) in cases {
+        let response = app
+            .client
+            .request(method, format!("{}{path}", app.url))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), status, "{what}");
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json"),
+            "{what}: JSON error"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{what}");
+        if let Some(kind) = kind {
+            assert_eq!(body["error"]["kind"], kind, "{what}: {body}");
+            if kind != "empty" {
+                assert!(
+                    body["error"]["line"].as_u64().is_some(),
+                    "{what}: names the line: {body}"
+                );
+            }
+        }
+        if code == "limit_exceeded" {
+            assert!(
+                message.contains("limit"),
+                "{what}: names the limit: {message}"
+            );
+        }
+        if what.contains("deep nesting") {
+            assert!(
+                message.contains("nested deeper than 128"),
+                "{what}: {message}"
+            );
+        }
+    }
+    assert_eq!(snapshot(&app).await, before, "stored data unchanged");
+
+    // Unknown entry types are not bad input: they are kept, byte for byte (spec §1.9).
+    let unknown = lines(&[
+        HEADER.into(),
+        r#"{"type":"mode_change","id":"m","parentId":null,"mode":"plan"}"#.into(),
+    ]);
+    let created: Value = app
+        .post_raw("/v1/sessions", unknown.clone())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let back = app
+        .get(&format!(
+            "/v1/sessions/{}/entries",
+            created["id"].as_str().unwrap()
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(back.into_bytes(), unknown);
+}
