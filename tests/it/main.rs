@@ -6,6 +6,7 @@
 mod access;
 mod bad_input;
 mod cli;
+mod crash;
 mod docs;
 mod extractive;
 mod fixtures;
