@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak: /v1/compact at a fixed rate for a fixed time, against a fake upstream that fails a share
-# of its calls (retries and the extractive fallback absorb them).
+# of its calls (retries and the extractive fallback absorb them). The per-key limits are off: one
+# anonymous caller sends everything, and the soak is about upstream faults, not the rate limit.
 #   scripts/bench/soak.sh [seconds] [rate per second] [failure rate]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,8 @@ json.dump({"systemPrompt": "You summarize coding sessions.", "prompt": prompt, "
 PY
 FAIL_RATE=$fail DELAY_MS=20 ./target/release/examples/bench_upstream 127.0.0.1:9011 &
 COMPACTD_LISTEN=127.0.0.1:9012 COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9011/v1 \
-  COMPACTD_DATA_DIR="$work/data" COMPACTD_LOG=warn COMPACTD_BACKOFF_MS=100 ./target/release/compactd &
+  COMPACTD_DATA_DIR="$work/data" COMPACTD_LOG=error COMPACTD_BACKOFF_MS=100 \
+  COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 ./target/release/compactd &
 pid=$!
 until curl -s -o /dev/null http://127.0.0.1:9012/healthz; do sleep 0.1; done
 ./target/release/examples/soak http://127.0.0.1:9012/v1/compact "$work/body.json" "$rate" "$seconds" "$pid"
