@@ -108,23 +108,16 @@ pub(super) async fn chat_completions(
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| state.prompts.system.clone());
     let _slot = state.summarization_slot(&caller)?;
-    let started = std::time::Instant::now();
-    let result = state
-        .summarize(SummaryRequest {
-            system_prompt,
-            prompt: prompt.clone(),
-            max_tokens,
-        })
-        .await;
-    let outcome = result.as_ref().map_err(|e| (e.code(), e.status().as_u16()));
-    state.calls.record(
-        "/v1/chat/completions",
-        None,
-        &prompt,
-        outcome,
-        started.elapsed().as_millis() as u64,
-    );
-    let summary = result?;
+    let summary = state
+        .summarize(
+            "/v1/chat/completions",
+            SummaryRequest {
+                system_prompt,
+                prompt,
+                max_tokens,
+            },
+        )
+        .await?;
     let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -81,20 +81,16 @@ pub(super) async fn compact(
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| state.prompts.system.clone());
     let _slot = state.summarization_slot(&caller)?;
-    let started = std::time::Instant::now();
-    let result = state
-        .summarize(SummaryRequest {
-            system_prompt,
-            prompt: request.prompt.clone(),
-            max_tokens,
-        })
-        .await;
-    let latency_ms = started.elapsed().as_millis() as u64;
-    let outcome = result.as_ref().map_err(|e| (e.code(), e.status().as_u16()));
-    state
-        .calls
-        .record("/v1/compact", None, &request.prompt, outcome, latency_ms);
-    let summary = result?;
+    let summary = state
+        .summarize(
+            "/v1/compact",
+            SummaryRequest {
+                system_prompt,
+                prompt: request.prompt,
+                max_tokens,
+            },
+        )
+        .await?;
     Ok(Json(CompactResponse {
         summary: summary.text,
         model: summary.model,

@@ -143,6 +143,25 @@ pub(super) struct CompactBody {
     custom_instructions: Option<String>,
 }
 
+/// Appending one entry compactd wrote, which becomes the leaf, to the session as it was loaded.
+fn new_leaf(
+    loaded: &Loaded,
+    line: &str,
+    context_tokens: i64,
+    compaction: Option<CompactionRecord>,
+) -> Result<Append, ApiError> {
+    let entry = crate::session::parse_entry_line(0, line.as_bytes()).map_err(|e| {
+        ApiError::Internal(anyhow::anyhow!("compactd wrote an unreadable entry: {e}"))
+    })?;
+    Ok(Append {
+        expected_entry_count: loaded.entry_count,
+        leaf_id: Some(entry.id.clone()),
+        entries: vec![entry_record(&entry)],
+        context_tokens,
+        compaction,
+    })
+}
+
 /// The compaction entry already made from `leaf_id`, if any.
 fn compaction_child<'a>(session: &'a Session, leaf_id: &str) -> Option<&'a crate::session::Entry> {
     session
@@ -252,15 +271,11 @@ pub(super) async fn compact(
             return Err(e.into());
         }
     };
-    let entry = crate::session::parse_entry_line(0, outcome.line.as_bytes()).map_err(|e| {
-        ApiError::Internal(anyhow::anyhow!("compactd wrote an unreadable entry: {e}"))
-    })?;
-    let append = Append {
-        expected_entry_count: loaded.entry_count,
-        entries: vec![entry_record(&entry)],
-        leaf_id: Some(outcome.entry_id.clone()),
-        context_tokens: outcome.tokens_after as i64,
-        compaction: Some(CompactionRecord {
+    let append = new_leaf(
+        &loaded,
+        &outcome.line,
+        outcome.tokens_after as i64,
+        Some(CompactionRecord {
             session_id: id.clone(),
             entry_id: outcome.entry_id.clone(),
             leaf_id: outcome.leaf_id.clone(),
@@ -274,7 +289,7 @@ pub(super) async fn compact(
             summary: outcome.summary.clone(),
             created_at_ms: now_ms(),
         }),
-    };
+    )?;
     match state.store.append(&id, &append, now_ms()).await {
         Ok(()) => {}
         Err(StoreError::Changed) => {
@@ -421,16 +436,7 @@ pub(super) async fn branch_summary(
         }
         Err(CompactError::Summarize(e)) => return Err(e.into()),
     };
-    let entry = crate::session::parse_entry_line(0, outcome.line.as_bytes()).map_err(|e| {
-        ApiError::Internal(anyhow::anyhow!("compactd wrote an unreadable entry: {e}"))
-    })?;
-    let append = Append {
-        expected_entry_count: loaded.entry_count,
-        entries: vec![entry_record(&entry)],
-        leaf_id: Some(outcome.entry_id.clone()),
-        context_tokens: loaded.record.context_tokens,
-        compaction: None,
-    };
+    let append = new_leaf(&loaded, &outcome.line, loaded.record.context_tokens, None)?;
     state.store.append(&id, &append, now_ms()).await?;
     Ok((
         StatusCode::CREATED,

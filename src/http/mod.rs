@@ -201,12 +201,24 @@ impl AppState {
         Ok(())
     }
 
-    /// Runs one summarization (queue, chain, fallbacks) and maps its failure to an HTTP error.
-    pub async fn summarize(&self, request: SummaryRequest) -> Result<Summary, ApiError> {
-        self.summarizer
+    /// Runs one summarization (queue, chain, fallbacks), records it in the call log under
+    /// `endpoint`, and maps a failure to an HTTP error.
+    pub async fn summarize(
+        &self,
+        endpoint: &str,
+        request: SummaryRequest,
+    ) -> Result<Summary, ApiError> {
+        let started = std::time::Instant::now();
+        let result = self
+            .summarizer
             .summarize(&request)
             .await
-            .map_err(ApiError::from)
+            .map_err(ApiError::from);
+        let outcome = result.as_ref().map_err(|e| (e.code(), e.status().as_u16()));
+        let latency_ms = started.elapsed().as_millis() as u64;
+        self.calls
+            .record(endpoint, None, &request.prompt, outcome, latency_ms);
+        result
     }
 
     /// The lock serializing compactions of one leaf of one session in this process.

@@ -9,23 +9,6 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, config};
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[sqlx::test(migrations = false)]
-            async fn postgres(pool: sqlx::PgPool) {
-                let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
-                super::$name(std::sync::Arc::new(store)).await
-            }
-            #[sqlx::test(migrations = false)]
-            async fn sqlite(pool: sqlx::SqlitePool) {
-                let store = compactd::store::SqliteStore::from_pool(pool).await.unwrap();
-                super::$name(std::sync::Arc::new(store)).await
-            }
-        }
-    )*};
-}
-
 on_both_backends!(every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing);
 
 const HEADER: &str =

@@ -3,6 +3,25 @@
 // Helpers are `pub` for the modules of this test binary; nothing here is a library API.
 #![allow(unreachable_pub)]
 
+/// Runs each test body once per storage backend: on a fresh PostgreSQL database
+/// (`#[sqlx::test]`, from `DATABASE_URL`) and on a fresh SQLite database.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[sqlx::test(migrations = false)]
+            async fn postgres(pool: sqlx::PgPool) {
+                let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
+                super::$name(std::sync::Arc::new(store)).await
+            }
+            #[sqlx::test(migrations = false)]
+            async fn sqlite(pool: sqlx::SqlitePool) {
+                let store = compactd::store::SqliteStore::from_pool(pool).await.unwrap();
+                super::$name(std::sync::Arc::new(store)).await
+            }
+        }
+    )*};
+}
+
 mod access;
 mod bad_input;
 mod cli;

@@ -558,3 +558,43 @@ async fn an_oversized_body_is_refused_with_413_naming_the_limit() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline() {
+    let storm = Reply::json(429, json!({"error": {"type": "rate_limit_error"}}))
+        .with_header("retry-after", "1");
+    let fake = FakeUpstream::start(vec![], storm).await;
+    let mut config = chain_config(&fake, "openai:gpt-test", true);
+    config.deadline_secs = 4.0;
+    let app = TestApp::spawn(config).await;
+    let started = Instant::now();
+    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    assert_eq!(
+        body["model"], "extractive",
+        "the storm ends in the built-in summarizer"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        fake.received().len(),
+        3,
+        "every retry waited for Retry-After"
+    );
+
+    // Without the fallback: a 503 with Retry-After, still within the deadline.
+    let mut config = chain_config(&fake, "openai:gpt-test", false);
+    config.deadline_secs = 4.0;
+    let app = TestApp::spawn(config).await;
+    let started = Instant::now();
+    let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().get("retry-after").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

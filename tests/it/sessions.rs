@@ -14,24 +14,6 @@ use serde_json::{Value, json};
 use super::fixture;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, config};
 
-/// Runs each test body once per backend.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[sqlx::test(migrations = false)]
-            async fn postgres(pool: sqlx::PgPool) {
-                let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
-                super::$name(std::sync::Arc::new(store)).await
-            }
-            #[sqlx::test(migrations = false)]
-            async fn sqlite(pool: sqlx::SqlitePool) {
-                let store = compactd::store::SqliteStore::from_pool(pool).await.unwrap();
-                super::$name(std::sync::Arc::new(store)).await
-            }
-        }
-    )*};
-}
-
 on_both_backends!(
     every_fixture_uploads_and_comes_back,
     bad_uploads_name_their_line_and_store_nothing,
