@@ -179,6 +179,16 @@ fn existing_compaction(entry: &crate::session::Entry) -> Json<Value> {
     }))
 }
 
+/// A compaction or branch summary that was not made, as an HTTP error; `param` names the entry
+/// parameter an unknown id came from.
+fn compact_error(error: CompactError, param: &str) -> ApiError {
+    match error {
+        CompactError::Nothing(reason, message) => nothing_to_compact(reason, message),
+        CompactError::UnknownLeaf(e) => ApiError::unprocessable(param, e.to_string()),
+        CompactError::Summarize(e) => e.into(),
+    }
+}
+
 fn nothing_to_compact(reason: NothingReason, message: String) -> ApiError {
     let code = match reason {
         NothingReason::AlreadyCompacted => "already_compacted",
@@ -249,28 +259,16 @@ pub(super) async fn compact(
         settings,
         custom_instructions: body.custom_instructions,
     };
-    let outcome = match compactor::compact(
-        &loaded.session,
-        &request,
-        &state.summarizer,
-        &state.prompts,
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(CompactError::Nothing(reason, message)) => {
-            return Err(nothing_to_compact(reason, message));
-        }
-        Err(CompactError::UnknownLeaf(e)) => {
-            return Err(ApiError::unprocessable("leafId", e.to_string()));
-        }
-        Err(CompactError::Summarize(e)) => {
-            state
-                .calls
-                .record("compaction", Some(&id), "", Err(("failed", 503)), 0);
-            return Err(e.into());
-        }
-    };
+    let outcome = compactor::compact(&loaded.session, &request, &state.summarizer, &state.prompts)
+        .await
+        .inspect_err(|e| {
+            if matches!(e, CompactError::Summarize(_)) {
+                state
+                    .calls
+                    .record("compaction", Some(&id), "", Err(("failed", 503)), 0);
+            }
+        })
+        .map_err(|e| compact_error(e, "leafId"))?;
     let append = new_leaf(
         &loaded,
         &outcome.line,
@@ -419,23 +417,10 @@ pub(super) async fn branch_summary(
         replace_instructions: body.replace_instructions,
     };
     let _slot = state.summarization_slot(&caller)?;
-    let outcome = match compactor::summarize_branch(
-        &loaded.session,
-        &request,
-        &state.summarizer,
-        &state.prompts,
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(CompactError::Nothing(reason, message)) => {
-            return Err(nothing_to_compact(reason, message));
-        }
-        Err(CompactError::UnknownLeaf(e)) => {
-            return Err(ApiError::unprocessable("targetId", e.to_string()));
-        }
-        Err(CompactError::Summarize(e)) => return Err(e.into()),
-    };
+    let outcome =
+        compactor::summarize_branch(&loaded.session, &request, &state.summarizer, &state.prompts)
+            .await
+            .map_err(|e| compact_error(e, "targetId"))?;
     let append = new_leaf(&loaded, &outcome.line, loaded.record.context_tokens, None)?;
     state.store.append(&id, &append, now_ms()).await?;
     Ok((
