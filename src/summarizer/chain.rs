@@ -7,7 +7,11 @@ use std::time::{Duration, Instant};
 use super::anthropic::AnthropicClient;
 use super::extractive;
 use super::openai::OpenAiClient;
+use super::shrink;
 use super::{AttemptError, Summary, SummaryRequest};
+
+/// Times a model that reports an overflow is asked again with half the conversation.
+const MAX_SHRINKS: u32 = 2;
 
 /// Prompts below this size are summarized extractively on the request's own task.
 const INLINE_EXTRACTIVE_BYTES: usize = 64 * 1024;
@@ -186,6 +190,10 @@ impl Chain {
                     from: self.links[index - 1].name(),
                 });
             }
+            // A model that says the prompt is too long is asked again with a smaller
+            // conversation (spec §10.4); the next model starts from the whole prompt.
+            let mut current = std::borrow::Cow::Borrowed(request);
+            let mut shrinks = 0;
             for attempt in 0..=self.policy.max_retries {
                 let now = Instant::now();
                 // The extractive summarizer takes milliseconds and cannot fail by timing out: it
@@ -198,7 +206,7 @@ impl Chain {
                     Link::Extractive => self.policy.attempt_timeout,
                     _ => self.policy.attempt_timeout.min(remaining),
                 };
-                let result = match tokio::time::timeout(limit, link.attempt(request)).await {
+                let result = match tokio::time::timeout(limit, link.attempt(&current)).await {
                     Ok(Ok(summary)) if summary.text.trim().is_empty() => Err(AttemptError::Empty),
                     Ok(result) => result,
                     Err(_) => Err(AttemptError::Timeout),
@@ -213,6 +221,18 @@ impl Chain {
                     Err(error) => error,
                 };
                 only_overflows &= error == AttemptError::ContextOverflow;
+                if error == AttemptError::ContextOverflow
+                    && shrinks < MAX_SHRINKS
+                    && let Some(prompt) = shrink::shrink_conversation(&current.prompt, 0.5)
+                {
+                    shrinks += 1;
+                    current = std::borrow::Cow::Owned(SummaryRequest {
+                        prompt,
+                        ..request.clone()
+                    });
+                    last_error = Some(error);
+                    continue;
+                }
                 let retryable = error.is_retryable();
                 let asked = error.retry_after();
                 last_error = Some(error);

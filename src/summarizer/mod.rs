@@ -12,6 +12,7 @@ pub mod chain;
 pub mod extractive;
 pub mod limiter;
 pub mod openai;
+pub mod shrink;
 
 use std::time::Duration;
 

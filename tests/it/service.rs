@@ -598,3 +598,68 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn an_overflowing_prompt_is_shrunk_and_asked_again() {
+    let overflow = Reply::json(
+        400,
+        json!({"error": {"message": "maximum context length is 8192 tokens",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+    );
+    let parts: Vec<String> = (0..400)
+        .map(|i| format!("[User]: request number {i} {}", "x".repeat(100)))
+        .collect();
+    let prompt = format!(
+        "<conversation>\n{}\n</conversation>\n\n## Goal",
+        parts.join("\n\n")
+    );
+
+    // Too long once: the same model gets half the conversation, with the start and the end kept.
+    let fake = FakeUpstream::start(vec![overflow.clone()], Reply::openai("fits now")).await;
+    let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
+    let body = json_of(app.post("/v1/compact", &compact_body(&prompt)).await).await;
+    assert_eq!(
+        (body["summary"].as_str(), body["model"].as_str()),
+        (Some("fits now"), Some("openai:gpt-test"))
+    );
+    let sent: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| {
+            r.body["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0], prompt);
+    assert!(
+        sent[1].len() < prompt.len() * 6 / 10,
+        "{} of {}",
+        sent[1].len(),
+        prompt.len()
+    );
+    assert!(
+        sent[1].contains("[User]: request number 0 ")
+            && sent[1].contains("[User]: request number 399 ")
+    );
+    assert!(sent[1].contains("left out here to fit the model's context window"));
+
+    // Always too long: two smaller tries, then the overflow error.
+    let fake = FakeUpstream::start(vec![], overflow).await;
+    let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
+    let response = app.post("/v1/compact", &compact_body(&prompt)).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "context_length_exceeded"
+    );
+    let sizes: Vec<usize> = fake
+        .received()
+        .iter()
+        .map(|r| r.body["messages"][1]["content"].as_str().unwrap().len())
+        .collect();
+    assert_eq!(sizes.len(), 3);
+    assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
+}
