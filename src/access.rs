@@ -21,6 +21,10 @@ pub const KEY_PREFIX: &str = "cmpd_";
 
 /// How long a verified key is trusted without asking the database again.
 const CACHE_TTL: Duration = Duration::from_secs(60);
+/// How long a key the database did not know is refused without asking it again: a client that
+/// retries with a bad key costs one lookup per interval, not one per request. (A key created
+/// just after such a refusal works once this has passed.)
+const MISS_TTL: Duration = Duration::from_secs(10);
 /// Entries kept in each in-memory table before stale ones are dropped.
 const MAX_ENTRIES: usize = 10_000;
 
@@ -100,6 +104,8 @@ struct Bucket {
 pub struct Access {
     pub config: AccessConfig,
     keys: Mutex<HashMap<String, Cached>>,
+    /// Hashes the database did not know, and when it said so.
+    misses: Mutex<HashMap<String, Instant>>,
     buckets: Mutex<HashMap<String, Bucket>>,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -118,6 +124,7 @@ impl Access {
         Access {
             config,
             keys: Mutex::default(),
+            misses: Mutex::default(),
             buckets: Mutex::default(),
             slots: Mutex::default(),
         }
@@ -133,6 +140,13 @@ impl Access {
         };
         if let Some((identity, true)) = &cached {
             return Ok(identity.clone());
+        }
+        let recently_missed = {
+            let misses = self.misses.lock().unwrap_or_else(|e| e.into_inner());
+            misses.get(&hash).is_some_and(|at| at.elapsed() < MISS_TTL)
+        };
+        if recently_missed {
+            return Err(KeyError::Invalid);
         }
         match store.find_key(&hash).await {
             Ok(Some(record)) => {
@@ -158,6 +172,14 @@ impl Access {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&hash);
+                let mut misses = self.misses.lock().unwrap_or_else(|e| e.into_inner());
+                if misses.len() >= MAX_ENTRIES {
+                    misses.retain(|_, at| at.elapsed() < MISS_TTL);
+                    if misses.len() >= MAX_ENTRIES {
+                        misses.clear();
+                    }
+                }
+                misses.insert(hash, Instant::now());
                 Err(KeyError::Invalid)
             }
             // The database is away: a key verified before still counts.
@@ -251,6 +273,40 @@ mod tests {
             "{wait:?}"
         );
         assert!(access.check_rate(&b).is_ok(), "each key has its own budget");
+    }
+
+    #[tokio::test]
+    async fn a_bad_key_is_refused_again_without_asking_the_database() {
+        let store =
+            crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
+                .await
+                .unwrap();
+        let access = Access::new(AccessConfig {
+            anonymous_allowed: false,
+            rate_per_minute: 0,
+            max_concurrent_per_key: 0,
+        });
+        let (good, record) = new_key("t", None, 1);
+        crate::store::Store::create_key(&store, &record)
+            .await
+            .unwrap();
+        assert!(access.verify(&store, &good).await.is_ok());
+        assert!(matches!(
+            access.verify(&store, "cmpd_bad").await,
+            Err(KeyError::Invalid)
+        ));
+        store.close().await;
+        // The database is gone: the bad key is still refused (from memory), the good one still
+        // served (cached), and an unknown one needs the database.
+        assert!(matches!(
+            access.verify(&store, "cmpd_bad").await,
+            Err(KeyError::Invalid)
+        ));
+        assert!(access.verify(&store, &good).await.is_ok());
+        assert!(matches!(
+            access.verify(&store, "cmpd_other").await,
+            Err(KeyError::Store(_))
+        ));
     }
 
     #[test]

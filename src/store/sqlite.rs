@@ -62,6 +62,11 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Closes the pool: every later query fails as storage being unavailable (tests).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
     /// A store on an existing pool (tests), migrated.
     pub async fn from_pool(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
