@@ -77,13 +77,8 @@ pub enum KeysAction {
 pub struct CompactArgs {
     #[command(flatten)]
     pub session: SessionArgs,
-    /// Tokens of recent conversation to keep verbatim.
-    #[arg(long, default_value_t = CompactionSettings::default().keep_recent_tokens)]
-    pub keep_recent_tokens: u64,
-    /// Tokens reserved for the model's answer.
-    #[arg(long, default_value_t = CompactionSettings::default().reserve_tokens,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub reserve_tokens: u64,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Extra focus for the summary (as `/compact <text>`).
     #[arg(long)]
     pub instructions: Option<String>,
@@ -94,6 +89,28 @@ pub struct CompactArgs {
     /// Summarizer settings (the same as `compactd serve`'s).
     #[command(flatten)]
     pub config: ServeConfig,
+}
+
+/// The token budget of a plan or compaction.
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// Tokens of recent conversation to keep verbatim.
+    #[arg(long, default_value_t = CompactionSettings::default().keep_recent_tokens)]
+    pub keep_recent_tokens: u64,
+    /// Tokens reserved for the model's answer.
+    #[arg(long, default_value_t = CompactionSettings::default().reserve_tokens,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub reserve_tokens: u64,
+}
+
+impl BudgetArgs {
+    pub fn settings(&self) -> CompactionSettings {
+        CompactionSettings {
+            enabled: true,
+            reserve_tokens: self.reserve_tokens,
+            keep_recent_tokens: self.keep_recent_tokens,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -112,13 +129,8 @@ pub struct SessionArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub session: SessionArgs,
-    /// Tokens of recent conversation to keep verbatim.
-    #[arg(long, default_value_t = CompactionSettings::default().keep_recent_tokens)]
-    pub keep_recent_tokens: u64,
-    /// Tokens reserved for the model's answer.
-    #[arg(long, default_value_t = CompactionSettings::default().reserve_tokens,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub reserve_tokens: u64,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -145,11 +157,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
             let path = session
                 .active_path(args.session.leaf.as_deref())
                 .map_err(|e| CliError(e.to_string()))?;
-            let settings = CompactionSettings {
-                enabled: true,
-                reserve_tokens: args.reserve_tokens,
-                keep_recent_tokens: args.keep_recent_tokens,
-            };
+            let settings = args.budget.settings();
             write_json(out, &PlanOutcome::for_path(&path, &settings))
         }
         Command::Context(args) => {
@@ -290,11 +298,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
     };
     let request = crate::compactor::CompactionRequest {
         leaf_id: args.session.leaf.clone(),
-        settings: CompactionSettings {
-            enabled: true,
-            reserve_tokens: args.reserve_tokens,
-            keep_recent_tokens: args.keep_recent_tokens,
-        },
+        settings: args.budget.settings(),
         custom_instructions: args.instructions.clone(),
     };
     let outcome = runtime()?

@@ -1,12 +1,9 @@
 //! The Anthropic Messages API: `POST {base}/v1/messages`.
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{
-    AttemptError, Summary, SummaryRequest, TokenUsage, is_overflow_message, status_error,
-    transport_error,
-};
+use super::{AttemptError, Summary, SummaryRequest, TokenUsage, exchange, is_overflow_message};
 
 #[derive(Clone)]
 pub struct AnthropicClient {
@@ -48,34 +45,19 @@ impl AnthropicClient {
             "system": request.system_prompt,
             "messages": [{"role": "user", "content": request.prompt}],
         });
-        let response = self
+        let call = self
             .http
             .post(format!("{}/v1/messages", self.base_url))
             .header("x-api-key", &self.api_key)
             .header("anthropic-version", &self.version)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| transport_error(&e))?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| transport_error(&e))?;
-        if !(200..300).contains(&status) {
-            // {"type":"error","error":{"type":"overloaded_error","message":"…"}}
-            let error = serde_json::from_slice::<Value>(&bytes).ok();
-            let error = error.as_ref().and_then(|v| v.get("error"));
-            let kind = error
-                .and_then(|e| e.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let message = error
-                .and_then(|e| e.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let overflow = kind == "invalid_request_error" && is_overflow_message(message);
-            // 529 "overloaded" is Anthropic's retryable server status.
-            return Err(status_error(status, &headers, kind.to_owned(), overflow));
-        }
+            .json(&body);
+        // Errors: {"type":"error","error":{"type":"overloaded_error","message":"…"}}; 529
+        // "overloaded" is Anthropic's retryable server status.
+        let bytes = exchange(call).await?.map_err(|reply| {
+            reply.into_error(|r| {
+                r.kind == "invalid_request_error" && is_overflow_message(&r.message)
+            })
+        })?;
         let parsed: MessagesResponse = serde_json::from_slice(&bytes)
             .map_err(|e| AttemptError::Malformed(format!("not a Messages response: {e}")))?;
         let text = parsed

@@ -130,6 +130,60 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
+/// The error fields of a non-2xx answer, in the `{"error": {"type", "code", "message"}}` shape
+/// that both OpenAI and Anthropic use (missing fields read as empty).
+struct ErrorReply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    kind: String,
+    code: String,
+    message: String,
+}
+
+impl ErrorReply {
+    /// The attempt error, given whether this provider reads the reply as a context overflow.
+    fn into_error(self, overflow: impl FnOnce(&ErrorReply) -> bool) -> AttemptError {
+        let overflow = overflow(&self);
+        let kind = if self.kind.is_empty() {
+            self.code
+        } else {
+            self.kind
+        };
+        status_error(self.status, &self.headers, kind, overflow)
+    }
+}
+
+/// Sends a request and reads the whole answer: the body of a 2xx, or the error fields of any
+/// other status. Transport failures are attempt errors.
+async fn exchange(
+    call: reqwest::RequestBuilder,
+) -> Result<Result<axum::body::Bytes, ErrorReply>, AttemptError> {
+    let response = call.send().await.map_err(|e| transport_error(&e))?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await.map_err(|e| transport_error(&e))?;
+    if (200..300).contains(&status) {
+        return Ok(Ok(body));
+    }
+    let parsed = serde_json::from_slice::<serde_json::Value>(&body).ok();
+    let field = |name: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get("error"))
+            .and_then(|e| e.get(name))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    Ok(Err(ErrorReply {
+        status,
+        headers,
+        kind: field("type"),
+        code: field("code"),
+        message: field("message"),
+    }))
+}
+
 /// Maps a non-2xx status to an error; `overflow` says whether the error body reports a context
 /// overflow (each provider words it differently).
 fn status_error(

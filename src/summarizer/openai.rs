@@ -4,10 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{
-    AttemptError, Summary, SummaryRequest, TokenUsage, is_overflow_message, status_error,
-    transport_error,
-};
+use super::{AttemptError, Summary, SummaryRequest, TokenUsage, exchange, is_overflow_message};
 
 /// One client per provider, built once; it serves every model of the provider in the chain.
 #[derive(Clone)]
@@ -58,30 +55,12 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key);
         }
-        let response = call.send().await.map_err(|e| transport_error(&e))?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| transport_error(&e))?;
-        if !(200..300).contains(&status) {
-            let error = serde_json::from_slice::<Value>(&bytes).ok();
-            let error = error.as_ref().and_then(|v| v.get("error"));
-            let code = error
-                .and_then(|e| e.get("code"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let kind = error
-                .and_then(|e| e.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or(code)
-                .to_owned();
-            let message = error
-                .and_then(|e| e.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let overflow = code == "context_length_exceeded"
-                || (status == 400 && is_overflow_message(message));
-            return Err(status_error(status, &headers, kind, overflow));
-        }
+        let bytes = exchange(call).await?.map_err(|reply| {
+            reply.into_error(|r| {
+                r.code == "context_length_exceeded"
+                    || (r.status == 400 && is_overflow_message(&r.message))
+            })
+        })?;
         let parsed: ChatCompletion = serde_json::from_slice(&bytes)
             .map_err(|e| AttemptError::Malformed(format!("not a chat completion: {e}")))?;
         let choice = parsed
