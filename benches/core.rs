@@ -84,5 +84,51 @@ fn pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline);
+/// The fidelity gate's own work on a 400 KB prompt (its anchors, then a check of a summary),
+/// beside the extractive summarizer on the same prompt as the baseline.
+fn fidelity(c: &mut Criterion) {
+    use compactd::fidelity::{anchors, gate};
+    use compactd::summarizer::{SummaryRequest, extractive};
+    // The real conversations of both fixtures, as compactd serializes them for a history
+    // summary, joined and cut at a message boundary at 400 KB.
+    let mut conversation = String::new();
+    for file in ["before-compaction.jsonl", "large-session.jsonl"] {
+        let session = Session::parse(&fixture(file), ParseOptions::default()).unwrap();
+        let path = session.active_path(None).unwrap();
+        let plan = PlanOutcome::for_path(&path, &CompactionSettings::default())
+            .plan
+            .unwrap();
+        if !conversation.is_empty() {
+            conversation.push_str("\n\n");
+        }
+        conversation.push_str(&plan.conversation);
+    }
+    let cut = conversation[..400 * 1024].rfind("\n\n[").unwrap();
+    let conversation = &conversation[..cut];
+    let prompts = compactd::prompts::Prompts::builtin();
+    let prompt = compactd::transcript::prompt::history_prompt(&prompts, conversation, None, None);
+    let request = SummaryRequest {
+        system_prompt: prompts.system.clone(),
+        prompt: prompt.clone(),
+        max_tokens: 13_107,
+    };
+    let summary = extractive::summarize(&request).text;
+    let mut group = c.benchmark_group(format!("fidelity gate ({} KB prompt)", prompt.len() / 1024));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Bytes(prompt.len() as u64));
+    group.bench_function("anchors + check", |b| {
+        b.iter(|| {
+            let anchors = anchors::of_prompt(black_box(&prompt));
+            gate::check(black_box(&summary), &anchors)
+        })
+    });
+    group.bench_function("extractive summarizer (baseline)", |b| {
+        b.iter(|| extractive::summarize(black_box(&request)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, fidelity);
 criterion_main!(benches);

@@ -1,5 +1,6 @@
 //! Who may call compactd, and how much: API keys (stored hashed) and their tenants, anonymous
-//! access on loopback, a per-key rate limit and a per-key cap on concurrent summarizations.
+//! access on loopback, and a per-key request rate. (The per-key cap on concurrent summarizations is
+//! the pipeline's admission.)
 //!
 //! Keys look like `cmpd_` followed by 40 hex digits. They are random, so a plain SHA-256 is the
 //! right hash: nothing to brute-force, and checking costs microseconds. Verified keys are cached
@@ -7,11 +8,10 @@
 //! (`/v1/compact` needs no storage otherwise), and so that a revocation takes effect within that.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::store::{KeyRecord, Store, StoreError};
 
@@ -54,15 +54,26 @@ impl Identity {
     }
 }
 
-/// A new key: its text (shown once) and its record (stored).
+/// `n` bytes from the operating system's CSPRNG, as lowercase hex.
+fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    // The OS generator failing is not something a key can be made without.
+    getrandom::fill(&mut bytes).expect("the operating system's random number generator");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A random identifier (12 hex digits) from the OS CSPRNG, for records users name by id.
+pub fn random_id() -> String {
+    random_hex(6)
+}
+
+/// A new key: its text (shown once) and its record (stored). Both the key (160 bits) and its id
+/// come from the operating system's CSPRNG, drawn separately: the id printed beside a key says
+/// nothing about it.
 pub fn new_key(tenant: &str, name: Option<&str>, now_ms: i64) -> (String, KeyRecord) {
-    let text = format!(
-        "{KEY_PREFIX}{:032x}{:08x}",
-        fastrand::u128(..),
-        fastrand::u32(..)
-    );
+    let text = format!("{KEY_PREFIX}{}", random_hex(20));
     let record = KeyRecord {
-        key_id: format!("{:012x}", fastrand::u64(..) >> 16),
+        key_id: random_hex(6),
         tenant: tenant.to_owned(),
         name: name.map(str::to_owned),
         key_hash: hash_key(&text),
@@ -87,8 +98,6 @@ pub struct AccessConfig {
     pub anonymous_allowed: bool,
     /// Requests per minute per key (and for all anonymous callers together); 0: no limit.
     pub rate_per_minute: u32,
-    /// Summarizations at once per key; 0: no cap beyond the global one.
-    pub max_concurrent_per_key: usize,
 }
 
 struct Cached {
@@ -107,7 +116,6 @@ pub struct Access {
     /// Hashes the database did not know, and when it said so.
     misses: Mutex<HashMap<String, Instant>>,
     buckets: Mutex<HashMap<String, Bucket>>,
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 /// Why a key was not accepted.
@@ -126,7 +134,6 @@ impl Access {
             keys: Mutex::default(),
             misses: Mutex::default(),
             buckets: Mutex::default(),
-            slots: Mutex::default(),
         }
     }
 
@@ -216,25 +223,6 @@ impl Access {
             Err(Duration::from_secs_f64((1.0 - bucket.tokens) / per_second))
         }
     }
-
-    /// One of the caller's summarization slots, or `None` when all are taken.
-    pub fn summarization_slot(&self, identity: &Identity) -> Option<Option<OwnedSemaphorePermit>> {
-        let cap = self.config.max_concurrent_per_key;
-        if cap == 0 {
-            return Some(None);
-        }
-        let semaphore = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            if slots.len() >= MAX_ENTRIES {
-                slots.retain(|_, s| s.available_permits() < cap);
-            }
-            slots
-                .entry(identity.bucket())
-                .or_insert_with(|| Arc::new(Semaphore::new(cap)))
-                .clone()
-        };
-        semaphore.try_acquire_owned().ok().map(Some)
-    }
 }
 
 #[cfg(test)]
@@ -254,11 +242,26 @@ mod tests {
     }
 
     #[test]
+    fn keys_and_their_ids_come_from_the_os_generator_not_the_seeded_one() {
+        // With the non-cryptographic generator in the same state, a key made from it repeats.
+        fastrand::seed(7);
+        let (first, first_record) = new_key("t", None, 1);
+        fastrand::seed(7);
+        let (second, second_record) = new_key("t", None, 1);
+        assert_ne!(first, second);
+        assert_ne!(first_record.key_id, second_record.key_id);
+        assert_eq!(first_record.key_id.len(), 12);
+        assert!(
+            !first.contains(&first_record.key_id),
+            "the id is not part of the key"
+        );
+    }
+
+    #[test]
     fn the_rate_limit_refills_over_time() {
         let access = Access::new(AccessConfig {
             anonymous_allowed: true,
             rate_per_minute: 2,
-            max_concurrent_per_key: 0,
         });
         let a = Identity::anonymous();
         let b = Identity {
@@ -284,7 +287,6 @@ mod tests {
         let access = Access::new(AccessConfig {
             anonymous_allowed: false,
             rate_per_minute: 0,
-            max_concurrent_per_key: 0,
         });
         let (good, record) = new_key("t", None, 1);
         crate::store::Store::create_key(&store, &record)
@@ -307,19 +309,5 @@ mod tests {
             access.verify(&store, "cmpd_other").await,
             Err(KeyError::Store(_))
         ));
-    }
-
-    #[test]
-    fn summarization_slots_are_capped_per_key() {
-        let access = Access::new(AccessConfig {
-            anonymous_allowed: true,
-            rate_per_minute: 0,
-            max_concurrent_per_key: 1,
-        });
-        let a = Identity::anonymous();
-        let held = access.summarization_slot(&a).unwrap();
-        assert!(access.summarization_slot(&a).is_none());
-        drop(held);
-        assert!(access.summarization_slot(&a).is_some());
     }
 }

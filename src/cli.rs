@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::compaction::{CompactionSettings, PlanOutcome, build_session_context};
-use crate::config::{LogFormat, ServeConfig};
+use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
 use crate::session::{ParseOptions, Session};
 
 #[derive(Debug, Parser)]
@@ -15,14 +15,26 @@ use crate::session::{ParseOptions, Session};
     name = "compactd",
     version,
     about = "Context compaction for LLM coding agents",
-    args_conflicts_with_subcommands = true
+    after_help = "Without a command compactd serves: `compactd` is `compactd serve`."
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Option<Command>,
-    /// Without a subcommand compactd serves, configured by these flags and the environment.
-    #[command(flatten)]
-    pub serve: ServeConfig,
+    pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process arguments; with no command (or only `serve`'s flags) it is `serve`.
+    /// Each command reads only its own settings, so that a setting of a group it does not use
+    /// (an invalid `COMPACTD_MODEL_OPTIONS` for `compactd keys list`) cannot stop it.
+    pub fn from_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().collect();
+        let first = args.get(1).and_then(|a| a.to_str());
+        let asks_for_help = matches!(first, Some("-h" | "--help" | "-V" | "--version"));
+        if !asks_for_help && first.is_none_or(|a| a.starts_with('-')) {
+            args.insert(1.min(args.len()), "serve".into());
+        }
+        Cli::parse_from(args)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,7 +48,7 @@ pub enum Command {
     /// Compact a session file with the configured summarizers; print the compaction entry.
     Compact(Box<CompactArgs>),
     /// Apply the database migrations and exit.
-    Migrate(Box<ServeConfig>),
+    Migrate(Box<StorageConfig>),
     /// Create, list and revoke API keys.
     Keys(Box<KeysArgs>),
     /// Exit 0 when the service at URL answers its liveness check (the Docker HEALTHCHECK).
@@ -53,7 +65,7 @@ pub struct KeysArgs {
     pub action: KeysAction,
     /// Database settings (the same as `compactd serve`'s).
     #[command(flatten)]
-    pub config: ServeConfig,
+    pub storage: StorageConfig,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,13 +94,19 @@ pub struct CompactArgs {
     /// Extra focus for the summary (as `/compact <text>`).
     #[arg(long)]
     pub instructions: Option<String>,
+    /// Text the summary must carry verbatim (in a `## Pinned` section); repeatable.
+    #[arg(long = "pin")]
+    pub pins: Vec<String>,
     /// Append the entry to FILE as the agent would (a v1/v2 file is first rewritten as v3, as pi
     /// rewrites it when it loads it).
     #[arg(long)]
     pub write: bool,
     /// Summarizer settings (the same as `compactd serve`'s).
     #[command(flatten)]
-    pub config: ServeConfig,
+    pub summarizers: SummarizerConfig,
+    /// Where the call is logged (the same database as `compactd serve`'s).
+    #[command(flatten)]
+    pub storage: StorageConfig,
 }
 
 /// The token budget of a plan or compaction.
@@ -146,7 +164,7 @@ pub struct CliError(String);
 
 /// Runs a parsed command, writing its JSON to `out`.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
-    match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+    match cli.command {
         Command::Serve(config) => serve(*config),
         Command::Compact(args) => compact(*args, out),
         Command::Migrate(config) => migrate(*config, out),
@@ -205,32 +223,44 @@ fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(),
     writeln!(out).map_err(|e| CliError(format!("cannot write output: {e}")))
 }
 
+/// A configuration error, naming the setting.
+fn invalid(error: String) -> CliError {
+    CliError(format!("invalid configuration: {error}"))
+}
+
 /// Starts the service and runs it until SIGTERM or Ctrl-C.
 fn serve(config: ServeConfig) -> Result<(), CliError> {
-    config
-        .validate()
-        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
-    init_tracing(&config);
+    config.validate().map_err(invalid)?;
+    init_tracing(&config.logging);
     runtime()?.block_on(async {
         let state = crate::http::AppState::from_config(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
-        crate::http::check_exposure(&config, &*state.store)
+        crate::http::check_exposure(&config, &*state.app.store)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
-        let listener = tokio::net::TcpListener::bind(config.listen)
+        let listen = config.http.listen;
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|e| CliError(format!("cannot listen on {}: {e}", config.listen)))?;
+            .map_err(|e| CliError(format!("cannot listen on {listen}: {e}")))?;
+        // The bound address (the real port when asked for port 0): scripts and tests read it.
         tracing::info!(
-            listen = %listener.local_addr().map_or(config.listen, |a| a),
-            chain = ?state.summarizer.chain.names(),
-            storage = state.store.backend(),
+            listen = %listener.local_addr().map_or(listen, |a| a),
+            chain = ?state.app.pipeline.chain.names(),
+            storage = state.app.store.backend(),
             "compactd serving"
         );
-        let grace = std::time::Duration::from_secs_f64(config.shutdown_grace_secs);
-        crate::http::serve(listener, state, shutdown_signal(), grace)
-            .await
-            .map_err(|e| CliError(format!("server error: {e}")))
+        let calls = state.app.calls.clone();
+        let served = crate::http::serve(
+            listener,
+            state,
+            shutdown_signal(),
+            config.http.shutdown_grace,
+        )
+        .await
+        .map_err(|e| CliError(format!("server error: {e}")));
+        calls.flush().await;
+        served
     })
 }
 
@@ -257,7 +287,7 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received: finishing requests in flight");
 }
 
-fn init_tracing(config: &ServeConfig) {
+fn init_tracing(config: &LoggingConfig) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -278,41 +308,47 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))
 }
 
-/// `compactd compact FILE`: the compaction the HTTP API would make, for a local file.
+/// `compactd compact FILE`: the compaction the HTTP API would make, for a local file, through
+/// the same pipeline (the call is logged in the configured database, under `cli`).
 fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
-    args.config
-        .validate()
-        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    args.storage.validate().map_err(invalid)?;
+    args.summarizers.validate().map_err(invalid)?;
     if args.write && args.session.file == Path::new("-") {
         return Err(CliError("--write needs a file, not standard input".into()));
     }
     let session = load(&args.session)?;
-    let summarizer = crate::http::build_summarizer(
-        &args.config,
-        std::sync::Arc::new(crate::metrics::Metrics::new()),
-    )
-    .map_err(|e| CliError(format!("{e:#}")))?;
-    let prompts = match &args.config.prompts_dir {
-        Some(dir) => crate::prompts::Prompts::load(dir).map_err(|e| CliError(format!("{e:#}")))?,
-        None => crate::prompts::Prompts::builtin(),
-    };
     let request = crate::compactor::CompactionRequest {
         leaf_id: args.session.leaf.clone(),
         settings: args.budget.settings(),
         custom_instructions: args.instructions.clone(),
+        pins: args.pins.clone(),
     };
-    let outcome = runtime()?
-        .block_on(crate::compactor::compact(
-            &session,
-            &request,
-            &summarizer,
-            &prompts,
-        ))
-        .map_err(|e| CliError(e.to_string()))?;
+    let outcome = runtime()?.block_on(async {
+        let store = crate::store::connect(&args.storage.store())
+            .await
+            .map_err(|e| CliError(format!("{e:#}")))?;
+        let app = crate::app::App::build(&args.summarizers, &args.storage, store)
+            .map_err(|e| CliError(format!("{e:#}")))?;
+        let outcome = app.compact_file(&session, &request).await;
+        // The call log is written in the background: wait for it before the process ends.
+        app.calls.flush().await;
+        outcome.map_err(|e| CliError(e.to_string()))
+    })?;
     eprintln!(
-        "compacted by {} in {} ms: ~{} tokens before, ~{} after",
-        outcome.model, outcome.latency_ms, outcome.tokens_before, outcome.tokens_after
+        "compacted by {} in {} ms: ~{} tokens before, ~{} after; fidelity: {}",
+        outcome.model,
+        outcome.latency_ms,
+        outcome.entry.tokens_before,
+        outcome.tokens_after,
+        outcome.fidelity.header_value()
     );
+    for missing in &outcome.fidelity.missing {
+        eprintln!(
+            "  not in the summary ({}): {}",
+            missing.kind.label(),
+            missing.text
+        );
+    }
     if args.write {
         write_entry(&args.session.file, &session, &outcome.line)?;
     }
@@ -344,10 +380,8 @@ fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliErro
 }
 
 /// `compactd migrate`: connects to the configured database and applies its migrations.
-fn migrate(config: ServeConfig, out: &mut impl Write) -> Result<(), CliError> {
-    config
-        .validate()
-        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+fn migrate(config: StorageConfig, out: &mut impl Write) -> Result<(), CliError> {
+    config.validate().map_err(invalid)?;
     let store = runtime()?
         .block_on(crate::store::connect(&config.store()))
         .map_err(|e| CliError(format!("{e:#}")))?;
@@ -392,13 +426,11 @@ fn healthcheck(url: &str) -> Result<(), CliError> {
 /// `compactd keys create|list|revoke`.
 fn keys(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
     use crate::store::now_ms;
-    args.config
-        .validate()
-        .map_err(|e| CliError(format!("invalid configuration: {e}")))?;
+    args.storage.validate().map_err(invalid)?;
     let failed = |e: crate::store::StoreError| CliError(format!("storage error: {e}"));
     let runtime = runtime()?;
     let store = runtime
-        .block_on(crate::store::connect(&args.config.store()))
+        .block_on(crate::store::connect(&args.storage.store()))
         .map_err(|e| CliError(format!("{e:#}")))?;
     let value = match args.action {
         KeysAction::Create { tenant, name } => {

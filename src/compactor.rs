@@ -8,18 +8,20 @@
 
 use std::time::Instant;
 
+use crate::compaction::budget::{BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
-use crate::compaction::prompt::{
-    BRANCH_MAX_TOKENS, branch_prompt, history_max_tokens, history_prompt, merge_split_turn,
-    turn_prefix_max_tokens, turn_prefix_prompt,
-};
 use crate::compaction::{
     CompactionSettings, NothingReason, NothingToCompact, branch, build_session_context,
     estimate_tokens, prepare_compaction, serialize_conversation,
 };
+use crate::fidelity::{Anchor, Report};
+use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::prompts::Prompts;
 use crate::session::{Message, Session, UnknownEntry, new_entry_id, time};
-use crate::summarizer::{SummarizeError, Summarizer, Summary, SummaryRequest, TokenUsage};
+use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
+use crate::transcript::prompt::{
+    branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
+};
 
 /// Which compaction to make.
 #[derive(Debug, Clone, Default)]
@@ -29,26 +31,26 @@ pub struct CompactionRequest {
     pub settings: CompactionSettings,
     /// The user's focus (`/compact <text>`).
     pub custom_instructions: Option<String>,
+    /// Text pinned to the session: carried verbatim by every compaction.
+    pub pins: Vec<String>,
 }
 
-/// A compaction entry ready to append.
+/// A compaction entry ready to append, and what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionOutcome {
-    pub entry_id: String,
+    pub entry: CompactionEntry,
     /// The entry as a JSONL line (no newline): what the client appends to its file.
     pub line: String,
-    pub leaf_id: String,
-    pub first_kept_entry_id: String,
-    pub summary: String,
     /// The model(s) that wrote it; `a+b` when the two parts of a split turn came from different
     /// models, `none` when no call was needed.
     pub model: String,
     pub usage: TokenUsage,
     pub latency_ms: u64,
-    pub tokens_before: f64,
     /// Heuristic estimate of the context after the compaction (summary plus kept messages).
     pub tokens_after: u64,
     pub summarizer_calls: u32,
+    /// What the fidelity gate found in the summaries and did to them.
+    pub fidelity: Report,
 }
 
 /// Why no compaction was made.
@@ -62,11 +64,12 @@ pub enum CompactError {
     Summarize(#[from] SummarizeError),
 }
 
-/// Plans and writes a compaction of `session`.
+/// Plans and writes a compaction of `session`, summarizing through `pipeline` for `context`.
 pub async fn compact(
     session: &Session,
     request: &CompactionRequest,
-    summarizer: &Summarizer,
+    pipeline: &Pipeline,
+    context: &Context,
     prompts: &Prompts,
 ) -> Result<CompactionOutcome, CompactError> {
     let started = Instant::now();
@@ -111,12 +114,29 @@ pub async fn compact(
             max_tokens: turn_prefix_max_tokens(reserve),
         }
     });
-    let requests: Vec<SummaryRequest> = history_request
+    // The file lists are appended to the summary below: the gate counts what they hold as kept.
+    // Pins ride with the history summary (with the turn prefix when only it is new).
+    let files = prep.file_ops.lists();
+    let pins: Vec<Anchor> = request.pins.iter().map(|p| Anchor::pinned(p)).collect();
+    let gate = |pinned: bool| GateInput {
+        extra: if pinned { pins.clone() } else { Vec::new() },
+        appendix: files.format_tags(),
+    };
+    let jobs: Vec<Job> = history_request
         .iter()
-        .chain(prefix_request.iter())
-        .cloned()
+        .map(|r| (Purpose::History, r, true))
+        .chain(
+            prefix_request
+                .iter()
+                .map(|r| (Purpose::TurnPrefix, r, history_request.is_none())),
+        )
+        .map(|(purpose, request, pinned)| Job {
+            purpose,
+            request: request.clone(),
+            gate: gate(pinned),
+        })
         .collect();
-    let mut results = summarizer.summarize_all(&requests).await?.into_iter();
+    let mut results = pipeline.run_all(context, jobs).await?.into_iter();
     let history_summary = match history_request {
         Some(_) => Some(results.next().expect("a result per request")?),
         None => None,
@@ -138,26 +158,22 @@ pub async fn compact(
         Some(prefix) => merge_split_turn(&history_text, &prefix.text),
         None => history_text,
     };
-    let files = prep.file_ops.lists();
     let summary = merged + &files.format_tags();
 
     let leaf = path.last().expect("a plan has a non-empty path");
-    let entry_id = new_entry_id(session.ids());
-    let timestamp = time::now_iso();
-    let line = CompactionEntry {
-        id: &entry_id,
-        parent_id: &leaf.id,
-        timestamp: &timestamp,
-        summary: &summary,
-        first_kept_entry_id: prep.first_kept_entry_id,
-        tokens_before: prep.tokens_before,
-        files: &files,
-    }
-    .to_line();
+    let entry = CompactionEntry::new(
+        new_entry_id(session.ids()),
+        leaf.id.clone(),
+        time::now_iso(),
+        summary,
+        prep.first_kept_entry_id.to_owned(),
+        prep.tokens_before,
+        files,
+    );
 
     // The context after: the summary, then the kept entries (spec §8.3, step 5).
     let summary_message = Message::CompactionSummary {
-        summary: summary.clone(),
+        summary: entry.summary.clone(),
         tokens_before: prep.tokens_before,
         timestamp: None,
     };
@@ -177,11 +193,8 @@ pub async fn compact(
     let mut models: Vec<&str> = calls.iter().map(|s| s.model.as_str()).collect();
     models.dedup();
     Ok(CompactionOutcome {
-        entry_id,
-        line,
-        leaf_id: leaf.id.clone(),
-        first_kept_entry_id: prep.first_kept_entry_id.to_owned(),
-        summary,
+        line: entry.to_line(),
+        entry,
         model: if models.is_empty() {
             "none".to_owned()
         } else {
@@ -192,9 +205,16 @@ pub async fn compact(
             output_tokens: calls.iter().map(|s| s.usage.output_tokens).sum(),
         },
         latency_ms: started.elapsed().as_millis() as u64,
-        tokens_before: prep.tokens_before,
         tokens_after,
-        summarizer_calls: calls.len() as u32,
+        // Each summary, and the repair request the fidelity gate made for it.
+        summarizer_calls: calls
+            .iter()
+            .map(|s| 1 + u32::from(s.fidelity.as_ref().is_some_and(|f| f.repair_call)))
+            .sum(),
+        fidelity: calls
+            .iter()
+            .filter_map(|s| s.fidelity.clone())
+            .fold(Report::default(), Report::merge),
     })
 }
 
@@ -216,21 +236,20 @@ pub struct BranchSummaryRequest {
 /// A branch-summary entry ready to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BranchSummaryOutcome {
-    pub entry_id: String,
+    pub entry: BranchSummaryEntry,
     pub line: String,
-    /// Where it hangs (`None`: at the root).
-    pub parent_id: Option<String>,
-    pub summary: String,
     pub model: String,
     pub usage: TokenUsage,
     pub latency_ms: u64,
+    pub fidelity: Report,
 }
 
 /// Summarizes the branch left when navigating from the leaf to `target` (spec §9).
 pub async fn summarize_branch(
     session: &Session,
     request: &BranchSummaryRequest,
-    summarizer: &Summarizer,
+    pipeline: &Pipeline,
+    context: &Context,
     prompts: &Prompts,
 ) -> Result<BranchSummaryOutcome, CompactError> {
     let started = Instant::now();
@@ -260,13 +279,23 @@ pub async fn summarize_branch(
             request.custom_instructions.as_deref(),
             request.replace_instructions,
         );
-        let result = summarizer
-            .summarize(&SummaryRequest {
+        let job = Job {
+            purpose: Purpose::Branch,
+            request: SummaryRequest {
                 system_prompt: prompts.system.clone(),
                 prompt,
                 max_tokens: BRANCH_MAX_TOKENS,
-            })
-            .await?;
+            },
+            gate: GateInput {
+                extra: Vec::new(),
+                appendix: files.format_tags(),
+            },
+        };
+        let result = pipeline
+            .run_all(context, vec![job])
+            .await?
+            .pop()
+            .expect("one result per job")?;
         let text = format!(
             "{}\n\n{}{}",
             prompts.branch_preamble,
@@ -277,23 +306,19 @@ pub async fn summarize_branch(
     };
     let parent =
         branch::branch_summary_parent(session, target).map(|i| session.entries[i].id.clone());
-    let entry_id = new_entry_id(session.ids());
-    let timestamp = time::now_iso();
-    let line = BranchSummaryEntry {
-        id: &entry_id,
-        parent_id: parent.as_deref(),
-        timestamp: &timestamp,
-        summary: &summary,
-        files: &files,
-    }
-    .to_line();
-    Ok(BranchSummaryOutcome {
-        entry_id,
-        line,
-        parent_id: parent,
+    let entry = BranchSummaryEntry::new(
+        new_entry_id(session.ids()),
+        parent,
+        time::now_iso(),
         summary,
+        files,
+    );
+    Ok(BranchSummaryOutcome {
+        line: entry.to_line(),
+        entry,
         model: call.as_ref().map_or("none".to_owned(), |c| c.model.clone()),
-        usage: call.map(|c| c.usage).unwrap_or_default(),
+        usage: call.as_ref().map(|c| c.usage).unwrap_or_default(),
         latency_ms: started.elapsed().as_millis() as u64,
+        fidelity: call.and_then(|c| c.fidelity).unwrap_or_default(),
     })
 }

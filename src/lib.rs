@@ -6,23 +6,29 @@
 //! * [`compaction`]: the pure compaction core — token estimates, the cut-point planner, file
 //!   tracking, serialization for the summarizer, context rebuild.
 //! * [`js_json`]: JSON and string lengths as JavaScript sees them, for exact parity with pi.
+//! * [`transcript`]: the conversation as text — pi's form written, every agent dialect read —
+//!   and the summarization prompt around it.
 //! * [`summarizer`]: the summarizer backends (OpenAI-compatible, Anthropic, extractive) and the
 //!   fallback chain with retries, deadline and back-pressure.
 //! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
 //! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`].
 
 pub mod access;
+pub mod app;
 pub mod cli;
 pub mod compaction;
 pub mod compactor;
 pub mod config;
+pub mod fidelity;
 pub mod http;
 pub mod js_json;
 pub mod metrics;
+pub mod pipeline;
 pub mod prompts;
 pub mod session;
 pub mod store;
 pub mod summarizer;
+pub mod transcript;
 
 #[cfg(test)]
 mod testkit;

@@ -2,15 +2,13 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// mimalloc instead of the system allocator: reading a session allocates a string per text field,
 /// and with glibc malloc that was about 15% of planning a 20 MB session (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = compactd::cli::Cli::parse();
+    let cli = compactd::cli::Cli::from_args(std::env::args_os());
     let stdout = std::io::stdout();
     match compactd::cli::run(cli, &mut stdout.lock()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
 //! Prometheus metrics (`GET /metrics`): requests by route and status, upstream calls by model and
-//! outcome, tokens, compaction savings, fallbacks, the summarizer queue.
+//! outcome, tokens, compaction savings, fallbacks, the summarizer queue, anchor retention.
 //!
 //! One registry per service instance rather than the global one, so that tests see exactly what
 //! their own requests did.
@@ -28,6 +28,8 @@ pub struct Metrics {
     pub in_flight: IntGauge,
     pub rejections: IntCounter,
     pub call_log_dropped: IntCounter,
+    pub anchors: IntCounterVec,
+    pub repair_calls: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -128,6 +130,16 @@ impl Metrics {
             call_log_dropped: counter(
                 "compactd_call_log_dropped_total",
                 "Call-log rows dropped because the log queue was full.",
+            ),
+            anchors: counter_vec(
+                "compactd_anchors_total",
+                "Anchors the fidelity gate checked, by kind and outcome: kept by the model, \
+                 repaired by the repair call, appended by compactd, missing from the summary.",
+                &["kind", "outcome"],
+            ),
+            repair_calls: counter(
+                "compactd_repair_calls_total",
+                "Repair requests: a model asked once more for the critical anchors it left out.",
             ),
             registry,
         }

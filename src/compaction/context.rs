@@ -9,7 +9,7 @@ use super::serialize::{llm_message_json, to_llm};
 use crate::session::{Entry, EntryKind, Message};
 
 /// The model in force at the end of the path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRef {
     pub provider: Option<String>,
@@ -47,7 +47,7 @@ impl<'a> SessionContext<'a> {
 
 /// The `message` object of a message entry, from its raw line (which was valid JSON when read).
 fn stored_message_json(entry: &Entry) -> Value {
-    serde_json::from_str::<Value>(&entry.raw)
+    crate::js_json::from_str::<Value>(&entry.raw)
         .ok()
         .and_then(|mut line| line.get_mut("message").map(Value::take))
         .unwrap_or(Value::Null)

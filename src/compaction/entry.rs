@@ -1,83 +1,104 @@
 //! The entries compactd appends, in pi's exact shape and key order (spec §8.1, §8.2), printed as
 //! JavaScript's `JSON.stringify` prints them so that a client can append the line to its file.
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::file_ops::FileLists;
 use crate::js_json;
 
-/// A compaction entry: child of the leaf it was made from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompactionEntry<'a> {
-    pub id: &'a str,
-    pub parent_id: &'a str,
-    pub timestamp: &'a str,
-    pub summary: &'a str,
-    pub first_kept_entry_id: &'a str,
+/// A compaction entry: child of the leaf it was made from. Serializes in pi's key order:
+/// `{"type":"compaction","id","parentId","timestamp","summary","firstKeptEntryId",
+/// "tokensBefore","details":{"readFiles","modifiedFiles"},"fromHook":false}`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionEntry {
+    /// Always `compaction`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub parent_id: String,
+    pub timestamp: String,
+    pub summary: String,
+    pub first_kept_entry_id: String,
+    #[serde(serialize_with = "js_json::serialize_number")]
     pub tokens_before: f64,
-    pub files: &'a FileLists,
+    pub details: FileLists,
+    pub from_hook: bool,
 }
 
-impl CompactionEntry<'_> {
-    /// `{"type":"compaction","id","parentId","timestamp","summary","firstKeptEntryId",
-    /// "tokensBefore","details":{"readFiles","modifiedFiles"},"fromHook":false}`
-    pub fn to_value(&self) -> Value {
-        json!({
-            "type": "compaction",
-            "id": self.id,
-            "parentId": self.parent_id,
-            "timestamp": self.timestamp,
-            "summary": self.summary,
-            "firstKeptEntryId": self.first_kept_entry_id,
-            "tokensBefore": js_number(self.tokens_before),
-            "details": {"readFiles": self.files.read_files, "modifiedFiles": self.files.modified_files},
-            "fromHook": false,
-        })
+impl CompactionEntry {
+    pub fn new(
+        id: String,
+        parent_id: String,
+        timestamp: String,
+        summary: String,
+        first_kept_entry_id: String,
+        tokens_before: f64,
+        details: FileLists,
+    ) -> CompactionEntry {
+        CompactionEntry {
+            kind: "compaction".to_owned(),
+            id,
+            parent_id,
+            timestamp,
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            details,
+            from_hook: false,
+        }
     }
 
-    /// The JSONL line (without the newline).
+    /// The JSONL line (without the newline), as JavaScript's `JSON.stringify` prints it.
     pub fn to_line(&self) -> String {
-        js_json::stringify(&self.to_value())
+        to_line(self)
     }
 }
 
 /// A branch-summary entry: `parentId` is the attach point (`null` at the root) and `fromId` the
 /// same id or `"root"` (the reference's behaviour, spec §8.2).
-#[derive(Debug, Clone, PartialEq)]
-pub struct BranchSummaryEntry<'a> {
-    pub id: &'a str,
-    pub parent_id: Option<&'a str>,
-    pub timestamp: &'a str,
-    pub summary: &'a str,
-    pub files: &'a FileLists,
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchSummaryEntry {
+    /// Always `branch_summary`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub timestamp: String,
+    pub from_id: String,
+    pub summary: String,
+    pub details: FileLists,
+    pub from_hook: bool,
 }
 
-impl BranchSummaryEntry<'_> {
-    pub fn to_value(&self) -> Value {
-        json!({
-            "type": "branch_summary",
-            "id": self.id,
-            "parentId": self.parent_id,
-            "timestamp": self.timestamp,
-            "fromId": self.parent_id.unwrap_or("root"),
-            "summary": self.summary,
-            "details": {"readFiles": self.files.read_files, "modifiedFiles": self.files.modified_files},
-            "fromHook": false,
-        })
+impl BranchSummaryEntry {
+    pub fn new(
+        id: String,
+        parent_id: Option<String>,
+        timestamp: String,
+        summary: String,
+        details: FileLists,
+    ) -> BranchSummaryEntry {
+        BranchSummaryEntry {
+            kind: "branch_summary".to_owned(),
+            from_id: parent_id.clone().unwrap_or_else(|| "root".to_owned()),
+            id,
+            parent_id,
+            timestamp,
+            summary,
+            details,
+            from_hook: false,
+        }
     }
 
     pub fn to_line(&self) -> String {
-        js_json::stringify(&self.to_value())
+        to_line(self)
     }
 }
 
-/// Integral token counts as JSON integers (pi's are JavaScript numbers).
-fn js_number(value: f64) -> Value {
-    if value.fract() == 0.0 && value.abs() < 9.0e15 {
-        Value::from(value as i64)
-    } else {
-        Value::from(value)
-    }
+fn to_line(entry: &impl Serialize) -> String {
+    js_json::stringify(&serde_json::to_value(entry).expect("an entry serializes"))
 }
 
 /// `summary` without `<read-files>`, `<modified-files>` and `<files>` blocks: a summary carried
@@ -123,26 +144,26 @@ mod tests {
             read_files: vec!["a.md".into()],
             modified_files: vec!["b.rs".into()],
         };
-        let entry = CompactionEntry {
-            id: "9f2c41be",
-            parent_id: "0a1b2c3d",
-            timestamp: "2026-03-01T12:00:00.000Z",
-            summary: "## Goal\nx",
-            first_kept_entry_id: "11112222",
-            tokens_before: 180_820.0,
-            files: &files,
-        };
+        let entry = CompactionEntry::new(
+            "9f2c41be".into(),
+            "0a1b2c3d".into(),
+            "2026-03-01T12:00:00.000Z".into(),
+            "## Goal\nx".into(),
+            "11112222".into(),
+            180_820.0,
+            files,
+        );
         assert_eq!(
             entry.to_line(),
             r###"{"type":"compaction","id":"9f2c41be","parentId":"0a1b2c3d","timestamp":"2026-03-01T12:00:00.000Z","summary":"## Goal\nx","firstKeptEntryId":"11112222","tokensBefore":180820,"details":{"readFiles":["a.md"],"modifiedFiles":["b.rs"]},"fromHook":false}"###
         );
-        let root = BranchSummaryEntry {
-            id: "b1",
-            parent_id: None,
-            timestamp: "t",
-            summary: "s",
-            files: &FileLists::default(),
-        };
+        let root = BranchSummaryEntry::new(
+            "b1".into(),
+            None,
+            "t".into(),
+            "s".into(),
+            FileLists::default(),
+        );
         assert_eq!(
             root.to_line(),
             r#"{"type":"branch_summary","id":"b1","parentId":null,"timestamp":"t","fromId":"root","summary":"s","details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false}"#

@@ -17,7 +17,7 @@ pub struct FileOperations {
 }
 
 /// The sorted lists stored in a compaction entry's `details` and appended to its summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileLists {
     /// Files only read (a file also modified is listed only as modified).

@@ -5,13 +5,13 @@
 //! values. The CLI, the HTTP handlers and the benchmarks all call it.
 
 pub mod branch;
+pub mod budget;
 pub mod context;
 pub mod cut_point;
 pub mod entry;
 pub mod file_ops;
 pub mod plan;
 pub mod prepare;
-pub mod prompt;
 pub mod serialize;
 pub mod tokens;
 

@@ -10,13 +10,14 @@ use crate::js_json;
 use crate::session::Entry;
 
 /// `{"plan": {...}}` or `{"plan": null, "reason": "..."}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PlanOutcome {
     pub plan: Option<Plan>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Machine-readable form of `reason`.
     #[serde(skip)]
+    #[schema(ignore)]
     pub nothing: Option<NothingReason>,
 }
 
@@ -32,14 +33,14 @@ pub enum NothingReason {
 }
 
 /// A compaction plan. Path indices count entries from the root (0), without the header.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub first_kept_entry_id: String,
     pub first_kept_path_index: usize,
     pub is_split_turn: bool,
     pub turn_start_path_index: Option<usize>,
-    #[serde(serialize_with = "js_number")]
+    #[serde(serialize_with = "js_json::serialize_number")]
     pub tokens_before: f64,
     pub previous_summary: Option<String>,
     pub messages_to_summarize: usize,
@@ -52,6 +53,7 @@ pub struct Plan {
     pub turn_prefix_conversation: String,
     /// Estimate of every `message` entry on the path, by id, in path order.
     #[serde(serialize_with = "ordered_map")]
+    #[schema(value_type = std::collections::HashMap<String, u64>)]
     pub entry_tokens: Vec<(String, u64)>,
 }
 
@@ -116,10 +118,6 @@ impl Plan {
                 .collect(),
         }
     }
-}
-
-fn js_number<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
-    js_json::serialize_f64(*value, serializer)
 }
 
 fn ordered_map<S: Serializer>(pairs: &[(String, u64)], serializer: S) -> Result<S::Ok, S::Error> {

@@ -8,8 +8,9 @@
 
 use serde_json::{Value, json};
 
-use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
+use crate::js_json;
 use crate::session::{BashExecution, Block, Content, Message, joined_text_blocks};
+use crate::transcript::pi;
 
 /// Introduces a compaction summary in the context.
 pub const COMPACTION_SUMMARY_PREFIX: &str =
@@ -18,9 +19,6 @@ pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
 /// Introduces a branch summary in the context.
 pub const BRANCH_SUMMARY_PREFIX: &str = "Below is a summary of a conversation branch that was explored before returning to this point.\n\n<summary>\n";
 pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
-
-/// Tool results longer than this (in UTF-16 units) are cut for the summarizer.
-pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
 
 /// A message after `convertToLlm`: the user text of a converted message, or the message itself.
 pub enum LlmMessage<'a> {
@@ -114,15 +112,6 @@ pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message
     out
 }
 
-/// Starts a new part: parts are joined with a blank line.
-fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
-    if !out.is_empty() {
-        out.push_str("\n\n");
-    }
-    out.push_str(marker);
-    out
-}
-
 fn write_part(out: &mut String, message: &LlmMessage<'_>) {
     match message {
         LlmMessage::User { content, .. } => {
@@ -131,29 +120,20 @@ fn write_part(out: &mut String, message: &LlmMessage<'_>) {
                 UserContent::Blocks(blocks) => joined_text_blocks(blocks),
             };
             if !text.is_empty() {
-                begin_part(out, "[User]: ").push_str(&text);
+                pi::begin_part(out, pi::USER).push_str(&text);
             }
         }
         LlmMessage::Native(Message::User { content }) => {
             let text = content.joined_text();
             if !text.is_empty() {
-                begin_part(out, "[User]: ").push_str(&text);
+                pi::begin_part(out, pi::USER).push_str(&text);
             }
         }
         LlmMessage::Native(Message::Assistant { content, .. }) => write_assistant(out, content),
         LlmMessage::Native(Message::ToolResult { content }) => {
             let text = content.joined_text();
             if !text.is_empty() {
-                let part = begin_part(out, "[Tool result]: ");
-                let length = utf16_len(&text);
-                if length <= TOOL_RESULT_MAX_CHARS {
-                    part.push_str(&text);
-                } else {
-                    part.push_str(&text[..utf16_prefix_byte_len(&text, TOOL_RESULT_MAX_CHARS)]);
-                    part.push_str("\n\n[... ");
-                    part.push_str(&(length - TOOL_RESULT_MAX_CHARS).to_string());
-                    part.push_str(" more characters truncated]");
-                }
+                pi::write_tool_result(out, &text);
             }
         }
         LlmMessage::Native(_) => {}
@@ -168,7 +148,7 @@ fn write_assistant(out: &mut String, content: &[Block]) {
             if wrote_marker {
                 out.push('\n');
             } else {
-                begin_part(out, "[Assistant thinking]: ");
+                pi::begin_part(out, pi::THINKING);
                 wrote_marker = true;
             }
             out.push_str(thinking);
@@ -181,7 +161,7 @@ fn write_assistant(out: &mut String, content: &[Block]) {
             if wrote_marker {
                 out.push('\n');
             } else {
-                begin_part(out, "[Assistant]: ");
+                pi::begin_part(out, pi::ASSISTANT);
                 wrote_marker = true;
             }
             out.push_str(text);
@@ -193,39 +173,11 @@ fn write_assistant(out: &mut String, content: &[Block]) {
             if wrote_marker {
                 out.push_str("; ");
             } else {
-                begin_part(out, "[Assistant tool calls]: ");
+                pi::begin_part(out, pi::TOOL_CALLS);
                 wrote_marker = true;
             }
-            out.push_str(name);
-            out.push('(');
-            write_arguments(out, arguments.as_ref());
-            out.push(')');
+            pi::write_call(out, name, arguments.as_ref());
         }
-    }
-}
-
-/// `Object.entries(args).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ")`.
-fn write_arguments(out: &mut String, arguments: Option<&Value>) {
-    let entries: Vec<(String, &Value)> = match arguments {
-        Some(Value::Object(map)) => js_json::js_key_order(map)
-            .into_iter()
-            .map(|(k, v)| (k.clone(), v))
-            .collect(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i.to_string(), v))
-            .collect(),
-        // Object.entries of other values has nothing a tool call would carry.
-        _ => Vec::new(),
-    };
-    for (i, (key, value)) in entries.into_iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(&key);
-        out.push('=');
-        js_json::write_value(out, value);
     }
 }
 
@@ -243,7 +195,7 @@ pub fn llm_message_json(message: &LlmMessage<'_>, native: impl FnOnce() -> Value
             };
             let mut object = json!({ "role": "user", "content": content });
             if let Some(ts) = timestamp {
-                object["timestamp"] = json!(ts);
+                object["timestamp"] = js_json::number_value(*ts);
             }
             object
         }

@@ -36,8 +36,7 @@ impl FromRequestParts<AppState> for Caller {
                     .find(|(name, _)| *name == "key")
                     .map(|(_, v)| v.to_owned())
             });
-        let summarization = parts.uri.path().ends_with("/v1/compact")
-            || parts.uri.path().ends_with("/v1/chat/completions");
+        let summarization = is_agent_wire(parts.uri.path());
         let bearer = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -52,18 +51,31 @@ impl FromRequestParts<AppState> for Caller {
             .filter(|token| token.starts_with(KEY_PREFIX) || !summarization)
             .map(str::to_owned);
         let identity = match path_key.or(bearer) {
-            Some(key) => match state.access.verify(&*state.store, &key).await {
+            Some(key) => match state.access.verify(&*state.app.store, &key).await {
                 Ok(identity) => identity,
                 Err(KeyError::Invalid) => {
                     tracing::info!("request with an invalid or revoked API key refused");
-                    return Err(ApiError::Unauthorized {
-                        code: "invalid_api_key",
-                        message: "invalid or revoked API key",
+                    return Err(if summarization {
+                        ApiError::NoSuchKey {
+                            code: "invalid_api_key",
+                            message: "no such endpoint: the compactd key in this URL is unknown or revoked",
+                        }
+                    } else {
+                        ApiError::Unauthorized {
+                            code: "invalid_api_key",
+                            message: "invalid or revoked API key",
+                        }
                     });
                 }
                 Err(KeyError::Store(error)) => return Err(error.into()),
             },
             None if state.access.config.anonymous_allowed => Identity::anonymous(),
+            None if summarization => {
+                return Err(ApiError::NoSuchKey {
+                    code: "missing_api_key",
+                    message: "no such endpoint without a compactd key: use /k/KEY/ before the path (compactd keys create --tenant NAME)",
+                });
+            }
             None => {
                 return Err(ApiError::Unauthorized {
                     code: "missing_api_key",
@@ -79,16 +91,9 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-impl AppState {
-    /// One of the caller's summarization slots (held while its summarization runs).
-    pub fn summarization_slot(
-        &self,
-        caller: &Caller,
-    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
-        self.access
-            .summarization_slot(&caller.0)
-            .ok_or(ApiError::Busy {
-                retry_after: std::time::Duration::from_secs(2),
-            })
-    }
+/// The summarization routes agents call (`/v1/compact`, `/v1/chat/completions`, also under
+/// `/k/{key}/`): they never answer 401 or 403.
+fn is_agent_wire(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    path.ends_with("/v1/compact") || path.ends_with("/v1/chat/completions")
 }

@@ -11,18 +11,74 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::AppState;
 use super::auth::Caller;
 use super::compact::token_count;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
-use super::{AppState, openapi};
-use crate::summarizer::{Summary, SummaryRequest};
+use crate::app::wire::WireRequest;
+use crate::pipeline::Endpoint;
+use crate::summarizer::Summary;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(chat_completions))
+}
+
+/// An OpenAI chat completion whose content is the summary (with `stream: true`, the same as
+/// `chat.completion.chunk` server-sent events).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct ChatCompletion {
+    id: String,
+    /// `chat.completion`
+    object: &'static str,
+    created: u64,
+    /// The model that wrote the summary.
+    model: String,
+    choices: Vec<Choice>,
+    usage: ChatUsage,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct Choice {
+    index: u32,
+    message: ChoiceMessage,
+    /// `stop`
+    finish_reason: &'static str,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct ChoiceMessage {
+    /// `assistant`
+    role: &'static str,
+    /// The summary.
+    content: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct ChatUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
+impl ChatUsage {
+    fn of(summary: &Summary) -> ChatUsage {
+        ChatUsage {
+            prompt_tokens: summary.usage.input_tokens,
+            completion_tokens: summary.usage.output_tokens,
+            total_tokens: summary.usage.input_tokens + summary.usage.output_tokens,
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct ChatRequest {
@@ -68,15 +124,19 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
 
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
     responses(
-        (status = 200, description = "A chat completion whose content is the summary; server-sent chunks with `stream: true`", body = openapi::ChatCompletionDoc),
-        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = openapi::ErrorBody),
-        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
-        (status = 429, description = "Queue full; see Retry-After", body = openapi::ErrorBody),
-        (status = 503, description = "No model answered; see Retry-After", body = openapi::ErrorBody),
+        (status = 200, description = "A chat completion whose content is the summary; with `stream: true`, server-sent `chat.completion.chunk` events ending in `data: [DONE]`",
+            headers(("x-compactd-fidelity" = String, description = "The fidelity gate's report: `anchors=N; kept=N; repaired=N; appended=N; missing=N; repair-call=BOOL`")),
+            content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = ErrorBody),
+        (status = 404, description = "Beyond loopback: no compactd key, or an unknown or revoked one in a `/k/KEY/` URL", body = ErrorBody),
+        (status = 413, description = "Body or prompt over the limit", body = ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = ErrorBody),
+        (status = 429, description = "Queue full; see Retry-After", body = ErrorBody),
+        (status = 503, description = "No model answered; see Retry-After", body = ErrorBody),
     ))]
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
-    caller: Caller,
+    Caller(who): Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let mut system = Vec::new();
@@ -88,33 +148,23 @@ pub(super) async fn chat_completions(
             _ => prompt.push(text),
         }
     }
-    let prompt = prompt.join("\n\n");
-    state.check_prompt_size(&system.concat(), &prompt)?;
-    if prompt.trim().is_empty() {
-        return Err(ApiError::unprocessable(
-            "messages",
-            "messages hold no user content to summarize",
-        ));
-    }
-    let requested = match token_count(
+    let max_tokens = match token_count(
         request.max_completion_tokens.as_ref(),
         "max_completion_tokens",
     )? {
         Some(n) => Some(n),
         None => token_count(request.max_tokens.as_ref(), "max_tokens")?,
     };
-    let max_tokens = state.max_tokens(requested, &prompt);
-    let system_prompt = Some(system.join("\n\n"))
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| state.prompts.system.clone());
-    let _slot = state.summarization_slot(&caller)?;
     let summary = state
-        .summarize(
-            "/v1/chat/completions",
-            SummaryRequest {
-                system_prompt,
-                prompt,
+        .app
+        .summarize_prompt(
+            &who,
+            Endpoint::ChatCompletions,
+            WireRequest {
+                system_prompt: Some(system.join("\n\n")),
+                prompt: prompt.join("\n\n"),
                 max_tokens,
+                prompt_field: "messages",
             },
         )
         .await?;
@@ -122,27 +172,42 @@ pub(super) async fn chat_completions(
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    if request.stream {
-        Ok(stream_response(id, created, summary))
+    // OpenAI's body has no place for it: the gate's report rides in a header.
+    let fidelity = summary
+        .fidelity
+        .as_ref()
+        .and_then(|r| HeaderValue::from_str(&r.header_value()).ok());
+    let mut response = if request.stream {
+        stream_response(id, created, summary)
     } else {
-        Ok(Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": summary.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": summary.text},
-                "finish_reason": "stop",
-            }],
-            "usage": {
-                "prompt_tokens": summary.usage.input_tokens,
-                "completion_tokens": summary.usage.output_tokens,
-                "total_tokens": summary.usage.input_tokens + summary.usage.output_tokens,
-            },
-        }))
-        .into_response())
+        chat_completion(id, created, summary)
+    };
+    if let Some(value) = fidelity {
+        response.headers_mut().insert(FIDELITY_HEADER, value);
     }
+    Ok(response)
+}
+
+/// The header that carries the fidelity report of a chat completion.
+pub(super) const FIDELITY_HEADER: HeaderName = HeaderName::from_static("x-compactd-fidelity");
+
+fn chat_completion(id: String, created: u64, summary: Summary) -> Response {
+    Json(ChatCompletion {
+        id,
+        object: "chat.completion",
+        created,
+        usage: ChatUsage::of(&summary),
+        model: summary.model,
+        choices: vec![Choice {
+            index: 0,
+            message: ChoiceMessage {
+                role: "assistant",
+                content: summary.text,
+            },
+            finish_reason: "stop",
+        }],
+    })
+    .into_response()
 }
 
 /// Characters of content per streamed chunk.
@@ -166,11 +231,7 @@ fn stream_response(id: String, created: u64, summary: Summary) -> Response {
         ));
     }
     let mut last = chunk(json!({}), Some("stop"));
-    last["usage"] = json!({
-        "prompt_tokens": summary.usage.input_tokens,
-        "completion_tokens": summary.usage.output_tokens,
-        "total_tokens": summary.usage.input_tokens + summary.usage.output_tokens,
-    });
+    last["usage"] = json!(ChatUsage::of(&summary));
     events.push(last);
     let events = events
         .into_iter()

@@ -5,12 +5,21 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
-use super::{AppState, openapi};
-use crate::summarizer::{SummaryRequest, TokenUsage};
+use crate::app::wire::WireRequest;
+use crate::fidelity::Report;
+use crate::pipeline::Endpoint;
+use crate::summarizer::TokenUsage;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(compact))
+}
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -24,12 +33,16 @@ pub(super) struct CompactRequest {
     max_tokens: Option<Value>,
 }
 
-#[derive(Debug, Serialize)]
+/// The summary of an agent's prompt.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct CompactResponse {
     summary: String,
+    /// `provider:model` or `extractive`.
     model: String,
     usage: TokenUsage,
+    /// What compactd checked the summary against and repaired (agents read only `summary`).
+    fidelity: Report,
 }
 
 /// Reads a positive integer token count; `param` names the field in the error.
@@ -52,42 +65,30 @@ pub(super) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u
 
 #[utoipa::path(post, path = "/v1/compact", tag = "summarize", request_body = CompactRequest,
     responses(
-        (status = 200, description = "The summary", body = openapi::CompactResponseDoc),
-        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = openapi::ErrorBody),
-        (status = 413, description = "Body over the limit", body = openapi::ErrorBody),
-        (status = 422, description = "A field is missing or invalid", body = openapi::ErrorBody),
-        (status = 429, description = "Queue full; see Retry-After", body = openapi::ErrorBody),
-        (status = 503, description = "No model answered; see Retry-After", body = openapi::ErrorBody),
+        (status = 200, description = "The summary", body = CompactResponse),
+        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = ErrorBody),
+        (status = 404, description = "Beyond loopback: no key, or an unknown or revoked one in a `/k/KEY/` URL", body = ErrorBody),
+        (status = 413, description = "Body or prompt over the limit", body = ErrorBody),
+        (status = 422, description = "A field is missing or invalid", body = ErrorBody),
+        (status = 429, description = "Queue full; see Retry-After", body = ErrorBody),
+        (status = 503, description = "No model answered; see Retry-After", body = ErrorBody),
     ))]
 pub(super) async fn compact(
     State(state): State<AppState>,
-    caller: Caller,
+    Caller(who): Caller,
     JsonBody(request): JsonBody<CompactRequest>,
 ) -> Result<Json<CompactResponse>, ApiError> {
-    if request.prompt.trim().is_empty() {
-        return Err(ApiError::unprocessable(
-            "prompt",
-            "prompt is empty: there is nothing to summarize",
-        ));
-    }
-    state.check_prompt_size(
-        request.system_prompt.as_deref().unwrap_or_default(),
-        &request.prompt,
-    )?;
-    let requested = token_count(request.max_tokens.as_ref(), "maxTokens")?;
-    let max_tokens = state.max_tokens(requested, &request.prompt);
-    let system_prompt = request
-        .system_prompt
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| state.prompts.system.clone());
-    let _slot = state.summarization_slot(&caller)?;
+    let max_tokens = token_count(request.max_tokens.as_ref(), "maxTokens")?;
     let summary = state
-        .summarize(
-            "/v1/compact",
-            SummaryRequest {
-                system_prompt,
+        .app
+        .summarize_prompt(
+            &who,
+            Endpoint::Compact,
+            WireRequest {
+                system_prompt: request.system_prompt,
                 prompt: request.prompt,
                 max_tokens,
+                prompt_field: "prompt",
             },
         )
         .await?;
@@ -95,5 +96,6 @@ pub(super) async fn compact(
         summary: summary.text,
         model: summary.model,
         usage: summary.usage,
+        fidelity: summary.fidelity.unwrap_or_default(),
     }))
 }

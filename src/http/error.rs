@@ -1,13 +1,43 @@
 //! One JSON error shape for every endpoint, OpenAI's:
 //! `{"error": {"message", "type", "code", "param"}}`, so that agents and OpenAI clients that read
-//! `error.code` (for example `context_length_exceeded`) understand it. 5xx bodies never carry
-//! internals; the cause goes to the log.
+//! `error.code` (for example `context_length_exceeded`) understand it. Every error of the layers
+//! below is mapped here, once (the `From` impls at the end). 5xx bodies never carry internals:
+//! the cause rides along in the response's extensions and `log_failures` logs it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+
+/// Every error: OpenAI's shape.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// What is wrong, and where.
+    pub message: String,
+    /// `invalid_request_error`, `rate_limit_error` or `server_error`.
+    #[serde(rename = "type")]
+    pub error_type: String,
+    /// Machine-readable: `invalid_json`, `invalid_value`, `invalid_session`, `not_found`,
+    /// `context_length_exceeded`, `request_too_large`, `rate_limit_exceeded`, `entry_conflict`,
+    /// `nothing_to_compact`, `already_compacted`, `session_changed`, `upstream_unavailable`,
+    /// `storage_unavailable`, `internal_error`, …
+    pub code: String,
+    /// The field or parameter at fault.
+    pub param: Option<String>,
+    /// For `invalid_session`: the 1-based line at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// For `invalid_session`: what is wrong with the line (`invalid_json`, `dangling_parent`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -39,12 +69,20 @@ pub enum ApiError {
         code: &'static str,
         message: &'static str,
     },
+    /// No usable API key on an agent-facing summarization route. Agents read a 401 or 403 there as
+    /// their own provider credential failing (oh-my-pi refreshes, then rotates the user's login),
+    /// so a key in the URL is treated as a capability: an unknown one is a URL that does not exist.
+    #[error("{message}")]
+    NoSuchKey {
+        code: &'static str,
+        message: &'static str,
+    },
     /// The caller's key is over its request rate.
     #[error("this API key is over its request rate; retry later")]
     RateLimited { retry_after: Duration },
-    /// The database cannot be reached.
+    /// The database cannot be reached (the cause is logged, not answered).
     #[error("storage is unavailable; retry later")]
-    StorageUnavailable,
+    StorageUnavailable { cause: String },
     /// The upstream model says the input is too long.
     #[error("{0}")]
     ContextLengthExceeded(String),
@@ -60,6 +98,12 @@ pub enum ApiError {
         message: String,
         retry_after: Duration,
     },
+    /// The request URI is longer than compactd serves.
+    #[error("the request URI is longer than {limit} bytes")]
+    UriTooLong { limit: usize },
+    /// The request did not finish within `COMPACTD_REQUEST_TIMEOUT_SECS`.
+    #[error("the request did not finish within {} s (COMPACTD_REQUEST_TIMEOUT_SECS)", .limit.as_secs_f64())]
+    RequestTimeout { limit: Duration },
     #[error("no such endpoint")]
     NotFound,
     #[error("method not allowed")]
@@ -99,12 +143,15 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotFoundWhat(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::StorageUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::NoSuchKey { .. } => StatusCode::NOT_FOUND,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            ApiError::RequestTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -129,12 +176,16 @@ impl ApiError {
             ApiError::TooLarge(_) => ("invalid_request_error", "limit_exceeded"),
             ApiError::NotFoundWhat(_) => ("invalid_request_error", "not_found"),
             ApiError::Conflict { code, .. } => ("invalid_request_error", code),
-            ApiError::StorageUnavailable => ("server_error", "storage_unavailable"),
-            ApiError::Unauthorized { code, .. } => ("invalid_request_error", code),
+            ApiError::StorageUnavailable { .. } => ("server_error", "storage_unavailable"),
+            ApiError::Unauthorized { code, .. } | ApiError::NoSuchKey { code, .. } => {
+                ("invalid_request_error", code)
+            }
             ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
             ApiError::Busy { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ApiError::Unavailable { .. } => ("server_error", "upstream_unavailable"),
+            ApiError::UriTooLong { .. } => ("invalid_request_error", "uri_too_long"),
+            ApiError::RequestTimeout { .. } => ("server_error", "request_timeout"),
             ApiError::NotFound => ("invalid_request_error", "not_found"),
             ApiError::MethodNotAllowed => ("invalid_request_error", "method_not_allowed"),
             ApiError::Internal(_) => ("server_error", "internal_error"),
@@ -142,11 +193,12 @@ impl ApiError {
     }
 }
 
+/// The cause of a 5xx answer, for the log (never for the body).
+#[derive(Debug, Clone)]
+pub struct FailureCause(pub Arc<String>);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let ApiError::Internal(cause) = &self {
-            tracing::error!(error = ?cause, "internal error");
-        }
         let (kind, code) = self.kind_and_code();
         let param = match &self {
             ApiError::Invalid { param, .. } => param.clone(),
@@ -162,7 +214,7 @@ impl IntoResponse for ApiError {
             ApiError::Busy { retry_after }
             | ApiError::Unavailable { retry_after, .. }
             | ApiError::RateLimited { retry_after } => Some(*retry_after),
-            ApiError::StorageUnavailable => Some(Duration::from_secs(5)),
+            ApiError::StorageUnavailable { .. } => Some(Duration::from_secs(5)),
             _ => None,
         };
         if let Some(retry_after) = retry_after {
@@ -171,8 +223,38 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
+        let cause = match self {
+            ApiError::Internal(cause) => Some(format!("{cause:?}")),
+            ApiError::StorageUnavailable { cause } => Some(cause),
+            ApiError::Unavailable { message, .. } => Some(message),
+            _ => None,
+        };
+        if let Some(cause) = cause {
+            response
+                .extensions_mut()
+                .insert(FailureCause(Arc::new(cause)));
+        }
         response
     }
+}
+
+/// Logs the cause of every 5xx answer: errors at `error` (bugs), unavailability at `warn`.
+pub async fn log_failures(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    if response.status().is_server_error()
+        && let Some(FailureCause(cause)) = response.extensions().get::<FailureCause>()
+    {
+        let status = response.status().as_u16();
+        if response.status() == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(status, cause = %cause, "request failed");
+        } else {
+            tracing::warn!(status, cause = %cause, "request failed");
+        }
+    }
+    response
 }
 
 /// Unknown routes answer JSON too.
@@ -184,10 +266,12 @@ impl From<crate::store::StoreError> for ApiError {
     fn from(error: crate::store::StoreError) -> Self {
         use crate::store::StoreError;
         match error {
-            StoreError::Unavailable(cause) => {
-                tracing::warn!(error = %cause, "storage unavailable");
-                ApiError::StorageUnavailable
-            }
+            StoreError::Unavailable(cause) => ApiError::StorageUnavailable {
+                cause: format!("storage unavailable: {cause}"),
+            },
+            StoreError::TimedOut(deadline) => ApiError::StorageUnavailable {
+                cause: format!("storage did not answer within {deadline:?}"),
+            },
             StoreError::Changed => ApiError::Conflict {
                 code: "session_changed",
                 message: "the session changed while this request was handled; retry".into(),
@@ -199,6 +283,53 @@ impl From<crate::store::StoreError> for ApiError {
             StoreError::Other(cause) => {
                 ApiError::Internal(anyhow::Error::new(cause).context("storage error"))
             }
+        }
+    }
+}
+
+impl From<crate::pipeline::SummarizeError> for ApiError {
+    fn from(error: crate::pipeline::SummarizeError) -> Self {
+        use crate::pipeline::SummarizeError;
+        use crate::summarizer::ChainError;
+        match error {
+            SummarizeError::Busy(_) => ApiError::Busy {
+                retry_after: Duration::from_secs(2),
+            },
+            SummarizeError::Chain(ChainError::ContextOverflow) => ApiError::ContextLengthExceeded(
+                "the prompt is longer than the context window of every configured model; shorten it and retry".into(),
+            ),
+            SummarizeError::Chain(ChainError::Exhausted { last, retry_after }) => ApiError::Unavailable {
+                message: format!("no configured model could write the summary (last error: {last})"),
+                retry_after,
+            },
+            SummarizeError::Chain(ChainError::DeadlineExceeded) => ApiError::Unavailable {
+                message: "no summary within the deadline".into(),
+                retry_after: Duration::from_secs(5),
+            },
+        }
+    }
+}
+
+impl From<crate::app::AppError> for ApiError {
+    fn from(error: crate::app::AppError) -> Self {
+        use crate::app::AppError;
+        use crate::compaction::NothingReason;
+        match error {
+            AppError::NotFound(message) => ApiError::NotFoundWhat(message),
+            AppError::Invalid { param, message } => ApiError::unprocessable(&param, message),
+            AppError::InvalidSession(parse) => ApiError::InvalidSession(parse),
+            AppError::Conflict { code, message } => ApiError::Conflict { code, message },
+            AppError::Nothing(reason, message) => ApiError::Conflict {
+                code: match reason {
+                    NothingReason::AlreadyCompacted => "already_compacted",
+                    _ => "nothing_to_compact",
+                },
+                message: format!("nothing to compact: {message}"),
+            },
+            AppError::TooLarge(message) => ApiError::TooLarge(message),
+            AppError::Store(error) => error.into(),
+            AppError::Summarize(error) => error.into(),
+            AppError::Internal(cause) => ApiError::Internal(cause),
         }
     }
 }

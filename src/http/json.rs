@@ -61,7 +61,9 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ),
         ));
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    // JavaScript clients write lone surrogates as escapes that serde_json refuses.
+    let bytes = crate::js_json::replace_lone_surrogates(bytes);
+    let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
@@ -163,4 +165,66 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
 
 fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
     form_urlencoded::parse(query.as_bytes())
+}
+
+/// The `{id}` of a session route. Rejections are JSON like every error: a path whose decoded id is
+/// not UTF-8 is a 400 naming the problem; an id holding NUL cannot name a stored session (ids
+/// cannot hold it) and is a 404 without asking the database.
+pub(super) struct SessionId(pub String);
+
+/// The `{pin_id}` of a pin route, read as [`SessionId`] is.
+pub(super) struct PinId(pub String);
+
+/// The path parameter `name`, decoded; `what` names it in errors.
+async fn path_param<S: Send + Sync>(
+    parts: &mut axum::http::request::Parts,
+    state: &S,
+    name: &str,
+    what: &str,
+) -> Result<String, ApiError> {
+    use axum::extract::FromRequestParts;
+    let axum::extract::Path(mut params) = axum::extract::Path::<
+        std::collections::HashMap<String, String>,
+    >::from_request_parts(parts, state)
+    .await
+    .map_err(|rejection| {
+        ApiError::bad_request(
+            "invalid_path",
+            format!(
+                "the {what} in the path cannot be read: {}",
+                rejection.body_text()
+            ),
+        )
+    })?;
+    let value = params.remove(name).unwrap_or_default();
+    if value.contains('\0') {
+        return Err(ApiError::NotFoundWhat(format!(
+            "no {what} with this id (ids cannot hold NUL)"
+        )));
+    }
+    Ok(value)
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, "id", "session id")
+            .await
+            .map(SessionId)
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PinId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        path_param(parts, state, "pin_id", "pin").await.map(PinId)
+    }
 }

@@ -5,21 +5,22 @@
 //!    it is echoed on the response and recorded on the request's span;
 //! 3. a trace span per request (method, path with keys redacted, request id), logged at DEBUG
 //!    for health checks and INFO otherwise; headers and bodies are never logged;
-//! 4. a time limit for the whole request;
-//! 5. the body-size limit.
+//! 4. requests refused before their body is read: a URI over 8 KiB (414), a declared
+//!    `Content-Length` over the body limit (413);
+//! 5. a time limit for the whole request (504, JSON like every error);
+//! 6. the body-size limit, for bodies that declare no length.
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
-use super::Limits;
+use super::HttpLimits as Limits;
 use super::error::ApiError;
 
 pub(super) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -32,7 +33,12 @@ const MAX_REQUEST_ID: usize = 128;
 pub(super) fn around(router: Router, limits: Limits) -> Router {
     router
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, limits.request_timeout))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            time_limit(request, next, limits.request_timeout)
+        }))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            refuse_early(request, next, limits.max_body_bytes)
+        }))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -55,6 +61,43 @@ pub(super) fn around(router: Router, limits: Limits) -> Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(axum::middleware::from_fn(drop_bad_request_id))
         .layer(CatchPanicLayer::custom(panic_response))
+}
+
+/// Longest request URI served: far above any real one, far below what would cost memory.
+const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Refuses, before reading any of the body, a request whose URI or declared body is too large.
+async fn refuse_early(request: Request, next: Next, max_body_bytes: usize) -> Response {
+    let uri = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |p| p.as_str().len());
+    if uri > MAX_URI_BYTES {
+        return ApiError::UriTooLong {
+            limit: MAX_URI_BYTES,
+        }
+        .into_response();
+    }
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body_bytes as u64) {
+        return ApiError::PayloadTooLarge {
+            limit: max_body_bytes,
+        }
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The time limit of a whole request, answered as JSON (tower's timeout answers an empty 504).
+async fn time_limit(request: Request, next: Next, limit: std::time::Duration) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::RequestTimeout { limit }.into_response(),
+    }
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -81,26 +124,75 @@ async fn drop_bad_request_id(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// The path for logs: the key of `/k/{key}/…` routes is replaced.
+/// The path for logs, with every segment that is a key replaced: the segment after a `k`
+/// segment (whatever its case, wherever it is), and any segment that holds a compactd key
+/// (percent-encoded or not).
 pub(super) fn redact(path: &str) -> String {
-    match path.strip_prefix("/k/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((_, tail)) => format!("/k/<redacted>/{tail}"),
-            None => "/k/<redacted>".to_owned(),
-        },
-        None => path.to_owned(),
+    let mut after_k = false;
+    path.split('/')
+        .map(|segment| {
+            let decoded = percent_decoded(segment).to_ascii_lowercase();
+            let is_key = after_k || decoded.contains(crate::access::KEY_PREFIX);
+            after_k = decoded == "k";
+            if is_key && !segment.is_empty() {
+                "<redacted>"
+            } else {
+                segment
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A path segment with `%XX` escapes decoded (invalid UTF-8 replaced), for recognizing keys.
+fn percent_decoded(segment: &str) -> String {
+    if !segment.contains('%') {
+        return segment.to_owned();
     }
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn keys_in_paths_are_redacted() {
+        use super::redact;
         assert_eq!(
-            super::redact("/k/secret-key/v1/compact"),
+            redact("/k/secret-key/v1/compact"),
             "/k/<redacted>/v1/compact"
         );
-        assert_eq!(super::redact("/k/secret"), "/k/<redacted>");
-        assert_eq!(super::redact("/v1/compact"), "/v1/compact");
+        assert_eq!(redact("/k/secret"), "/k/<redacted>");
+        assert_eq!(redact("/v1/compact"), "/v1/compact");
+        // Whatever precedes the key, whatever the case.
+        assert_eq!(redact("//k/secret/v1/compact"), "//k/<redacted>/v1/compact");
+        assert_eq!(redact("/K/secret/v1/compact"), "/K/<redacted>/v1/compact");
+        assert_eq!(redact("/x/y/k/secret"), "/x/y/k/<redacted>");
+        assert_eq!(redact("/%6b/secret/v1"), "/%6b/<redacted>/v1");
+        // A compactd key anywhere, encoded or not.
+        assert_eq!(
+            redact("/v1/cmpd_0123abcd/compact"),
+            "/v1/<redacted>/compact"
+        );
+        assert_eq!(redact("/v1/%63mpd_0123/x"), "/v1/<redacted>/x");
+        assert_eq!(redact("/v1/CMPD_0123"), "/v1/<redacted>");
     }
 }

@@ -8,15 +8,60 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::{AppState, openapi};
+use super::AppState;
 use crate::summarizer::Link;
 
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(document))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Health {
+    /// `ok`
+    status: &'static str,
+}
+
 /// `GET /healthz`: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = openapi::HealthDoc)))]
-pub(super) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
+pub(super) async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Ready {
+    /// `ready` or `not_ready`
+    status: &'static str,
+    storage: StorageCheck,
+    summarizers: SummarizerCheck,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct StorageCheck {
+    /// `postgres` or `sqlite`
+    backend: &'static str,
+    ok: bool,
+    error: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct SummarizerCheck {
+    /// The models of the chain, in order.
+    chain: Vec<String>,
+    ok: bool,
+}
+
+/// `GET /openapi.json`: this document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "The OpenAPI 3.1 description of every endpoint", content_type = "application/json")))]
+pub(super) async fn document() -> Json<&'static serde_json::Value> {
+    Json(&super::document::DOCUMENT)
 }
 
 /// How long readiness waits for the database.
@@ -25,45 +70,53 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// `GET /readyz`: storage reachable with its migrations applied, and at least one summarizer
 /// usable. 503 with the failing checks otherwise, so a load balancer stops sending traffic.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses(
-    (status = 200, description = "Ready", body = openapi::ReadyDoc),
-    (status = 503, description = "Storage down or no summarizer", body = openapi::ReadyDoc)))]
-pub(super) async fn readyz(State(state): State<AppState>) -> Response {
-    let storage = match tokio::time::timeout(READY_TIMEOUT, state.store.ready()).await {
+    (status = 200, description = "Ready", body = Ready),
+    (status = 503, description = "Storage down or no summarizer", body = Ready)))]
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Ready>) {
+    let store = &state.app.store;
+    let storage = match tokio::time::timeout(READY_TIMEOUT, store.ready()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!("no answer within {} s", READY_TIMEOUT.as_secs())),
     };
     // Upstream models are not probed (that would spend tokens); a chain can answer when it has a
     // link at all, and always when it ends in the extractive summarizer.
-    let links = &state.summarizer.chain.links;
-    let summarizers: Vec<String> = links.iter().map(Link::name).collect();
+    let links = &state.app.pipeline.chain.links;
     let summarizer_ok = !links.is_empty();
     let ready = storage.is_ok() && summarizer_ok;
-    let body = json!({
-        "status": if ready { "ready" } else { "not_ready" },
-        "storage": {"backend": state.store.backend(), "ok": storage.is_ok(), "error": storage.err()},
-        "summarizers": {"chain": summarizers, "ok": summarizer_ok},
-    });
+    let body = Ready {
+        status: if ready { "ready" } else { "not_ready" },
+        storage: StorageCheck {
+            backend: store.backend(),
+            ok: storage.is_ok(),
+            error: storage.err(),
+        },
+        summarizers: SummarizerCheck {
+            chain: links.iter().map(Link::name).collect(),
+            ok: summarizer_ok,
+        },
+    };
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, Json(body)).into_response()
+    (status, Json(body))
 }
 
 /// `GET /metrics`: Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
-    let limiter = &state.summarizer.limiter;
-    state.metrics.queue_depth.set(limiter.queue_depth() as i64);
-    state.metrics.in_flight.set(limiter.in_flight() as i64);
+    let limiter = &state.app.pipeline.admission.limiter;
+    let metrics = &state.app.metrics;
+    metrics.queue_depth.set(limiter.queue_depth() as i64);
+    metrics.in_flight.set(limiter.in_flight() as i64);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        metrics.render(),
     )
         .into_response()
 }
@@ -81,8 +134,14 @@ pub(super) async fn track(State(state): State<AppState>, request: Request, next:
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
     let labels = [route.as_str(), method.as_str(), status.as_str()];
-    state.metrics.http_requests.with_label_values(&labels).inc();
     state
+        .app
+        .metrics
+        .http_requests
+        .with_label_values(&labels)
+        .inc();
+    state
+        .app
         .metrics
         .http_duration
         .with_label_values(&labels)

@@ -170,11 +170,14 @@ pub(super) struct WireEntry<'a> {
     name: Option<String>,
 }
 
-/// The required field a decoded line lacks.
+/// The required field a decoded line lacks, or holds in a form ids cannot have.
 pub(super) enum Missing {
     Type,
     Id,
     Message,
+    /// An `id` or `parentId` with a NUL character: ids are stored as database text, which cannot
+    /// hold it.
+    NulInId,
 }
 
 impl WireEntry<'_> {
@@ -186,6 +189,9 @@ impl WireEntry<'_> {
     ) -> Result<impl FnOnce(Box<str>) -> Entry + use<>, Missing> {
         let entry_type = self.kind.ok_or(Missing::Type)?;
         let id = self.id.ok_or(Missing::Id)?;
+        if id.contains('\0') || self.parent_id.as_deref().is_some_and(|p| p.contains('\0')) {
+            return Err(Missing::NulInId);
+        }
         let timestamp_ms = self
             .timestamp
             .as_deref()

@@ -162,7 +162,15 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
             e.valid_up_to() + 1
         ),
     })?;
-    parse::entry_from_line(line, text.into())
+    let entry = parse::entry_from_line(line, text.into())?;
+    if entry.entry_type() == "session" {
+        return Err(ParseError {
+            line: Some(line),
+            kind: ParseErrorKind::UnexpectedHeader,
+            message: "a session header cannot be appended: a session has one header, and appended lines must be entries".into(),
+        });
+    }
+    Ok(entry)
 }
 
 /// A leaf or target id that names no entry of the session.

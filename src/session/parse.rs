@@ -32,7 +32,7 @@ pub struct ParseError {
 }
 
 /// The kinds of problems a session file can have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ParseErrorKind {
     Empty,
@@ -53,10 +53,12 @@ pub enum ParseErrorKind {
     TooManyEntries,
     /// JSON nested deeper than [`JSON_DEPTH_LIMIT`].
     TooDeep,
+    /// A session header (or title slot) where an entry was expected: appended lines are entries.
+    UnexpectedHeader,
 }
 
 /// A line that lenient reading skipped or repaired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LineIssue {
     pub line: usize,
     pub kind: ParseErrorKind,
@@ -217,7 +219,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
                 continue;
             }
         };
-        let wire: WireHeader = match decode(number, text) {
+        let wire: WireHeader = match decode(number, &js_json::replace_lone_surrogates_str(text)) {
             Ok(wire) => wire,
             // pi's loader looks for the first line that parses; lenient reading does the same.
             Err(e) if e.kind != ParseErrorKind::InvalidField => {
@@ -229,6 +231,12 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
         match (wire.kind.as_deref(), &wire.id) {
             (Some("title"), _) if title.is_none() && wire.v == Some(Value::from(1)) => {
                 title = Some(text.into());
+            }
+            (Some("session"), Some(Value::String(id))) if id.contains('\0') => {
+                return Err(header_error(
+                    number,
+                    "the session header's \"id\" holds a NUL character (\\u0000), which ids cannot contain".into(),
+                ));
             }
             (Some("session"), Some(Value::String(id))) => {
                 let version = wire.version.map_or(1, |v| v.max(0.0) as u32);
@@ -277,14 +285,21 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
 
     // v1/v2: migrate the parsed objects as pi does, then read the rewritten lines like v3 input.
     let header_line = header.line;
+    // Lone surrogates are carried through as JavaScript would carry them (`js_json::preserving`).
     let mut objects: Vec<Value> = vec![
-        serde_json::from_str(&header.raw).map_err(|e| header_error(header_line, e.to_string()))?,
+        js_json::preserving::parse(&header.raw)
+            .map_err(|e| header_error(header_line, e.to_string()))?,
     ];
     let mut numbers = vec![header_line];
     for (number, bytes) in lines {
         check_length(number, bytes, options)?;
         let parsed = line_text(number, bytes).and_then(|text| {
-            let value: Value = decode(number, text)?;
+            // Read keeping lone surrogates; a line that does not parse is decoded again for the
+            // error that names its problem.
+            let value: Value = match js_json::preserving::parse(text) {
+                Ok(value) => value,
+                Err(_) => decode(number, &js_json::replace_lone_surrogates_str(text))?,
+            };
             if value.is_object() {
                 Ok(value)
             } else {
@@ -307,13 +322,13 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
     let mut objects = objects.into_iter().zip(numbers);
     let (header_object, _) = objects.next().expect("the header is the first object");
     let header = Header {
-        raw: js_json::stringify(&header_object).into(),
+        raw: js_json::preserving::stringify(&header_object).into(),
         version: CURRENT_VERSION,
         ..header
     };
     let mut entries = Vec::with_capacity(objects.len());
     for (object, number) in objects {
-        match entry_from_line(number, js_json::stringify(&object).into()) {
+        match entry_from_line(number, js_json::preserving::stringify(&object).into()) {
             Ok(entry) => entries.push(entry),
             Err(e) => reject(e, &mut skipped)?,
         }
@@ -447,9 +462,11 @@ fn error_text(e: &serde_json::Error) -> String {
     format!("{message} (column {})", e.column())
 }
 
-/// Reads one entry line (v3 form).
+/// Reads one entry line (v3 form). The raw line is kept as it is; its text is decoded with lone
+/// surrogates as U+FFFD (`js_json::replace_lone_surrogates`).
 pub(super) fn entry_from_line(number: usize, raw: Box<str>) -> Result<Entry, ParseError> {
-    let wire: WireEntry = decode(number, &raw)?;
+    let text = js_json::replace_lone_surrogates_str(&raw);
+    let wire: WireEntry = decode(number, &text)?;
     let build = wire.into_entry(number).map_err(|problem| match problem {
         Missing::Type => ParseError::at(
             number,
@@ -461,6 +478,11 @@ pub(super) fn entry_from_line(number: usize, raw: Box<str>) -> Result<Entry, Par
             number,
             ParseErrorKind::MissingMessage,
             "the message entry has no \"message\" object",
+        ),
+        Missing::NulInId => ParseError::at(
+            number,
+            ParseErrorKind::InvalidField,
+            "the entry's \"id\" or \"parentId\" holds a NUL character (\\u0000), which ids cannot contain",
         ),
     })?;
     Ok(build(raw))

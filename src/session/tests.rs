@@ -371,3 +371,72 @@ fn new_entry_ids_avoid_the_ids_in_use() {
         assert!(taken.insert(id));
     }
 }
+
+/// A tool result as pi writes it after cutting `"x".repeat(1999) + "😀"` at 2000 UTF-16 units:
+/// `JSON.stringify` prints the half emoji as the escape `\ud83d`.
+const JS_TRUNCATED_RESULT: &str = r#"{"type":"message","id":"t1","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"XXXX\ud83d"}],"isError":false,"timestamp":1767225603000}}"#;
+
+#[test]
+fn lines_with_lone_surrogates_as_javascript_writes_them_are_read_and_kept_byte_for_byte() {
+    let result = JS_TRUNCATED_RESULT.replace("XXXX", &"x".repeat(1999));
+    let text = format!(
+        "{HEADER_V3}\n{}\n{}\n{result}\n",
+        r#"{"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"lone low \ude00 here","timestamp":1}}"#,
+        r#"{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"cat \ud83d"}}],"timestamp":2}}"#,
+    );
+    let session = strict(&text).unwrap();
+    assert_eq!(session.to_jsonl(), text, "raw lines keep the escapes");
+    let Some(Message::ToolResult { content }) = session.entries[2].stored_message() else {
+        panic!("a tool result")
+    };
+    let decoded = content.joined_text();
+    assert_eq!(decoded, format!("{}\u{FFFD}", "x".repeat(1999)));
+    // One UTF-16 unit like the lone surrogate: 2000 units, the estimate pi makes, no truncation.
+    assert_eq!(
+        crate::compaction::estimate_tokens(session.entries[2].stored_message().unwrap()),
+        500
+    );
+    let conversation = crate::compaction::serialize_conversation(
+        session.entries.iter().filter_map(|e| e.stored_message()),
+    );
+    assert!(conversation.contains("[User]: lone low \u{FFFD} here"));
+    assert!(conversation.contains("bash(command=\"cat \u{FFFD}\")"));
+    assert!(!conversation.contains("more characters truncated"));
+    // An appended line is read the same way.
+    let entry = parse_entry_line(1, result.as_bytes()).unwrap();
+    assert_eq!(&*entry.raw, result);
+}
+
+#[test]
+fn migration_prints_lone_surrogates_and_doubles_as_javascript_prints_them() {
+    // A v1 file: no ids; a cost that is not the shortest decimal of its nearest double's neighbour.
+    let text = concat!(
+        r#"{"type":"session","id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"cut \ud83d","timestamp":1767225601000}}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"ok"}],"usage":{"input":1,"output":2,"cost":{"input":0.0009562500000000001,"total":0.0009562500000000001}},"stopReason":"stop","timestamp":1767225602000}}"#,
+        "\n"
+    );
+    let session = strict(text).unwrap();
+    assert_eq!(session.source_version, 1);
+    assert!(
+        session.entries[0].raw.contains(r#""content":"cut \ud83d""#),
+        "{}",
+        session.entries[0].raw
+    );
+    assert!(
+        session.entries[1]
+            .raw
+            .contains(r#""cost":{"input":0.0009562500000000001,"total":0.0009562500000000001}"#),
+        "{}",
+        session.entries[1].raw
+    );
+    let Some(Message::User { content }) = session.entries[0].stored_message() else {
+        panic!("a user message")
+    };
+    assert_eq!(content.joined_text(), "cut \u{FFFD}");
+    // The migrated file reads back as v3 unchanged.
+    let again = strict(&session.to_jsonl()).unwrap();
+    assert_eq!(again.to_jsonl(), session.to_jsonl());
+}

@@ -58,6 +58,17 @@ pub struct CompactionRecord {
     pub tokens_after: i64,
     pub summary: String,
     pub created_at_ms: i64,
+    /// The fidelity gate's report, as JSON (`fidelity::Report`); `None` for rows written before it.
+    pub fidelity: Option<String>,
+}
+
+/// Text pinned to a session.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PinRecord {
+    pub pin_id: String,
+    pub session_id: String,
+    pub text: String,
+    pub created_at_ms: i64,
 }
 
 /// An API key, as stored: its SHA-256, never its text.
@@ -73,9 +84,14 @@ pub struct KeyRecord {
 
 /// One summarization call, for the call log. `prompt` and `summary` stay `None` unless
 /// `COMPACTD_STORE_TEXT=true`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CallRecord {
+    /// The way in: `/v1/compact`, `/v1/chat/completions`, `session_compaction`,
+    /// `branch_summary`, `cli`.
     pub endpoint: String,
+    pub tenant: String,
+    /// `prompt`, `history`, `turn_prefix` or `branch`.
+    pub purpose: String,
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub outcome: String,
@@ -106,9 +122,14 @@ pub struct Append {
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database cannot be reached now (connection refused, pool timed out): retry later.
+    /// The database cannot serve now (connection refused, pool timed out, locked, read-only
+    /// after a failover, statement timeout): retry later.
     #[error("storage is unavailable")]
     Unavailable(#[source] sqlx::Error),
+    /// The database did not answer within the storage deadline (a lock held elsewhere, a network
+    /// partition).
+    #[error("storage did not answer within {0:?}")]
+    TimedOut(Duration),
     /// The session changed since it was read.
     #[error("the session changed while this request was being handled")]
     Changed,
@@ -132,15 +153,49 @@ impl From<sqlx::Error> for StoreError {
             // Connections dropped by a stopping server surface as protocol errors or a
             // "connection" message; treat them as unavailability, not as bugs.
             sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error),
-            sqlx::Error::Database(db)
-                if db
-                    .code()
-                    .is_some_and(|c| c.starts_with("08") || c == "57P01" || c == "57P03") =>
-            {
+            sqlx::Error::Database(db) if db.code().is_some_and(|c| is_transient(&c)) => {
                 StoreError::Unavailable(error)
             }
             _ => StoreError::Other(error),
         }
+    }
+}
+
+/// Whether a database error code says "not now" rather than "never": the request may succeed
+/// when retried, so the client gets 503 with Retry-After instead of 500.
+fn is_transient(code: &str) -> bool {
+    // SQLite reports its (extended) result code as a number: BUSY (5) and LOCKED (6) with their
+    // extended forms ("database is locked" under concurrent writers), READONLY (8), IOERR (10),
+    // FULL (13), CANTOPEN (14).
+    // (SQLSTATEs are always five characters; SQLite's codes have at most four digits.)
+    if code.len() < 5
+        && let Ok(code) = code.parse::<u32>()
+    {
+        return matches!(code & 0xff, 5 | 6 | 8 | 10 | 13 | 14);
+    }
+    // PostgreSQL SQLSTATEs: connection exceptions (08…), serialization failures and deadlocks
+    // (40001, 40P01), insufficient resources (53…), the server shutting down or starting (57P…),
+    // statement timeout and cancellation (57014), lock not available and object in use
+    // (55P03, 55006, 55000), a read-only transaction after a failover (25006), system errors
+    // (58…).
+    code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57P")
+        || code.starts_with("58")
+        || matches!(
+            code,
+            "40001" | "40P01" | "57014" | "55000" | "55006" | "55P03" | "25006"
+        )
+}
+
+/// Text for a column derived from client data: PostgreSQL text cannot hold NUL, and both backends
+/// must store the same thing, so NUL becomes U+FFFD. (Raw JSON lines never hold a raw NUL: JSON
+/// writes it as the escape `\u0000`.)
+pub(crate) fn column_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
     }
 }
 
@@ -179,7 +234,21 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// The compactions compactd wrote for a session, oldest first.
     async fn compactions(&self, session_id: &str) -> Result<Vec<CompactionRecord>, StoreError>;
+    /// The entry of the first compaction compactd made from `leaf_id`, if any: what a request
+    /// that lost a race to compact the same leaf answers with, without reading the session.
+    async fn compaction_from(
+        &self,
+        session_id: &str,
+        leaf_id: &str,
+    ) -> Result<Option<EntryRecord>, StoreError>;
+    async fn add_pin(&self, pin: &PinRecord) -> Result<(), StoreError>;
+    /// A session's pins, oldest first.
+    async fn pins(&self, session_id: &str) -> Result<Vec<PinRecord>, StoreError>;
+    /// Removes a pin; `false` when the session has no such pin.
+    async fn delete_pin(&self, session_id: &str, pin_id: &str) -> Result<bool, StoreError>;
     async fn log_call(&self, call: &CallRecord) -> Result<(), StoreError>;
+    /// A tenant's most recent calls, newest first.
+    async fn calls(&self, tenant: &str, limit: i64) -> Result<Vec<CallRecord>, StoreError>;
     async fn create_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
     /// The key with this hash, if it exists and is not revoked.
     async fn find_key(&self, key_hash: &str) -> Result<Option<KeyRecord>, StoreError>;
@@ -196,24 +265,52 @@ pub struct StoreConfig {
     pub database_url: Option<String>,
     pub data_dir: std::path::PathBuf,
     pub max_connections: u32,
+    /// How long a call waits for a connection (and, on SQLite, for a lock).
     pub acquire_timeout: Duration,
+    /// Longest a statement may run (PostgreSQL's `statement_timeout`).
+    pub statement_timeout: Duration,
+}
+
+impl StoreConfig {
+    /// Every storage call finishes within this: a wait for a connection, a statement, and a
+    /// margin. It bounds what no server-side timeout can, such as a partitioned network.
+    pub fn deadline(&self) -> Duration {
+        self.acquire_timeout + self.statement_timeout + Duration::from_secs(2)
+    }
+}
+
+/// The deadline of stores made for tests and tools without a configuration.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs one storage call within `deadline`.
+pub(crate) async fn within<T>(
+    deadline: Duration,
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or(Err(StoreError::TimedOut(deadline)))
 }
 
 /// Connects to the configured backend and applies its migrations.
 pub async fn connect(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     match &config.database_url {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => Ok(
-            Arc::new(PgStore::connect(url, config.max_connections, config.acquire_timeout).await?),
-        ),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(Arc::new(PgStore::connect(url, config).await?))
+        }
         Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(
-            SqliteStore::connect_url(url, config.acquire_timeout).await?,
+            SqliteStore::connect_url(url, config.acquire_timeout)
+                .await?
+                .with_deadline(config.deadline()),
         )),
         Some(url) => anyhow::bail!(
             "DATABASE_URL must start with postgres://, postgresql:// or sqlite:, not {:?}",
             url.split("://").next().unwrap_or_default()
         ),
         None => Ok(Arc::new(
-            SqliteStore::open(&config.data_dir.join("compactd.db"), config.acquire_timeout).await?,
+            SqliteStore::open(&config.data_dir.join("compactd.db"), config.acquire_timeout)
+                .await?
+                .with_deadline(config.deadline()),
         )),
     }
 }
@@ -233,3 +330,27 @@ pub fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    #[test]
+    fn transient_database_errors_are_told_from_bugs() {
+        for code in [
+            "5", "517", "6", "262", "57014", "25006", "08006", "55P03", "40001", "53300",
+        ] {
+            assert!(is_transient(code), "{code}");
+        }
+        for code in ["1", "19", "2067", "23505", "42P01", "22021", "42703"] {
+            assert!(!is_transient(code), "{code}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_never_answers_ends_at_the_deadline() {
+        let deadline = Duration::from_millis(50);
+        let result: Result<(), StoreError> = within(deadline, std::future::pending()).await;
+        assert!(matches!(result, Err(StoreError::TimedOut(d)) if d == deadline));
+    }
+}

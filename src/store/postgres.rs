@@ -8,36 +8,58 @@ use sqlx::{ConnectOptions, PgPool};
 
 pub struct PgStore {
     pool: PgPool,
+    /// Every call finishes within this (see `StoreConfig::deadline`).
+    deadline: Duration,
 }
 
 impl PgStore {
     /// Connects (lazily: a database that is down at start-up is retried on use, and readiness
-    /// says so) and applies the migrations in `migrations/postgres`.
-    pub async fn connect(
-        url: &str,
-        max_connections: u32,
-        acquire_timeout: Duration,
-    ) -> anyhow::Result<PgStore> {
-        let options: PgConnectOptions = url
+    /// says so) and applies the migrations in `migrations/postgres`. Every connection runs with
+    /// the configured `statement_timeout`, so that a lock held elsewhere costs a request a bounded
+    /// wait and a 503, not the whole request timeout.
+    pub async fn connect(url: &str, config: &super::StoreConfig) -> anyhow::Result<PgStore> {
+        let options = url
             .parse::<PgConnectOptions>()
-            .context("DATABASE_URL is not a valid PostgreSQL URL")?
+            .context("DATABASE_URL is not a valid PostgreSQL URL")?;
+        PgStore::connect_with(options, config).await
+    }
+
+    /// [`PgStore::connect`] with parsed options.
+    pub async fn connect_with(
+        options: PgConnectOptions,
+        config: &super::StoreConfig,
+    ) -> anyhow::Result<PgStore> {
+        let statement_timeout = format!("{}ms", config.statement_timeout.as_millis().max(1));
+        let options = options
+            .options([("statement_timeout", statement_timeout.as_str())])
             .log_statements(tracing::log::LevelFilter::Trace);
         let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(acquire_timeout)
+            .max_connections(config.max_connections)
+            .acquire_timeout(config.acquire_timeout)
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
-        let store = PgStore { pool };
+        let store = PgStore {
+            pool,
+            deadline: config.deadline(),
+        };
         store.migrate().await?;
         Ok(store)
     }
 
     /// A store on an existing pool (tests), migrated.
     pub async fn from_pool(pool: PgPool) -> anyhow::Result<PgStore> {
-        let store = PgStore { pool };
+        let store = PgStore {
+            pool,
+            deadline: super::DEFAULT_DEADLINE,
+        };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The same store with another deadline for each call.
+    pub fn with_deadline(self, deadline: Duration) -> PgStore {
+        PgStore { deadline, ..self }
     }
 
     pub async fn migrate(&self) -> anyhow::Result<()> {
@@ -79,7 +101,7 @@ async fn insert_entries(
         buffer.push('\t');
         copy_field(&mut buffer, entry.parent_id.as_deref());
         buffer.push('\t');
-        copy_field(&mut buffer, Some(&entry.entry_type));
+        copy_field(&mut buffer, Some(&super::column_text(&entry.entry_type)));
         buffer.push('\t');
         copy_field(&mut buffer, Some(&entry.raw));
         buffer.push('\n');

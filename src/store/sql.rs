@@ -12,12 +12,15 @@ macro_rules! store_impl {
             }
 
             async fn ready(&self) -> Result<(), $crate::store::StoreError> {
-                // A query on a migrated table: proves the connection and the schema.
-                sqlx::query("select count(*) from sessions where session_id = $1")
-                    .bind("")
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                $crate::store::within(self.deadline, async {
+                    // A query on a migrated table: proves the connection and the schema.
+                    sqlx::query("select count(*) from sessions where session_id = $1")
+                        .bind("")
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn insert_session(
@@ -25,29 +28,32 @@ macro_rules! store_impl {
                 session: &$crate::store::SessionRecord,
                 entries: &[$crate::store::EntryRecord],
             ) -> Result<(), $crate::store::StoreError> {
-                let mut tx = self.pool.begin().await?;
-                sqlx::query(
-                    "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
-                     entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant) \
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                )
-                .bind(&session.session_id)
-                .bind(&session.header_id)
-                .bind(&session.title_line)
-                .bind(&session.header)
-                .bind(session.source_version)
-                .bind(&session.leaf_id)
-                .bind(session.entry_count)
-                .bind(session.byte_size)
-                .bind(session.context_tokens)
-                .bind(session.created_at_ms)
-                .bind(session.updated_at_ms)
-                .bind(&session.tenant)
-                .execute(&mut *tx)
-                .await?;
-                insert_entries(&mut tx, &session.session_id, 0, entries).await?;
-                tx.commit().await?;
-                Ok(())
+                $crate::store::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    sqlx::query(
+                        "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
+                         entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    )
+                    .bind(&session.session_id)
+                    .bind(&session.header_id)
+                    .bind(&session.title_line)
+                    .bind(&session.header)
+                    .bind(session.source_version)
+                    .bind(&session.leaf_id)
+                    .bind(session.entry_count)
+                    .bind(session.byte_size)
+                    .bind(session.context_tokens)
+                    .bind(session.created_at_ms)
+                    .bind(session.updated_at_ms)
+                    .bind(&session.tenant)
+                    .execute(&mut *tx)
+                    .await?;
+                    insert_entries(&mut tx, &session.session_id, 0, entries).await?;
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn list_sessions(
@@ -56,58 +62,71 @@ macro_rules! store_impl {
                 limit: i64,
                 after: Option<(i64, String)>,
             ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
-                let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
-                Ok(sqlx::query_as(
-                    "select * from sessions \
-                     where tenant = $1 and (created_at_ms > $2 or (created_at_ms = $2 and session_id > $3)) \
-                     order by created_at_ms, session_id limit $4",
-                )
-                .bind(tenant)
-                .bind(after_ms)
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?)
+                $crate::store::within(self.deadline, async {
+                    let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
+                    Ok(sqlx::query_as(
+                        "select * from sessions \
+                         where tenant = $1 and (created_at_ms > $2 or (created_at_ms = $2 and session_id > $3)) \
+                         order by created_at_ms, session_id limit $4",
+                    )
+                    .bind(tenant)
+                    .bind(after_ms)
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
             }
 
             async fn get_session(
                 &self,
                 session_id: &str,
             ) -> Result<Option<$crate::store::SessionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as("select * from sessions where session_id = $1")
-                    .bind(session_id)
-                    .fetch_optional(&self.pool)
-                    .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as("select * from sessions where session_id = $1")
+                        .bind(session_id)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
             }
 
             async fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
-                let mut tx = self.pool.begin().await?;
-                // Children first: SQLite enforces the foreign keys only when told to.
-                for statement in [
-                    "delete from entries where session_id = $1",
-                    "delete from compactions where session_id = $1",
-                ] {
-                    sqlx::query(statement).bind(session_id).execute(&mut *tx).await?;
-                }
-                let deleted = sqlx::query("delete from sessions where session_id = $1")
-                    .bind(session_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                tx.commit().await?;
-                Ok(deleted > 0)
+                $crate::store::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    // Children first: SQLite enforces the foreign keys only when told to.
+                    for statement in [
+                        "delete from entries where session_id = $1",
+                        "delete from compactions where session_id = $1",
+                        "delete from pins where session_id = $1",
+                    ] {
+                        sqlx::query(statement).bind(session_id).execute(&mut *tx).await?;
+                    }
+                    let deleted = sqlx::query("delete from sessions where session_id = $1")
+                        .bind(session_id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    tx.commit().await?;
+                    Ok(deleted > 0)
+                })
+                .await
             }
 
             async fn entries(
                 &self,
                 session_id: &str,
             ) -> Result<Vec<$crate::store::EntryRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as(
-                    "select entry_id, parent_id, entry_type, raw from entries where session_id = $1 order by seq",
-                )
-                .bind(session_id)
-                .fetch_all(&self.pool)
-                .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select entry_id, parent_id, entry_type, raw from entries where session_id = $1 order by seq",
+                    )
+                    .bind(session_id)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
             }
 
             async fn append(
@@ -116,139 +135,256 @@ macro_rules! store_impl {
                 append: &$crate::store::Append,
                 now_ms: i64,
             ) -> Result<(), $crate::store::StoreError> {
-                let mut tx = self.pool.begin().await?;
-                let added = append.entries.len() as i64;
-                let bytes: i64 = append.entries.iter().map(|e| e.raw.len() as i64 + 1).sum();
-                // The guard on entry_count makes concurrent appends take turns: the loser
-                // updates no row and re-checks against what the winner wrote.
-                let updated = sqlx::query(
-                    "update sessions set entry_count = entry_count + $1, byte_size = byte_size + $2, \
-                     leaf_id = $3, context_tokens = $4, updated_at_ms = $5 \
-                     where session_id = $6 and entry_count = $7",
-                )
-                .bind(added)
-                .bind(bytes)
-                .bind(&append.leaf_id)
-                .bind(append.context_tokens)
-                .bind(now_ms)
-                .bind(session_id)
-                .bind(append.expected_entry_count)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if updated == 0 {
-                    return Err($crate::store::StoreError::Changed);
-                }
-                insert_entries(&mut tx, session_id, append.expected_entry_count, &append.entries).await?;
-                if let Some(c) = &append.compaction {
-                    sqlx::query(
-                        "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \
-                         input_tokens, output_tokens, latency_ms, tokens_before, tokens_after, summary, created_at_ms) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                $crate::store::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    let added = append.entries.len() as i64;
+                    let bytes: i64 = append.entries.iter().map(|e| e.raw.len() as i64 + 1).sum();
+                    // The guard on entry_count makes concurrent appends take turns: the loser
+                    // updates no row and re-checks against what the winner wrote.
+                    let updated = sqlx::query(
+                        "update sessions set entry_count = entry_count + $1, byte_size = byte_size + $2, \
+                         leaf_id = $3, context_tokens = $4, updated_at_ms = $5 \
+                         where session_id = $6 and entry_count = $7",
                     )
-                    .bind(&c.session_id)
-                    .bind(&c.entry_id)
-                    .bind(&c.leaf_id)
-                    .bind(&c.first_kept_entry_id)
-                    .bind(&c.model)
-                    .bind(c.input_tokens)
-                    .bind(c.output_tokens)
-                    .bind(c.latency_ms)
-                    .bind(c.tokens_before)
-                    .bind(c.tokens_after)
-                    .bind(&c.summary)
-                    .bind(c.created_at_ms)
+                    .bind(added)
+                    .bind(bytes)
+                    .bind(&append.leaf_id)
+                    .bind(append.context_tokens)
+                    .bind(now_ms)
+                    .bind(session_id)
+                    .bind(append.expected_entry_count)
                     .execute(&mut *tx)
-                    .await?;
-                }
-                tx.commit().await?;
-                Ok(())
+                    .await?
+                    .rows_affected();
+                    if updated == 0 {
+                        return Err($crate::store::StoreError::Changed);
+                    }
+                    insert_entries(&mut tx, session_id, append.expected_entry_count, &append.entries).await?;
+                    if let Some(c) = &append.compaction {
+                        sqlx::query(
+                            "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \
+                             input_tokens, output_tokens, latency_ms, tokens_before, tokens_after, summary, created_at_ms, \
+                             fidelity) \
+                             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        )
+                        .bind(&c.session_id)
+                        .bind(&c.entry_id)
+                        .bind(&c.leaf_id)
+                        .bind(&c.first_kept_entry_id)
+                        .bind($crate::store::column_text(&c.model).into_owned())
+                        .bind(c.input_tokens)
+                        .bind(c.output_tokens)
+                        .bind(c.latency_ms)
+                        .bind(c.tokens_before)
+                        .bind(c.tokens_after)
+                        .bind($crate::store::column_text(&c.summary).into_owned())
+                        .bind(c.created_at_ms)
+                        .bind(c.fidelity.as_deref().map(|f| $crate::store::column_text(f).into_owned()))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn compactions(
                 &self,
                 session_id: &str,
             ) -> Result<Vec<$crate::store::CompactionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as(
-                    "select * from compactions where session_id = $1 order by created_at_ms, entry_id",
-                )
-                .bind(session_id)
-                .fetch_all(&self.pool)
-                .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select * from compactions where session_id = $1 order by created_at_ms, entry_id",
+                    )
+                    .bind(session_id)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn compaction_from(
+                &self,
+                session_id: &str,
+                leaf_id: &str,
+            ) -> Result<Option<$crate::store::EntryRecord>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select e.entry_id, e.parent_id, e.entry_type, e.raw
+                         from compactions c join entries e
+                           on e.session_id = c.session_id and e.entry_id = c.entry_id
+                         where c.session_id = $1 and c.leaf_id = $2
+                         order by c.created_at_ms, c.entry_id limit 1",
+                    )
+                    .bind(session_id)
+                    .bind(leaf_id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn add_pin(&self, pin: &$crate::store::PinRecord) -> Result<(), $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    sqlx::query(
+                        "insert into pins (pin_id, session_id, text, created_at_ms) values ($1, $2, $3, $4)",
+                    )
+                    .bind(&pin.pin_id)
+                    .bind(&pin.session_id)
+                    .bind($crate::store::column_text(&pin.text).into_owned())
+                    .bind(pin.created_at_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn pins(
+                &self,
+                session_id: &str,
+            ) -> Result<Vec<$crate::store::PinRecord>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select * from pins where session_id = $1 order by created_at_ms, pin_id",
+                    )
+                    .bind(session_id)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn delete_pin(
+                &self,
+                session_id: &str,
+                pin_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    let deleted = sqlx::query("delete from pins where session_id = $1 and pin_id = $2")
+                        .bind(session_id)
+                        .bind(pin_id)
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                    Ok(deleted > 0)
+                })
+                .await
             }
 
             async fn log_call(&self, call: &$crate::store::CallRecord) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
-                     summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms) \
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(&call.endpoint)
-                .bind(&call.session_id)
-                .bind(&call.model)
-                .bind(&call.outcome)
-                .bind(call.status)
-                .bind(call.prompt_bytes)
-                .bind(call.summary_bytes)
-                .bind(call.input_tokens)
-                .bind(call.output_tokens)
-                .bind(call.latency_ms)
-                .bind(&call.prompt)
-                .bind(&call.summary)
-                .bind(call.created_at_ms)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+                $crate::store::within(self.deadline, async {
+                    sqlx::query(
+                        "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
+                         summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
+                         tenant, purpose) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                    )
+                    .bind(&call.endpoint)
+                    .bind(&call.session_id)
+                    .bind(call.model.as_deref().map(|m| $crate::store::column_text(m).into_owned()))
+                    .bind(&call.outcome)
+                    .bind(call.status)
+                    .bind(call.prompt_bytes)
+                    .bind(call.summary_bytes)
+                    .bind(call.input_tokens)
+                    .bind(call.output_tokens)
+                    .bind(call.latency_ms)
+                    .bind(call.prompt.as_deref().map(|p| $crate::store::column_text(p).into_owned()))
+                    .bind(call.summary.as_deref().map(|p| $crate::store::column_text(p).into_owned()))
+                    .bind(call.created_at_ms)
+                    .bind($crate::store::column_text(&call.tenant).into_owned())
+                    .bind(&call.purpose)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn calls(
+                &self,
+                tenant: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::CallRecord>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select endpoint, tenant, purpose, session_id, model, outcome, status, prompt_bytes, \
+                         summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms \
+                         from summarization_calls where tenant = $1 order by created_at_ms desc, call_id desc limit $2",
+                    )
+                    .bind(tenant)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
             }
 
             async fn create_key(&self, key: &$crate::store::KeyRecord) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "insert into api_keys (key_id, tenant, name, key_hash, created_at_ms, revoked_at_ms) \
-                     values ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&key.key_id)
-                .bind(&key.tenant)
-                .bind(&key.name)
-                .bind(&key.key_hash)
-                .bind(key.created_at_ms)
-                .bind(key.revoked_at_ms)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+                $crate::store::within(self.deadline, async {
+                    sqlx::query(
+                        "insert into api_keys (key_id, tenant, name, key_hash, created_at_ms, revoked_at_ms) \
+                         values ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(&key.key_id)
+                    .bind($crate::store::column_text(&key.tenant).into_owned())
+                    .bind(key.name.as_deref().map(|n| $crate::store::column_text(n).into_owned()))
+                    .bind(&key.key_hash)
+                    .bind(key.created_at_ms)
+                    .bind(key.revoked_at_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn find_key(
                 &self,
                 key_hash: &str,
             ) -> Result<Option<$crate::store::KeyRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as("select * from api_keys where key_hash = $1 and revoked_at_ms is null")
-                    .bind(key_hash)
-                    .fetch_optional(&self.pool)
-                    .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as("select * from api_keys where key_hash = $1 and revoked_at_ms is null")
+                        .bind(key_hash)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
             }
 
             async fn list_keys(&self) -> Result<Vec<$crate::store::KeyRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as("select * from api_keys order by created_at_ms, key_id")
-                    .fetch_all(&self.pool)
-                    .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as("select * from api_keys order by created_at_ms, key_id")
+                        .fetch_all(&self.pool)
+                        .await?)
+                })
+                .await
             }
 
             async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, $crate::store::StoreError> {
-                let revoked = sqlx::query(
-                    "update api_keys set revoked_at_ms = $1 where key_id = $2 and revoked_at_ms is null",
-                )
-                .bind(now_ms)
-                .bind(key_id)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-                Ok(revoked > 0)
+                $crate::store::within(self.deadline, async {
+                    let revoked = sqlx::query(
+                        "update api_keys set revoked_at_ms = $1 where key_id = $2 and revoked_at_ms is null",
+                    )
+                    .bind(now_ms)
+                    .bind(key_id)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                    Ok(revoked > 0)
+                })
+                .await
             }
 
             async fn active_key_count(&self) -> Result<i64, $crate::store::StoreError> {
-                Ok(sqlx::query_scalar("select count(*) from api_keys where revoked_at_ms is null")
-                    .fetch_one(&self.pool)
-                    .await?)
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_scalar("select count(*) from api_keys where revoked_at_ms is null")
+                        .fetch_one(&self.pool)
+                        .await?)
+                })
+                .await
             }
         }
 

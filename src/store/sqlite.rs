@@ -11,6 +11,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Every call finishes within this (see `StoreConfig::deadline`).
+    deadline: Duration,
 }
 
 impl SqliteStore {
@@ -54,7 +56,10 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .context("opening the SQLite database")?;
-        let store = SqliteStore { pool };
+        let store = SqliteStore {
+            pool,
+            deadline: super::DEFAULT_DEADLINE,
+        };
         sqlx::migrate!("./migrations/sqlite")
             .run(&store.pool)
             .await
@@ -70,7 +75,15 @@ impl SqliteStore {
     /// A store on an existing pool (tests), migrated.
     pub async fn from_pool(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            deadline: super::DEFAULT_DEADLINE,
+        })
+    }
+
+    /// The same store with another deadline for each call.
+    pub fn with_deadline(self, deadline: Duration) -> SqliteStore {
+        SqliteStore { deadline, ..self }
     }
 }
 
@@ -96,7 +109,7 @@ async fn insert_entries(
                 .push_bind(offset + i as i64)
                 .push_bind(&entry.entry_id)
                 .push_bind(&entry.parent_id)
-                .push_bind(&entry.entry_type)
+                .push_bind(super::column_text(&entry.entry_type).into_owned())
                 .push_bind(&entry.raw);
         });
         query.build().execute(&mut **tx).await?;

@@ -27,6 +27,7 @@ on_both_backends!(
     appends_are_guarded_by_the_entry_count,
     deleting_removes_entries_and_compactions,
     the_call_log_takes_rows,
+    pins_belong_to_their_session,
     keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
 );
 
@@ -131,6 +132,7 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
             tokens_after: 40,
             summary: "S".into(),
             created_at_ms: 9,
+            fidelity: Some(r#"{"anchors":3}"#.into()),
         }),
     };
     store.append("s", &append, 77).await.unwrap();
@@ -156,6 +158,12 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
         store.compactions("s").await.unwrap(),
         [append.compaction.clone().unwrap()]
     );
+    // The entry made from a leaf is found by the leaf, and nothing for another leaf.
+    assert_eq!(
+        store.compaction_from("s", "e2").await.unwrap(),
+        Some(entry("e3", Some("e2")))
+    );
+    assert_eq!(store.compaction_from("s", "e1").await.unwrap(), None);
 
     // A second writer that read the old count changes nothing.
     let stale = Append {
@@ -207,6 +215,8 @@ async fn deleting_removes_entries_and_compactions(store: Arc<dyn Store>) {
 async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
     let call = CallRecord {
         endpoint: "/v1/compact".into(),
+        tenant: "team-a".into(),
+        purpose: "prompt".into(),
         session_id: None,
         model: Some("extractive".into()),
         outcome: "ok".into(),
@@ -221,14 +231,26 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         created_at_ms: 1,
     };
     store.log_call(&call).await.unwrap();
+    let second = CallRecord {
+        prompt: Some("p\0".into()),
+        summary: Some("s".into()),
+        created_at_ms: 2,
+        ..call.clone()
+    };
+    store.log_call(&second).await.unwrap();
     store
         .log_call(&CallRecord {
-            prompt: Some("p".into()),
-            summary: Some("s".into()),
-            ..call
+            tenant: "team-b".into(),
+            ..call.clone()
         })
         .await
         .unwrap();
+    // Newest first, the tenant's only; NUL in a stored prompt is replaced, as in every column.
+    let read = store.calls("team-a", 10).await.unwrap();
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].prompt.as_deref(), Some("p\u{FFFD}"));
+    assert_eq!(read[1], call);
+    assert_eq!(store.calls("team-a", 1).await.unwrap().len(), 1);
 }
 
 async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
@@ -283,4 +305,43 @@ async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
         .map(|s| s.session_id)
         .collect();
     assert_eq!(listed, ["mine"]);
+}
+
+async fn pins_belong_to_their_session(store: Arc<dyn Store>) {
+    store
+        .insert_session(&session("s", 1), &[entry("e1", None)])
+        .await
+        .unwrap();
+    store
+        .insert_session(&session("other", 2), &[entry("e1", None)])
+        .await
+        .unwrap();
+    let pin = |id: &str, session: &str, at: i64| PinRecord {
+        pin_id: id.into(),
+        session_id: session.into(),
+        text: format!("keep {id}\0"),
+        created_at_ms: at,
+    };
+    store.add_pin(&pin("p2", "s", 2)).await.unwrap();
+    store.add_pin(&pin("p1", "s", 1)).await.unwrap();
+    store.add_pin(&pin("p3", "other", 1)).await.unwrap();
+    let pins = store.pins("s").await.unwrap();
+    let ids: Vec<&str> = pins.iter().map(|p| p.pin_id.as_str()).collect();
+    assert_eq!(ids, ["p1", "p2"], "oldest first, this session's only");
+    assert_eq!(
+        pins[0].text, "keep p1\u{FFFD}",
+        "NUL replaced as in every column"
+    );
+    assert!(
+        !store.delete_pin("s", "p3").await.unwrap(),
+        "another session's pin"
+    );
+    assert!(store.delete_pin("s", "p1").await.unwrap());
+    assert!(!store.delete_pin("s", "p1").await.unwrap());
+    assert!(store.delete_session("s").await.unwrap());
+    assert!(
+        store.pins("s").await.unwrap().is_empty(),
+        "pins go with the session"
+    );
+    assert_eq!(store.pins("other").await.unwrap().len(), 1);
 }

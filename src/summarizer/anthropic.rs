@@ -1,9 +1,13 @@
-//! The Anthropic Messages API: `POST {base}/v1/messages`.
+//! The Anthropic Messages API: `POST {base}/v1/messages`, streamed.
+//!
+//! Streamed events: `message_start` (input usage), `content_block_start`/`_delta`/`_stop` (text,
+//! thinking), `message_delta` (output usage), `message_stop`, `ping` keep-alives, and `error`
+//! (for example `overloaded_error` in the middle of an answer).
 
-use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
-use super::{AttemptError, Summary, SummaryRequest, TokenUsage, exchange, is_overflow_message};
+use super::stream::{Ended, Progress, Timing, is_event_stream, read_events};
+use super::{AttemptError, Summary, SummaryRequest, TokenUsage, read_body, send};
 
 #[derive(Clone)]
 pub struct AnthropicClient {
@@ -37,67 +41,143 @@ impl AnthropicClient {
     pub async fn complete(
         &self,
         model: &str,
+        options: &Map<String, Value>,
         request: &SummaryRequest,
+        timing: &Timing,
     ) -> Result<Summary, AttemptError> {
-        let body = json!({
+        let mut body = json!({
             "model": model,
             "max_tokens": request.max_tokens,
             "system": request.system_prompt,
             "messages": [{"role": "user", "content": request.prompt}],
+            "stream": true,
         });
+        for (key, value) in options {
+            body[key] = value.clone();
+        }
         let call = self
             .http
             .post(format!("{}/v1/messages", self.base_url))
             .header("x-api-key", &self.api_key)
             .header("anthropic-version", &self.version)
             .json(&body);
+        let sent = std::time::Instant::now();
         // Errors: {"type":"error","error":{"type":"overloaded_error","message":"…"}}; 529
         // "overloaded" is Anthropic's retryable server status.
-        let bytes = exchange(call).await?.map_err(|reply| {
-            reply.into_error(|r| {
-                r.kind == "invalid_request_error" && is_overflow_message(&r.message)
+        let response = send(call, timing.first_token_due(sent)).await?;
+        let model_name = format!("anthropic:{model}");
+        if !is_event_stream(&response) {
+            let bytes = read_body(response, timing.deadline).await?;
+            return whole_message(&bytes, model_name);
+        }
+        let mut blocks: Vec<String> = Vec::new();
+        let mut usage = TokenUsage::default();
+        let ended = read_events(response, sent, timing, |_, data| {
+            let event: Value = serde_json::from_str(data)
+                .map_err(|e| AttemptError::Malformed(format!("not a Messages event: {e}")))?;
+            let field = |path: &[&str]| {
+                path.iter()
+                    .try_fold(&event, |v, key| v.get(key))
+                    .and_then(Value::as_u64)
+            };
+            Ok(match event.get("type").and_then(Value::as_str) {
+                Some("message_start") => {
+                    usage.input_tokens = field(&["message", "usage", "input_tokens"]).unwrap_or(0);
+                    Progress::Nothing
+                }
+                Some("content_block_start") => {
+                    if event["content_block"]["type"] == "text" {
+                        blocks.push(
+                            event["content_block"]["text"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        );
+                    }
+                    Progress::Nothing
+                }
+                Some("content_block_delta") => {
+                    if event["delta"]["type"] == "text_delta" {
+                        let piece = event["delta"]["text"].as_str().unwrap_or_default();
+                        match blocks.last_mut() {
+                            Some(block) => block.push_str(piece),
+                            None => blocks.push(piece.to_owned()),
+                        }
+                    }
+                    // Thinking and tool input are the model writing too.
+                    Progress::Token
+                }
+                Some("message_delta") => {
+                    if let Some(output) = field(&["usage", "output_tokens"]) {
+                        usage.output_tokens = output;
+                    }
+                    Progress::Nothing
+                }
+                Some("message_stop") => Progress::Done,
+                Some("error") => return Err(stream_error(&event)),
+                _ => Progress::Nothing,
             })
-        })?;
-        let parsed: MessagesResponse = serde_json::from_slice(&bytes)
-            .map_err(|e| AttemptError::Malformed(format!("not a Messages response: {e}")))?;
-        let text = parsed
-            .content
-            .iter()
-            .filter(|block| block.kind == "text")
-            .filter_map(|block| block.text.as_deref())
-            .collect::<Vec<_>>()
-            .join("\n");
-        if text.trim().is_empty() {
+        })
+        .await?;
+        if let Ended::Closed { .. } = ended {
+            return Err(AttemptError::Malformed(
+                "the stream ended before the answer was complete".into(),
+            ));
+        }
+        let text = blocks.join("\n");
+        if super::is_blank(&text) {
             return Err(AttemptError::Empty);
         }
-        let usage = parsed.usage.unwrap_or_default();
         Ok(Summary {
             text,
-            model: format!("anthropic:{model}"),
-            usage: TokenUsage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            },
+            model: model_name,
+            usage,
+            fidelity: None,
         })
     }
 }
 
-#[derive(Deserialize)]
-struct MessagesResponse {
-    content: Vec<ContentBlock>,
-    usage: Option<MessagesUsage>,
+/// An `error` event: its `error.type` tells what kind of failure it was.
+fn stream_error(event: &Value) -> AttemptError {
+    let status = match event["error"]["type"].as_str() {
+        Some("overloaded_error") => 529,
+        Some("rate_limit_error") => 429,
+        Some("api_error") => 500,
+        Some("request_too_large") => 413,
+        _ => 400,
+    };
+    super::classify(
+        status,
+        &reqwest::header::HeaderMap::new(),
+        event.to_string().as_bytes(),
+    )
 }
 
-#[derive(Deserialize)]
-struct ContentBlock {
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct MessagesUsage {
-    input_tokens: u64,
-    output_tokens: u64,
+/// A non-streamed Messages response: its text blocks joined with a newline.
+fn whole_message(bytes: &[u8], model: String) -> Result<Summary, AttemptError> {
+    let parsed: Value = serde_json::from_slice(bytes)
+        .map_err(|e| AttemptError::Malformed(format!("not a Messages response: {e}")))?;
+    let content = parsed
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| AttemptError::Malformed("a Messages response without content".into()))?;
+    let text = content
+        .iter()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    if super::is_blank(&text) {
+        return Err(AttemptError::Empty);
+    }
+    let usage = |key: &str| parsed["usage"][key].as_u64().unwrap_or(0);
+    Ok(Summary {
+        text,
+        model,
+        usage: TokenUsage {
+            input_tokens: usage("input_tokens"),
+            output_tokens: usage("output_tokens"),
+        },
+        fidelity: None,
+    })
 }

@@ -4,22 +4,27 @@
 //!   server, LM Studio, OpenRouter…).
 //! * [`anthropic`]: the Anthropic Messages API.
 //! * [`extractive`]: built in, deterministic, no network; the default and the last resort.
-//! * [`chain`]: tries the configured models in order with retries, backoff and a deadline.
-//! * [`limiter`]: bounds concurrent summarizations and the queue in front of them.
+//! * [`chain`]: tries the configured models in order with retries, backoff and a deadline;
+//!   [`fold`] fits a conversation longer than a model's window.
+//!
+//! Callers go through [`crate::pipeline`], which admits, runs the chain and observes it.
 
 pub mod anthropic;
 pub mod chain;
 pub mod extractive;
-pub mod limiter;
+pub mod fold;
 pub mod openai;
-pub mod shrink;
+pub mod overflow;
+pub mod spec;
+pub mod stream;
+pub mod window;
 
 use std::time::Duration;
 
 use serde::Serialize;
 
-pub use chain::{Chain, ChainError, ChainEvent, Link, ModelSpec, RetryPolicy};
-pub use limiter::{Busy, Limiter};
+pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
+pub use spec::ModelSpec;
 
 /// One summarization call: a system prompt, one user prompt, an output cap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +35,7 @@ pub struct SummaryRequest {
 }
 
 /// Token counts reported by the model (estimated for the extractive summarizer).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
     pub input_tokens: u64,
@@ -44,6 +49,8 @@ pub struct Summary {
     /// `provider:model`, e.g. `openai:gpt-4.1-mini` or `extractive`.
     pub model: String,
     pub usage: TokenUsage,
+    /// What the fidelity gate found and did; `None` until the summary has been through it.
+    pub fidelity: Option<crate::fidelity::Report>,
 }
 
 /// Why one call to one model failed. Upstream error bodies are never kept whole: they can echo
@@ -65,8 +72,11 @@ pub enum AttemptError {
     Malformed(String),
     #[error("the model returned an empty summary")]
     Empty,
+    /// An answer that is no summary: a refusal, or none of the structure the prompt asked for.
+    #[error("the answer is no summary ({0})")]
+    Unusable(&'static str),
     #[error("the input is too long for the model")]
-    ContextOverflow,
+    ContextOverflow(overflow::Overflow),
     #[error("rejected by the upstream (HTTP {status}, {kind})")]
     Rejected { status: u16, kind: String },
 }
@@ -77,7 +87,9 @@ impl AttemptError {
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self,
-            AttemptError::ContextOverflow | AttemptError::Rejected { .. }
+            AttemptError::ContextOverflow(_)
+                | AttemptError::Rejected { .. }
+                | AttemptError::Unusable(_)
         )
     }
 
@@ -99,10 +111,24 @@ impl AttemptError {
             AttemptError::Connection => "connection_error",
             AttemptError::Malformed(_) => "malformed_response",
             AttemptError::Empty => "empty_summary",
-            AttemptError::ContextOverflow => "context_overflow",
+            AttemptError::Unusable(_) => "unusable_summary",
+            AttemptError::ContextOverflow(_) => "context_overflow",
             AttemptError::Rejected { .. } => "rejected",
         }
     }
+}
+
+/// Whether a summary says nothing: empty once whitespace and zero-width characters (which models
+/// sometimes emit alone) are removed. Such an answer is a failed attempt, never a summary.
+pub use crate::fidelity::gate::is_blank;
+
+/// A model's text made safe to store and return: NUL characters (which no database text column
+/// holds and no agent wants) removed.
+pub(crate) fn clean(mut text: String) -> String {
+    if text.contains('\0') {
+        text.retain(|c| c != '\0');
+    }
+    text
 }
 
 /// Classifies a transport error from reqwest.
@@ -130,71 +156,74 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
-/// The error fields of a non-2xx answer, in the `{"error": {"type", "code", "message"}}` shape
-/// that both OpenAI and Anthropic use (missing fields read as empty).
-struct ErrorReply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    kind: String,
-    code: String,
-    message: String,
-}
+/// Largest upstream answer read. A summary is at most tens of kilobytes (the output cap is
+/// `COMPACTD_MAX_OUTPUT_TOKENS`); anything far larger is a broken or hostile upstream, and reading
+/// it whole would cost memory for every request in flight.
+pub const MAX_UPSTREAM_BYTES: usize = 4 * 1024 * 1024;
 
-impl ErrorReply {
-    /// The attempt error, given whether this provider reads the reply as a context overflow.
-    fn into_error(self, overflow: impl FnOnce(&ErrorReply) -> bool) -> AttemptError {
-        let overflow = overflow(&self);
-        let kind = if self.kind.is_empty() {
-            self.code
-        } else {
-            self.kind
-        };
-        status_error(self.status, &self.headers, kind, overflow)
-    }
-}
-
-/// Sends a request and reads the whole answer: the body of a 2xx, or the error fields of any
-/// other status. Transport failures are attempt errors.
-async fn exchange(
-    call: reqwest::RequestBuilder,
-) -> Result<Result<axum::body::Bytes, ErrorReply>, AttemptError> {
-    let response = call.send().await.map_err(|e| transport_error(&e))?;
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.bytes().await.map_err(|e| transport_error(&e))?;
-    if (200..300).contains(&status) {
-        return Ok(Ok(body));
-    }
-    let parsed = serde_json::from_slice::<serde_json::Value>(&body).ok();
-    let field = |name: &str| {
-        parsed
-            .as_ref()
-            .and_then(|v| v.get("error"))
-            .and_then(|e| e.get(name))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
+/// Reads a response body, failing once it passes [`MAX_UPSTREAM_BYTES`] (checked against the
+/// declared length first, then as it arrives).
+async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, AttemptError> {
+    let too_large = || {
+        AttemptError::Malformed(format!(
+            "the response is larger than {MAX_UPSTREAM_BYTES} bytes"
+        ))
     };
-    Ok(Err(ErrorReply {
-        status,
-        headers,
-        kind: field("type"),
-        code: field("code"),
-        message: field("message"),
-    }))
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_UPSTREAM_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if body.len() + chunk.len() > MAX_UPSTREAM_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
-/// Maps a non-2xx status to an error; `overflow` says whether the error body reports a context
-/// overflow (each provider words it differently).
-fn status_error(
-    status: u16,
-    headers: &reqwest::header::HeaderMap,
-    kind: String,
-    overflow: bool,
-) -> AttemptError {
+/// Sends a request and returns the response of a 2xx status; any other status is read (bounded)
+/// and classified. Headers must arrive before `due`.
+async fn send(
+    call: reqwest::RequestBuilder,
+    due: std::time::Instant,
+) -> Result<reqwest::Response, AttemptError> {
+    let response = tokio::time::timeout_at(due.into(), call.send())
+        .await
+        .map_err(|_| AttemptError::Timeout)?
+        .map_err(|e| transport_error(&e))?;
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    let body = tokio::time::timeout_at(due.into(), bounded_body(response))
+        .await
+        .map_err(|_| AttemptError::Timeout)??;
+    Err(classify(status, &headers, &body))
+}
+
+/// Reads a whole (non-streamed) 2xx body before `deadline`.
+async fn read_body(
+    response: reqwest::Response,
+    deadline: std::time::Instant,
+) -> Result<Vec<u8>, AttemptError> {
+    tokio::time::timeout_at(deadline.into(), bounded_body(response))
+        .await
+        .map_err(|_| AttemptError::Timeout)?
+}
+
+/// Maps a non-2xx answer to an attempt error. Upstream error bodies are read for their type, code
+/// and message only (never kept: they can echo the prompt).
+fn classify(status: u16, headers: &reqwest::header::HeaderMap, body: &[u8]) -> AttemptError {
+    let fields = overflow::ErrorFields::read(body);
+    if let Some(overflow) = fields.overflow(status) {
+        return AttemptError::ContextOverflow(overflow);
+    }
     match status {
-        _ if overflow => AttemptError::ContextOverflow,
-        413 => AttemptError::ContextOverflow,
         429 => AttemptError::RateLimited {
             retry_after: retry_after(headers),
         },
@@ -202,142 +231,18 @@ fn status_error(
             status,
             retry_after: retry_after(headers),
         },
-        _ => AttemptError::Rejected { status, kind },
+        _ => AttemptError::Rejected {
+            status,
+            kind: if fields.kind.is_empty() {
+                fields.code
+            } else {
+                fields.kind
+            },
+        },
     }
 }
 
-/// Whether an error message reports that the input is too long, in the words providers use.
-fn is_overflow_message(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    [
-        "context_length_exceeded",
-        "maximum context length",
-        "context length",
-        "context window",
-        "prompt is too long",
-        "too many tokens",
-        "token limit",
-        "input is too long",
-        "too long for the model",
-    ]
-    .iter()
-    .any(|needle| m.contains(needle))
-}
-
-/// The chain behind the limiter: what every caller (HTTP handlers, the compactor, the CLI) uses
-/// to get a summary.
-#[derive(Debug)]
-pub struct Summarizer {
-    pub chain: Chain,
-    pub limiter: Limiter,
-    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
-}
-
-/// Why a summarization produced nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SummarizeError {
-    #[error(transparent)]
-    Busy(#[from] Busy),
-    #[error(transparent)]
-    Chain(#[from] ChainError),
-}
-
-impl Summarizer {
-    pub fn new(
-        chain: Chain,
-        limiter: Limiter,
-        metrics: std::sync::Arc<crate::metrics::Metrics>,
-    ) -> Self {
-        Summarizer {
-            chain,
-            limiter,
-            metrics,
-        }
-    }
-
-    /// Waits for a slot (within the deadline) and runs the chain; every attempt is logged and
-    /// counted, without its text.
-    pub async fn summarize(&self, request: &SummaryRequest) -> Result<Summary, SummarizeError> {
-        let mut results = self.summarize_all(std::slice::from_ref(request)).await?;
-        results.pop().expect("one result per request")
-    }
-
-    /// Several summarizations that belong together (the two parts of a split turn): admitted as
-    /// one, with as many slots as the limiter allows (up to one each), so that they never
-    /// compete with each other for a slot. Results come in the order of `requests`.
-    pub async fn summarize_all(
-        &self,
-        requests: &[SummaryRequest],
-    ) -> Result<Vec<Result<Summary, SummarizeError>>, SummarizeError> {
-        let deadline = std::time::Instant::now() + self.chain.policy.deadline;
-        let admitted = match tokio::time::timeout_at(
-            deadline.into(),
-            self.limiter.acquire_many(requests.len()),
-        )
-        .await
-        {
-            Ok(admitted) => admitted,
-            Err(_) => Err(Busy),
-        };
-        let (_slots, parallel) = admitted.inspect_err(|_| self.metrics.rejections.inc())?;
-        let mut results = Vec::with_capacity(requests.len());
-        for batch in requests.chunks(parallel) {
-            let calls: Vec<_> = batch
-                .iter()
-                .map(|request| self.run_chain(request, deadline))
-                .collect();
-            results.extend(futures_util::future::join_all(calls).await);
-        }
-        Ok(results)
-    }
-
-    async fn run_chain(
-        &self,
-        request: &SummaryRequest,
-        deadline: std::time::Instant,
-    ) -> Result<Summary, SummarizeError> {
-        let metrics = &self.metrics;
-        let summary = self
-            .chain
-            .summarize(request, deadline, |event| match event {
-                ChainEvent::Attempt(attempt) => {
-                    let latency_ms = attempt.latency.as_millis() as u64;
-                    let outcome = attempt
-                        .outcome
-                        .as_ref()
-                        .map_or_else(|e| e.label(), |()| "ok");
-                    metrics
-                        .upstream_calls
-                        .with_label_values(&[attempt.model.as_str(), outcome])
-                        .inc();
-                    metrics
-                        .upstream_duration
-                        .with_label_values(&[attempt.model.as_str(), outcome])
-                        .observe(attempt.latency.as_secs_f64());
-                    match &attempt.outcome {
-                        Ok(()) => {
-                            tracing::info!(model = %attempt.model, latency_ms, "summary written")
-                        }
-                        Err(error) => tracing::warn!(
-                            model = %attempt.model, latency_ms, outcome,
-                            "summarizer attempt failed: {error}"
-                        ),
-                    }
-                }
-                ChainEvent::Fallback { from } => {
-                    metrics.fallbacks.with_label_values(&[from.as_str()]).inc();
-                }
-            })
-            .await?;
-        for (direction, tokens) in [
-            ("input", summary.usage.input_tokens),
-            ("output", summary.usage.output_tokens),
-        ] {
-            self.metrics
-                .upstream_tokens
-                .with_label_values(&[summary.model.as_str(), direction])
-                .inc_by(tokens);
-        }
-        Ok(summary)
-    }
+/// Estimated tokens of a text: `ceil(chars / 4)` in UTF-16 units, the reference's heuristic.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (crate::js_json::utf16_len(text) as u64).div_ceil(4)
 }

@@ -1,7 +1,7 @@
 //! Access: API keys and tenants, keys in the path for the summarization endpoints, anonymous
 //! access only on loopback, per-key limits, and keys kept out of logs, metrics and errors.
 
-use std::process::{Command, Stdio};
+use crate::binary::{Served, compactd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,9 @@ use compactd::store::{SqliteStore, Store, now_ms};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, chain_config, compact_body, config};
+use crate::support::{
+    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config,
+};
 
 async fn store() -> Arc<dyn Store> {
     Arc::new(
@@ -29,7 +31,7 @@ async fn key(store: &Arc<dyn Store>, tenant: &str) -> String {
 /// A configuration listening beyond loopback: anonymous callers are refused.
 fn exposed() -> compactd::config::ServeConfig {
     let mut config = config();
-    config.listen = "0.0.0.0:0".parse().unwrap();
+    config.http.listen = "0.0.0.0:0".parse().unwrap();
     config
 }
 
@@ -160,20 +162,52 @@ async fn sessions_belong_to_the_tenant_of_the_key_that_uploaded_them() {
 async fn the_summarization_endpoints_take_the_key_in_the_path() {
     let store = store().await;
     let a = key(&store, "team-a").await;
-    let app = TestApp::with_store(exposed(), store).await;
+    let app = TestApp::with_store(exposed(), store.clone()).await;
     let ok = app
         .post(&format!("/k/{a}/v1/compact"), &compact_body(PROMPT))
         .await;
     assert_eq!(ok.status(), StatusCode::OK);
+    // The agent reads a 401 or 403 as its provider credential failing: a key in the URL is a
+    // capability, and an unknown or revoked one is a URL that does not exist.
     let bad = app
         .post("/k/cmpd_wrong/v1/compact", &compact_body(PROMPT))
         .await;
-    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(bad.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown or revoked")
+    );
+    let (revoked, record) = new_key("team-r", None, now_ms());
+    store.create_key(&record).await.unwrap();
+    store.revoke_key(&record.key_id, now_ms()).await.unwrap();
+    let response = app
+        .post(
+            &format!("/k/{revoked}/v1/chat/completions"),
+            &json!({"messages": [{"role": "user", "content": PROMPT}]}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let missing = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "missing_api_key");
+    // A trailing slash is accepted (oh-my-pi accepts `…/chat/completions/`).
+    let slash = app
+        .post(
+            &format!("/k/{a}/v1/chat/completions/"),
+            &json!({"messages": [{"role": "user", "content": PROMPT}]}),
+        )
+        .await;
+    assert_eq!(slash.status(), StatusCode::OK);
     assert_eq!(
-        app.post("/v1/compact", &compact_body(PROMPT))
+        app.post(&format!("/k/{a}/v1/compact/"), &compact_body(PROMPT))
             .await
             .status(),
-        StatusCode::UNAUTHORIZED
+        StatusCode::OK
     );
     // Chat clients send their own provider key as Bearer: ignored, the path key counts.
     let chat = json!({"messages": [{"role": "user", "content": PROMPT}]});
@@ -194,7 +228,17 @@ async fn the_summarization_endpoints_take_the_key_in_the_path() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    // Not even a compactd key that is wrong makes a 401 on the agent wires.
+    let response = app
+        .client
+        .post(format!("{}/v1/compact", app.url))
+        .bearer_auth("cmpd_0000")
+        .json(&compact_body(PROMPT))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
     // A compactd key as Bearer works on the summarization endpoints too.
     let response = app
         .client
@@ -218,7 +262,7 @@ async fn anonymous_callers_are_served_on_loopback_only_unless_allowed() {
         StatusCode::OK
     );
     let mut allowed = exposed();
-    allowed.allow_anonymous = true;
+    allowed.access.allow_anonymous = true;
     let anywhere = TestApp::with_store(allowed, store().await).await;
     assert_eq!(
         anywhere
@@ -234,7 +278,7 @@ async fn each_key_has_a_request_rate_and_a_summarization_cap() {
     let store = store().await;
     let (a, b) = (key(&store, "a").await, key(&store, "b").await);
     let mut config = exposed();
-    config.rate_limit_per_minute = 3;
+    config.access.rate_limit_per_minute = 3;
     let app = TestApp::with_store(config, store.clone()).await;
     for _ in 0..3 {
         assert_eq!(
@@ -267,12 +311,12 @@ async fn each_key_has_a_request_rate_and_a_summarization_cap() {
 
     let fake = FakeUpstream::start(
         vec![],
-        Reply::openai("slow").after(Duration::from_millis(800)),
+        Reply::openai(&answer("slow")).after(Duration::from_millis(800)),
     )
     .await;
     let mut config = chain_config(&fake, "openai:gpt-test", false);
-    config.listen = "0.0.0.0:0".parse().unwrap();
-    config.max_concurrent_per_key = 1;
+    config.http.listen = "0.0.0.0:0".parse().unwrap();
+    config.summarizers.max_concurrent_per_key = 1;
     let app = Arc::new(TestApp::with_store(config, store).await);
     let first = tokio::spawn({
         let (app, a) = (app.clone(), a.clone());
@@ -297,19 +341,6 @@ async fn each_key_has_a_request_rate_and_a_summarization_cap() {
         "other keys are not held up"
     );
     assert_eq!(first.await.unwrap(), StatusCode::OK);
-}
-
-/// The binary with a clean environment and the given variables.
-fn compactd(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_compactd"));
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command
 }
 
 #[test]
@@ -337,14 +368,13 @@ fn beyond_loopback_without_keys_compactd_refuses_to_start() {
         "{}",
         String::from_utf8_lossy(&created.stderr)
     );
-    let mut child = compactd(&["serve"], &env)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(child.try_wait().unwrap().is_none(), "serving");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let served = Served::start(&env);
+    assert!(
+        served.base.starts_with("http://0.0.0.0:"),
+        "{}",
+        served.base
+    );
+    served.kill_9();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -353,17 +383,7 @@ fn keys_stay_out_of_logs_metrics_and_errors() {
     let dir = std::env::temp_dir().join(format!("compactd-secrets-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite:{}", dir.join("db.sqlite").display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let env = [
-        ("DATABASE_URL", url.as_str()),
-        ("COMPACTD_LISTEN", listen.as_str()),
-        ("COMPACTD_LOG", "trace"),
-    ];
+    let env = [("DATABASE_URL", url.as_str()), ("COMPACTD_LOG", "trace")];
     let created = compactd(
         &["keys", "create", "--tenant", "ops", "--name", "laptop"],
         &env,
@@ -378,21 +398,11 @@ fn keys_stay_out_of_logs_metrics_and_errors() {
         "keys list shows no key"
     );
 
-    let mut child = compactd(&["serve"], &env)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let served = Served::start(&env);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let bodies = runtime.block_on(async {
         let client = reqwest::Client::new();
-        let base = format!("http://{listen}");
-        for _ in 0..50 {
-            if client.get(format!("{base}/healthz")).send().await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let base = &served.base;
         let mut bodies = String::new();
         for request in [
             client
@@ -409,6 +419,14 @@ fn keys_stay_out_of_logs_metrics_and_errors() {
                 .post(format!("{base}/k/{key}/v1/chat/completions"))
                 .bearer_auth("sk-provider-secret")
                 .body("{bad"),
+            // Paths that do not begin with `/k/`, or do not spell it in lower case.
+            client
+                .post(format!("{base}//k/{key}/v1/compact"))
+                .json(&compact_body(PROMPT)),
+            client
+                .post(format!("{base}/K/{key}/v1/compact"))
+                .json(&compact_body(PROMPT)),
+            client.get(format!("{base}/v1/{key}/compact")),
         ] {
             bodies.push_str(&request.send().await.unwrap().text().await.unwrap());
         }
@@ -424,9 +442,7 @@ fn keys_stay_out_of_logs_metrics_and_errors() {
         );
         bodies
     });
-    child.kill().unwrap();
-    let output = child.wait_with_output().unwrap();
-    let logs = String::from_utf8_lossy(&output.stderr);
+    let logs = served.kill_9();
     assert!(
         logs.contains("/k/<redacted>/v1/compact"),
         "requests are logged:\n{logs}"

@@ -60,8 +60,8 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
     store: Arc<dyn Store>,
 ) {
     let mut config = config();
-    config.max_prompt_bytes = 1 << 20;
-    let app = TestApp::with_store(config, store).await;
+    config.summarizers.max_prompt_bytes = 1 << 20;
+    let app = TestApp::handlers_with_store(config, store);
     let good = lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))]);
     let created: Value = app
         .post_raw("/v1/sessions", good.clone())
@@ -283,6 +283,60 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
             413,
             "limit_exceeded",
             Some("line_too_long"),
+        ),
+        (
+            "append: a session header",
+            Method::POST,
+            append.clone(),
+            lines(&[r#"{"type":"session","version":3,"id":"another","timestamp":"2026-01-01T00:00:00.000Z"}"#.into()]),
+            422,
+            "invalid_session",
+            Some("unexpected_header"),
+        ),
+        (
+            "append: NUL in an id",
+            Method::POST,
+            append.clone(),
+            lines(&[json!({"type":"label","id":"nul\u{0}id","parentId":"b"}).to_string()]),
+            422,
+            "invalid_session",
+            Some("invalid_field"),
+        ),
+        (
+            "upload: NUL in a parentId",
+            Method::POST,
+            sessions.clone(),
+            lines(&[HEADER.into(), entry("a", Some("a\u{0}"))]),
+            422,
+            "invalid_session",
+            Some("invalid_field"),
+        ),
+        (
+            "upload: NUL in the session id",
+            Method::POST,
+            sessions.clone(),
+            lines(&[r#"{"type":"session","version":3,"id":"s\u0000"}"#.into(), entry("a", None)]),
+            422,
+            "invalid_session",
+            Some("invalid_header"),
+        ),
+        (
+            "session id with NUL in the path",
+            Method::GET,
+            "/v1/sessions/a%00b".into(),
+            vec![],
+            404,
+            "not_found",
+            None,
+        ),
+        (
+            "session id that is not UTF-8 in the path",
+            Method::GET,
+            "/v1/sessions/%FF%FE/plan".into(),
+            vec![],
+            400,
+            "invalid_path",
+            None,
         ),
         (
             "append: empty body",
@@ -567,12 +621,12 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
 
     for (what, method, path, body, status, code, kind) in cases {
         let response = app
-            .client
-            .request(method, format!("{}{path}", app.url))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+            .send(
+                app.client
+                    .request(method, format!("{}{path}", app.url))
+                    .body(body),
+            )
+            .await;
         assert_eq!(response.status().as_u16(), status, "{what}");
         assert_eq!(
             response

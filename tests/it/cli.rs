@@ -231,9 +231,40 @@ fn compact_prints_the_entry_and_write_appends_it() {
     std::fs::write(&file, session.to_jsonl()).unwrap();
     let path = file.to_str().unwrap();
 
-    let (code, stdout, stderr) = compactd_env(&["compact", path, "--write"], &[]);
+    // The call is logged in the configured database, as the service logs its own.
+    let data_dir = dir.join("data");
+    let env = [("COMPACTD_DATA_DIR", data_dir.to_str().unwrap())];
+    let (code, stdout, stderr) = compactd_env(&["compact", path, "--write"], &env);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("compacted by extractive"), "{stderr}");
+    let calls = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let url = format!("sqlite:{}", data_dir.join("compactd.db").display());
+        let store =
+            compactd::store::SqliteStore::connect_url(&url, std::time::Duration::from_secs(5))
+                .await
+                .unwrap();
+        compactd::store::Store::calls(&store, "", 10).await.unwrap()
+    });
+    // The fixture's cut splits a turn: two calls, the history and the turn prefix.
+    let mut purposes: Vec<&str> = calls.iter().map(|c| c.purpose.as_str()).collect();
+    purposes.sort_unstable();
+    assert_eq!(purposes, ["history", "turn_prefix"], "{calls:?}");
+    let call = calls.iter().find(|c| c.purpose == "history").unwrap();
+    assert_eq!(
+        (call.endpoint.as_str(), call.outcome.as_str()),
+        ("cli", "ok")
+    );
+    assert!(calls.iter().all(|c| c.endpoint == "cli" && c.status == 200));
+    assert_eq!(call.session_id.as_deref(), Some(session.header.id.as_str()));
+    assert_eq!(call.model.as_deref(), Some("extractive"));
+    assert!(
+        call.prompt_bytes > 100_000 && call.summary_bytes > 100,
+        "{call:?}"
+    );
+    assert_eq!(
+        call.prompt, None,
+        "texts are not kept unless COMPACTD_STORE_TEXT is set"
+    );
     let entry: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(entry["type"], "compaction");
     assert_eq!(entry["parentId"], session.entries.last().unwrap().id);
@@ -249,14 +280,14 @@ fn compact_prints_the_entry_and_write_appends_it() {
     assert!(reread.entries.last().unwrap().is_compaction());
 
     // Compacting again right away: nothing to compact.
-    let (code, _, stderr) = compactd_env(&["compact", path], &[]);
+    let (code, _, stderr) = compactd_env(&["compact", path], &env);
     assert_eq!(code, 2);
     assert!(stderr.contains("nothing to compact"), "{stderr}");
 
     // A v1 file is rewritten as v3 with the entry at the end.
     let old = dir.join("v1.jsonl");
     std::fs::write(&old, &v1).unwrap();
-    let (code, stdout, stderr) = compactd_env(&["compact", old.to_str().unwrap(), "--write"], &[]);
+    let (code, stdout, stderr) = compactd_env(&["compact", old.to_str().unwrap(), "--write"], &env);
     assert_eq!(code, 0, "{stderr}");
     let rewritten =
         compactd::session::Session::parse(&std::fs::read(&old).unwrap(), Default::default())
@@ -281,5 +312,39 @@ fn migrate_applies_the_migrations_of_the_configured_database() {
     let (code, _, stderr) = compactd_env(&["migrate"], &[("DATABASE_URL", "mysql://x")]);
     assert_eq!(code, 2);
     assert!(stderr.contains("DATABASE_URL"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn keys_and_migrate_need_only_the_database_whatever_the_summarizers_say() {
+    let dir = temp_dir("keys-any-chain");
+    let url = format!("sqlite:{}", dir.join("state.db").display());
+    // A chain that `serve` would refuse (an Anthropic model, no Anthropic key) and settings of
+    // other groups that are not even valid: none of it concerns the key store.
+    let env = [
+        ("DATABASE_URL", url.as_str()),
+        ("COMPACTD_MODELS", "anthropic:claude-haiku-4-5"),
+        ("COMPACTD_DEADLINE_SECS", "500"),
+        ("COMPACTD_MODEL_OPTIONS", "not json"),
+    ];
+    for args in [
+        &["migrate"][..],
+        &["keys", "list"],
+        &["keys", "create", "--tenant", "ops"],
+    ] {
+        let (code, stdout, stderr) = compactd_env(args, &env);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert!(!stdout.is_empty(), "{args:?}");
+    }
+    let (_, listed, _) = compactd_env(&["keys", "list"], &env);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["tenant"], "ops");
+    // `serve` reads every group, and names the setting at fault.
+    let (code, _, stderr) = compactd_env(&["serve"], &env);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("model-options"), "{stderr}");
+    let (code, _, stderr) = compactd_env(&[], &env[..3]);
+    assert_eq!(code, 2, "no command is `serve`");
+    assert!(stderr.contains("COMPACTD_DEADLINE_SECS"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,56 +2,18 @@
 //! The real binary runs on a database file that survives it; after a restart every stored session
 //! is whole (its stored entry count and its rows agree with the uploaded file) or absent.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use compactd::session::{ParseOptions, Session, synth};
 use serde_json::{Value, json};
 
+use crate::binary::Served;
 use crate::support::{FakeUpstream, Reply};
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-fn start(database_url: &str, extra: &[(&str, &str)]) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_compactd"));
-    command
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DATABASE_URL", database_url)
-        .env("COMPACTD_LISTEN", format!("127.0.0.1:{port}"))
-        .env("COMPACTD_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (name, value) in extra {
-        command.env(name, value);
-    }
-    let child = command.spawn().unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "compactd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Server { child, base }
-}
-
-impl Server {
-    fn kill_9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
+fn start(database_url: &str, extra: &[(&str, &str)]) -> Served {
+    let mut env = vec![("DATABASE_URL", database_url), ("COMPACTD_LOG", "error")];
+    env.extend_from_slice(extra);
+    Served::start(&env)
 }
 
 /// Every stored session is whole: its rows match its record and the uploaded file.

@@ -24,16 +24,26 @@ macro_rules! on_both_backends {
 
 mod access;
 mod bad_input;
+mod binary;
+mod calllog;
 mod cli;
+mod conformance;
 mod crash;
+mod dialects;
 mod docs;
 mod extractive;
+mod fidelity;
 mod fixtures;
+mod hostile;
+mod javascript;
+mod local_model;
 mod ops;
 mod owned_pg;
 mod service;
 mod sessions;
+mod streaming;
 mod support;
+mod upstream;
 
 /// Bytes of a file in `tests/fixtures/` (real pi sessions, MIT; see the README there).
 pub fn fixture(name: &str) -> Vec<u8> {

@@ -1,11 +1,15 @@
-//! A PostgreSQL server the test owns: its own cluster in a temporary directory, on a free port,
-//! that the test can stop and start again (storage faults, readiness).
+//! A PostgreSQL server the test owns: its own cluster in a temporary directory, listening only on
+//! a Unix socket in that directory (no TCP port to pick, so no race for one), that the test can
+//! stop and start again (storage faults, readiness).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Tells apart the clusters of one test process.
+static CLUSTERS: AtomicUsize = AtomicUsize::new(0);
 
 pub struct OwnedPostgres {
-    pub port: u16,
     dir: PathBuf,
     bindir: PathBuf,
 }
@@ -54,12 +58,8 @@ fn run(bindir: &Path, tool: &str, args: &[&str]) {
 impl OwnedPostgres {
     /// A fresh cluster (trust authentication, user `postgres`), started.
     pub fn start() -> OwnedPostgres {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("compactd-pg-{}-{port}", std::process::id()));
+        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("compactd-pg-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         if is_root() {
             let status = Command::new("chown")
@@ -83,15 +83,15 @@ impl OwnedPostgres {
                 "--no-sync",
             ],
         );
-        let server = OwnedPostgres { port, dir, bindir };
+        let server = OwnedPostgres { dir, bindir };
         server.resume();
         server
     }
 
     pub fn url(&self) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=disable",
-            self.port
+            "postgres://postgres@localhost/postgres?host={}&sslmode=disable",
+            self.dir.display()
         )
     }
 
@@ -104,11 +104,10 @@ impl OwnedPostgres {
         );
     }
 
-    /// Starts the stopped server again on the same port.
+    /// Starts the stopped server again, on the same socket.
     pub fn resume(&self) {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
-            self.port,
+            "-c listen_addresses='' -k {} -c fsync=off",
             self.dir.display()
         );
         let log = self.dir.join("server.log");

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, chain_config, compact_body, config};
+use crate::support::{
+    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config, secs,
+};
 
 async fn json_of(response: reqwest::Response) -> Value {
     let content_type = response
@@ -23,7 +25,7 @@ async fn json_of(response: reqwest::Response) -> Value {
 
 #[tokio::test]
 async fn compact_answers_with_the_openai_summary_model_and_usage() {
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nShip it")).await;
+    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("ship it"))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
 
     let response = app
@@ -36,8 +38,11 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
     let body = json_of(response).await;
     assert_eq!(
         body,
-        json!({"summary": "## Goal\nShip it", "model": "openai:gpt-test",
-        "usage": {"inputTokens": 120, "outputTokens": 7}})
+        json!({"summary": answer("ship it"), "model": "openai:gpt-test",
+        "usage": {"inputTokens": 120, "outputTokens": 7},
+        // The latest request is kept; the error at the end of the span is not.
+        "fidelity": {"anchors": 2, "kept": 1, "repaired": 0, "appended": 0, "repairCall": false,
+            "missing": [{"kind": "unresolved_error", "text": "error: it broke"}]}})
     );
 
     let sent = &fake.received()[0];
@@ -47,17 +52,21 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
         sent.body,
         json!({"model": "gpt-test", "messages": [
         {"role": "system", "content": "SYS"}, {"role": "user", "content": PROMPT}],
-        "max_tokens": 777, "stream": false})
+        "max_tokens": 777, "stream": true, "stream_options": {"include_usage": true}})
     );
 }
 
 #[tokio::test]
 async fn compact_speaks_the_anthropic_messages_api() {
-    let fake = FakeUpstream::start(vec![], Reply::anthropic(&["part one", "part two"])).await;
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::anthropic(&["## Goal\nfix src/lib.rs", "part two"]),
+    )
+    .await;
     let app = TestApp::spawn(chain_config(&fake, "anthropic:claude-test", false)).await;
 
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
-    assert_eq!(body["summary"], "part one\npart two");
+    assert_eq!(body["summary"], "## Goal\nfix src/lib.rs\npart two");
     assert_eq!(body["model"], "anthropic:claude-test");
     assert_eq!(
         body["usage"],
@@ -72,7 +81,7 @@ async fn compact_speaks_the_anthropic_messages_api() {
     assert_eq!(
         sent.body,
         json!({"model": "claude-test", "max_tokens": 13107, "system": "You summarize.",
-        "messages": [{"role": "user", "content": PROMPT}]})
+        "messages": [{"role": "user", "content": PROMPT}], "stream": true})
     );
 }
 
@@ -86,13 +95,13 @@ async fn a_429_is_retried_after_the_time_it_asks_for() {
             )
             .with_header("retry-after", "1"),
         ],
-        Reply::openai("after the wait"),
+        Reply::openai(&answer("after the wait")),
     )
     .await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
 
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
-    assert_eq!(body["summary"], "after the wait");
+    assert_eq!(body["summary"], answer("after the wait"));
     let received = fake.received();
     assert_eq!(received.len(), 2);
     let waited = received[1].at - received[0].at;
@@ -120,29 +129,33 @@ async fn server_errors_resets_garbage_and_empty_completions_are_retried() {
             ),
         ),
     ] {
-        let fake = FakeUpstream::start(vec![failure], Reply::openai("recovered")).await;
+        let fake = FakeUpstream::start(vec![failure], Reply::openai(&answer("recovered"))).await;
         let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
         let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
         assert_eq!(response.status(), StatusCode::OK, "{name}");
-        assert_eq!(json_of(response).await["summary"], "recovered", "{name}");
+        assert_eq!(
+            json_of(response).await["summary"],
+            answer("recovered"),
+            "{name}"
+        );
         assert_eq!(fake.received().len(), 2, "{name}: one failure, one retry");
     }
 }
 
 #[tokio::test]
-async fn a_hang_past_the_attempt_timeout_is_cut_and_retried() {
+async fn a_hang_past_the_first_token_timeout_is_cut_and_retried() {
     let fake = FakeUpstream::start(
         vec![Reply::Hang(Duration::from_secs(30))],
-        Reply::openai("second try"),
+        Reply::openai(&answer("second try")),
     )
     .await;
     let mut config = chain_config(&fake, "openai:gpt-test", false);
-    config.attempt_timeout_secs = 1.0;
+    config.summarizers.first_token_timeout = secs(1.0);
     let app = TestApp::spawn(config).await;
 
     let started = Instant::now();
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
-    assert_eq!(body["summary"], "second try");
+    assert_eq!(body["summary"], answer("second try"));
     let elapsed = started.elapsed();
     assert!(
         elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(10),
@@ -159,7 +172,7 @@ async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
             Reply::json(500, json!({})),
             Reply::json(500, json!({})),
         ],
-        Reply::anthropic(&["from anthropic"]),
+        Reply::anthropic(&[&answer("from anthropic")]),
     )
     .await;
     let app = TestApp::spawn(chain_config(
@@ -196,7 +209,7 @@ async fn a_rejected_key_moves_on_without_retrying() {
             401,
             json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}),
         )],
-        Reply::anthropic(&["ok"]),
+        Reply::anthropic(&[&answer("ok")]),
     )
     .await;
     let app = TestApp::spawn(chain_config(
@@ -206,7 +219,7 @@ async fn a_rejected_key_moves_on_without_retrying() {
     ))
     .await;
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
-    assert_eq!(body["summary"], "ok");
+    assert_eq!(body["summary"], answer("ok"));
     assert_eq!(fake.received().len(), 2);
 }
 
@@ -237,8 +250,8 @@ async fn when_every_model_fails_the_client_gets_a_503_with_retry_after() {
 async fn the_overall_deadline_bounds_a_hanging_upstream() {
     let fake = FakeUpstream::start(vec![], Reply::Hang(Duration::from_secs(60))).await;
     let mut config = chain_config(&fake, "openai:gpt-test", false);
-    config.deadline_secs = 2.0;
-    config.attempt_timeout_secs = 30.0;
+    config.summarizers.deadline = secs(2.0);
+    config.summarizers.first_token_timeout = secs(30.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
     let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
@@ -251,7 +264,7 @@ async fn the_overall_deadline_bounds_a_hanging_upstream() {
 
     // With the extractive fallback the same hang still ends in a summary within the deadline.
     let mut config = chain_config(&fake, "openai:gpt-test", true);
-    config.deadline_secs = 2.0;
+    config.summarizers.deadline = secs(2.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
@@ -295,9 +308,9 @@ async fn an_upstream_overflow_becomes_context_length_exceeded() {
 async fn past_the_queue_requests_get_429_with_retry_after() {
     let fake = FakeUpstream::start(vec![], Reply::Hang(Duration::from_secs(3))).await;
     let mut config = chain_config(&fake, "openai:gpt-test", true);
-    config.max_concurrent = 1;
-    config.max_queue = 1;
-    config.attempt_timeout_secs = 2.0;
+    config.summarizers.max_concurrent = std::num::NonZeroUsize::new(1).unwrap();
+    config.summarizers.max_queue = 1;
+    config.summarizers.first_token_timeout = secs(2.0);
     let app = std::sync::Arc::new(TestApp::spawn(config).await);
 
     // One running, one waiting: the third is refused at once.
@@ -320,7 +333,8 @@ async fn past_the_queue_requests_get_429_with_retry_after() {
                 .status()
         }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.wait_for_metric("compactd_summarizer_queue_depth", 1.0)
+        .await;
     let started = Instant::now();
     let refused = app.post("/v1/compact", &compact_body(PROMPT)).await;
     assert!(
@@ -341,7 +355,7 @@ async fn past_the_queue_requests_get_429_with_retry_after() {
 
 #[tokio::test]
 async fn max_tokens_defaults_and_caps() {
-    let fake = FakeUpstream::start(vec![], Reply::openai("ok")).await;
+    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("ok"))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let short = "<conversation>\n[User]: x\n</conversation>\n\n<previous-summary>\n## Goal\ny\n</previous-summary>\n\nIn 2-3 sentences, describe the changes as a pull request would.";
     for (body, expected) in [
@@ -371,7 +385,7 @@ async fn max_tokens_defaults_and_caps() {
 
 #[tokio::test]
 async fn chat_completions_answers_as_an_openai_completion() {
-    let fake = FakeUpstream::start(vec![], Reply::openai("the summary")).await;
+    let fake = FakeUpstream::start(vec![], Reply::openai("the summary of part A part B")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let request = json!({"model": "claude-sonnet-4-5", "stream": false, "max_tokens": 900, "messages": [
         {"role": "system", "content": "SYS"},
@@ -385,11 +399,16 @@ async fn chat_completions_answers_as_an_openai_completion() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+    // OpenAI's body has no room for the fidelity report: a header carries it.
+    assert_eq!(
+        response.headers()["x-compactd-fidelity"],
+        "anchors=1; kept=1; repaired=0; appended=0; missing=0; repair-call=false"
+    );
     let body = json_of(response).await;
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(
         body["choices"][0],
-        json!({"index": 0, "message": {"role": "assistant", "content": "the summary"}, "finish_reason": "stop"})
+        json!({"index": 0, "message": {"role": "assistant", "content": "the summary of part A part B"}, "finish_reason": "stop"})
     );
     assert_eq!(
         body["usage"],
@@ -409,7 +428,7 @@ async fn chat_completions_answers_as_an_openai_completion() {
 
 #[tokio::test]
 async fn chat_completions_streams_openai_chunks() {
-    let summary = "x".repeat(2500) + "😀 end";
+    let summary = answer(&"x".repeat(2500)) + "😀 end";
     let fake = FakeUpstream::start(vec![], Reply::openai(&summary)).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app
@@ -545,7 +564,7 @@ async fn bad_requests_get_clear_json_errors() {
 #[tokio::test]
 async fn an_oversized_body_is_refused_with_413_naming_the_limit() {
     let mut config = config();
-    config.max_body_bytes = 4096;
+    config.http.max_body_bytes = 4096;
     let app = TestApp::spawn(config).await;
     let response = app
         .post("/v1/compact", &json!({"prompt": "x".repeat(10_000)}))
@@ -565,7 +584,7 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
         .with_header("retry-after", "1");
     let fake = FakeUpstream::start(vec![], storm).await;
     let mut config = chain_config(&fake, "openai:gpt-test", true);
-    config.deadline_secs = 4.0;
+    config.summarizers.deadline = secs(4.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
     let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
@@ -586,7 +605,7 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
 
     // Without the fallback: a 503 with Retry-After, still within the deadline.
     let mut config = chain_config(&fake, "openai:gpt-test", false);
-    config.deadline_secs = 4.0;
+    config.summarizers.deadline = secs(4.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
     let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
@@ -600,7 +619,7 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
 }
 
 #[tokio::test]
-async fn an_overflowing_prompt_is_shrunk_and_asked_again() {
+async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
     let overflow = Reply::json(
         400,
         json!({"error": {"message": "maximum context length is 8192 tokens",
@@ -614,39 +633,52 @@ async fn an_overflowing_prompt_is_shrunk_and_asked_again() {
         parts.join("\n\n")
     );
 
-    // Too long once: the same model gets half the conversation, with the start and the end kept.
-    let fake = FakeUpstream::start(vec![overflow.clone()], Reply::openai("fits now")).await;
+    // Too long once: the model named its window, and the conversation is folded into it.
+    let fake = FakeUpstream::start(vec![overflow.clone()], Reply::openai("## Goal\nfolded")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let body = json_of(app.post("/v1/compact", &compact_body(&prompt)).await).await;
-    assert_eq!(
-        (body["summary"].as_str(), body["model"].as_str()),
-        (Some("fits now"), Some("openai:gpt-test"))
-    );
-    let sent: Vec<String> = fake
-        .received()
+    assert_eq!(body["model"], "openai:gpt-test");
+    let received = fake.received();
+    let sent: Vec<&str> = received
         .iter()
-        .map(|r| {
-            r.body["messages"][1]["content"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|r| r.body["messages"][1]["content"].as_str().unwrap())
         .collect();
-    assert_eq!(sent.len(), 2);
     assert_eq!(sent[0], prompt);
+    let windows: Vec<&str> = sent[1..]
+        .iter()
+        .copied()
+        .filter(|p| p.starts_with("<conversation>"))
+        .collect();
+    assert!(windows.len() >= 3, "{} windows", windows.len());
+    for (window, request) in windows.iter().zip(&received[1..]) {
+        let tokens = compactd::summarizer::estimate_tokens(window)
+            + request.body["max_tokens"].as_u64().unwrap();
+        assert!(tokens <= 8192, "a window of {tokens} tokens");
+    }
+    // Nothing left out: every request is in exactly one window, in order.
+    for i in 0..400 {
+        let needle = format!("[User]: request number {i} ");
+        assert_eq!(
+            windows
+                .iter()
+                .map(|w| w.matches(&needle).count())
+                .sum::<usize>(),
+            1,
+            "{needle}"
+        );
+    }
+    assert!(windows[0].contains("request number 0 ") && !windows[0].contains("<previous-summary>"));
+    assert!(windows[1].contains("<previous-summary>\n## Goal\nfolded\n</previous-summary>"));
+    // The summary keeps the latest request (the gate put it back).
     assert!(
-        sent[1].len() < prompt.len() * 6 / 10,
-        "{} of {}",
-        sent[1].len(),
-        prompt.len()
+        body["summary"]
+            .as_str()
+            .unwrap()
+            .contains("request number 399 "),
+        "{body}"
     );
-    assert!(
-        sent[1].contains("[User]: request number 0 ")
-            && sent[1].contains("[User]: request number 399 ")
-    );
-    assert!(sent[1].contains("left out here to fit the model's context window"));
 
-    // Always too long: two smaller tries, then the overflow error.
+    // Always too long: folded once more to the window it named, then the overflow error.
     let fake = FakeUpstream::start(vec![], overflow).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app.post("/v1/compact", &compact_body(&prompt)).await;
@@ -660,6 +692,6 @@ async fn an_overflowing_prompt_is_shrunk_and_asked_again() {
         .iter()
         .map(|r| r.body["messages"][1]["content"].as_str().unwrap().len())
         .collect();
-    assert_eq!(sizes.len(), 3);
-    assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
+    assert_eq!(sizes.len(), 2, "the whole prompt, then its first window");
+    assert!(sizes[1] < sizes[0] / 2, "{sizes:?}");
 }

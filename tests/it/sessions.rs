@@ -23,8 +23,10 @@ on_both_backends!(
     compaction_appends_a_pi_shaped_entry_from_parallel_calls,
     a_failed_summarization_changes_nothing,
     concurrent_compactions_of_one_leaf_make_one_entry,
+    replicas_racing_for_one_leaf_agree_on_one_entry,
     nothing_to_compact_is_a_409,
     branch_summaries_hang_where_pi_puts_them,
+    a_v1_upload_is_replaced_by_the_stored_file_and_rebuilds_as_pi_would,
 );
 
 async fn json(response: reqwest::Response) -> Value {
@@ -66,7 +68,7 @@ fn v3_session(turns: usize, chars: usize) -> String {
 }
 
 async fn every_fixture_uploads_and_comes_back(store: Arc<dyn Store>) {
-    let app = TestApp::with_store(config(), store).await;
+    let app = TestApp::handlers_with_store(config(), store);
     for name in ["large-session.jsonl", "before-compaction.jsonl"] {
         let bytes = fixture(name);
         let view = upload(&app, bytes.clone()).await;
@@ -115,7 +117,7 @@ async fn every_fixture_uploads_and_comes_back(store: Arc<dyn Store>) {
 }
 
 async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
-    let app = TestApp::with_store(config(), store.clone()).await;
+    let app = TestApp::handlers_with_store(config(), store.clone());
     let good = v3_session(2, 10);
     let mut lines: Vec<&str> = good.lines().collect();
     lines.insert(3, "{not json");
@@ -179,7 +181,7 @@ async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
 }
 
 async fn listing_reading_and_deleting(store: Arc<dyn Store>) {
-    let app = TestApp::with_store(config(), store).await;
+    let app = TestApp::handlers_with_store(config(), store);
     let mut ids = Vec::new();
     for _ in 0..3 {
         ids.push(
@@ -188,11 +190,36 @@ async fn listing_reading_and_deleting(store: Arc<dyn Store>) {
                 .unwrap()
                 .to_owned(),
         );
-        tokio::time::sleep(Duration::from_millis(3)).await;
     }
+    // Oldest first, ties (uploads in the same millisecond) broken by id.
+    let all = json(app.get("/v1/sessions").await).await;
+    let order: Vec<(String, String)> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["createdAt"].as_str().unwrap().to_owned(),
+                s["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(order.is_sorted(), "{order:?}");
+    let mut listed: Vec<String> = order.into_iter().map(|(_, id)| id).collect();
+    let mut uploaded = ids.clone();
+    uploaded.sort();
+    listed.sort();
+    assert_eq!(listed, uploaded);
+    let ids: Vec<Value> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].clone())
+        .collect();
     let first = json(app.get("/v1/sessions?limit=2").await).await;
     assert_eq!(first["sessions"].as_array().unwrap().len(), 2);
     assert_eq!(first["sessions"][0]["id"], ids[0]);
+    assert_eq!(first["sessions"][1]["id"], ids[1]);
     let cursor = first["nextCursor"].as_str().unwrap();
     let second = json(
         app.get(&format!("/v1/sessions?limit=2&cursor={cursor}"))
@@ -210,6 +237,7 @@ async fn listing_reading_and_deleting(store: Arc<dyn Store>) {
         StatusCode::UNPROCESSABLE_ENTITY
     );
 
+    let ids: Vec<&str> = ids.iter().map(|id| id.as_str().unwrap()).collect();
     let shown = json(app.get(&format!("/v1/sessions/{}", ids[1])).await).await;
     assert_eq!(shown["entryCount"], 3);
     assert_eq!(
@@ -235,7 +263,7 @@ async fn listing_reading_and_deleting(store: Arc<dyn Store>) {
 }
 
 async fn appends_check_parents_and_are_idempotent(store: Arc<dyn Store>) {
-    let app = TestApp::with_store(config(), store).await;
+    let app = TestApp::handlers_with_store(config(), store);
     let text = v3_session(1, 10);
     let view = upload(&app, text.clone()).await;
     let id = view["id"].as_str().unwrap();
@@ -310,7 +338,7 @@ async fn appends_check_parents_and_are_idempotent(store: Arc<dyn Store>) {
 }
 
 async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store>) {
-    let app = TestApp::with_store(config(), store).await;
+    let app = TestApp::handlers_with_store(config(), store);
     let bytes = fixture("before-compaction.jsonl");
     let view = upload(&app, bytes.clone()).await;
     let id = view["id"].as_str().unwrap();
@@ -379,7 +407,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     )
     .await;
     let app =
-        TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
+        TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let view = upload(&app, fixture("large-session.jsonl")).await;
     let id = view["id"].as_str().unwrap();
     let old_leaf = view["leafId"].as_str().unwrap().to_owned();
@@ -392,7 +420,9 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     assert_eq!(response.status(), StatusCode::CREATED);
     let body = json(response).await;
     let received = fake.received();
-    assert_eq!(received.len(), 2);
+    // The two summaries, then a repair request for each (the answer keeps no anchor).
+    assert_eq!(received.len(), 4);
+    assert_eq!(body["summarizerCalls"], 4);
     // In sequence, the second call would arrive after the first one's 700 ms answer.
     let gap = received[1].at.duration_since(received[0].at);
     assert!(
@@ -400,7 +430,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         "history and prefix ran in parallel: {gap:?} apart"
     );
     let prompts = Prompts::builtin();
-    let prompt_of = |r: &crate::support::Received| {
+    let prompt_of = |r: &crate::upstream::Received| {
         r.body["messages"][1]["content"]
             .as_str()
             .unwrap()
@@ -466,16 +496,48 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         json!({"readFiles": plan["readFiles"], "modifiedFiles": plan["modifiedFiles"]})
     );
     let summary = entry["summary"].as_str().unwrap();
-    assert!(summary.starts_with("## Goal\nSUMMARY PART\n\n---\n\n**Turn Context (split turn):**\n\n## Goal\nSUMMARY PART\n\n<read-files>\nAGENTS.md\n"), "{summary}");
+    // Each part as the model wrote it, with what it left out appended by the fidelity gate.
+    assert!(
+        summary.starts_with(
+            "## Goal\nSUMMARY PART\n\n## Critical Context\n- Latest user request (verbatim): "
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("\n\n---\n\n**Turn Context (split turn):**\n\n## Goal\nSUMMARY PART\n\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("\n\n<read-files>\nAGENTS.md\n"),
+        "{summary}"
+    );
     assert!(summary.ends_with("~/.pi/agent/themes/nord.json\n</modified-files>"));
     assert_eq!(
         body["line"].as_str().unwrap(),
         serde_json::to_string(entry).unwrap()
     );
-    assert_eq!(body["summarizerCalls"], 2);
+    // Four calls of 120 + 7 tokens.
     assert_eq!(
         body["usage"],
-        json!({"inputTokens": 240, "outputTokens": 14})
+        json!({"inputTokens": 480, "outputTokens": 28})
+    );
+    // The gate's report: the model kept nothing critical; one repair call each; the rest
+    // appended, and what the summary still does not hold is listed as forgotten.
+    let fidelity = &body["fidelity"];
+    assert_eq!(fidelity["repairCall"], true);
+    assert!(fidelity["appended"].as_u64().unwrap() >= 1, "{fidelity}");
+    assert_eq!(body["forgotten"], fidelity["missing"]);
+    assert!(
+        body["forgotten"].as_array().unwrap().iter().all(|m| ![
+            "latest_request",
+            "modified_file",
+            "open_work",
+            "constraint",
+            "pinned"
+        ]
+        .contains(&m["kind"].as_str().unwrap())),
+        "critical anchors are never forgotten: {}",
+        body["forgotten"]
     );
 
     // Stored: the entry is the new leaf, and the context now starts with its summary.
@@ -508,6 +570,11 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         (Some("compactd"), Some("openai:gpt-test"))
     );
     assert!(made["tokensSaved"].as_i64().unwrap() > 100_000, "{made}");
+    assert_eq!(
+        made["fidelity"], body["fidelity"],
+        "stored with the compaction"
+    );
+    assert_eq!(made["forgotten"], body["forgotten"]);
     // The leaf is now a compaction: nothing more to compact.
     let again = app
         .post(&format!("/v1/sessions/{id}/compactions"), &json!({}))
@@ -523,7 +590,7 @@ async fn a_failed_summarization_changes_nothing(store: Arc<dyn Store>) {
     )
     .await;
     let app =
-        TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
+        TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let view = upload(&app, v3_session(20, 400)).await;
     let id = view["id"].as_str().unwrap();
     let before = app
@@ -571,9 +638,10 @@ async fn concurrent_compactions_of_one_leaf_make_one_entry(store: Arc<dyn Store>
         Reply::openai("## Goal\nonce").after(Duration::from_millis(300)),
     )
     .await;
-    let app = Arc::new(
-        TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await,
-    );
+    let app = Arc::new(TestApp::handlers_with_store(
+        chain_config(&fake, "openai:gpt-test", false),
+        store.clone(),
+    ));
     let view = upload(&app, v3_session(20, 400)).await;
     let id = view["id"].as_str().unwrap().to_owned();
     let leaf = view["leafId"].as_str().unwrap().to_owned();
@@ -626,9 +694,63 @@ async fn concurrent_compactions_of_one_leaf_make_one_entry(store: Arc<dyn Store>
     assert_eq!(stored.matches(r#""type":"compaction""#).count(), 1);
 }
 
+/// Two replicas (each with its own leaf locks) on one database compact the same leaf at once:
+/// both summarize, one append wins, and the other answers with the winner's entry.
+async fn replicas_racing_for_one_leaf_agree_on_one_entry(store: Arc<dyn Store>) {
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::openai("## Goal\nraced").after(Duration::from_millis(300)),
+    )
+    .await;
+    let config = chain_config(&fake, "openai:gpt-test", false);
+    let replicas = [
+        Arc::new(TestApp::handlers_with_store(config.clone(), store.clone())),
+        Arc::new(TestApp::handlers_with_store(config, store.clone())),
+    ];
+    let view = upload(&replicas[0], v3_session(20, 400)).await;
+    let id = view["id"].as_str().unwrap().to_owned();
+    let requests = replicas.iter().map(|app| {
+        let (app, id) = (app.clone(), id.clone());
+        tokio::spawn(async move {
+            let response = app
+                .post(
+                    &format!("/v1/sessions/{id}/compactions"),
+                    &json!({"keepRecentTokens": 500}),
+                )
+                .await;
+            (response.status(), response.json::<Value>().await.unwrap())
+        })
+    });
+    let mut results: Vec<(StatusCode, Value)> = futures_util::future::join_all(requests)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    results.sort_by_key(|(status, _)| std::cmp::Reverse(*status));
+    assert_eq!(
+        results.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        [StatusCode::CREATED, StatusCode::OK],
+        "{results:?}"
+    );
+    assert_eq!(results[0].1["entry"]["id"], results[1].1["entry"]["id"]);
+    assert_eq!(results[1].1["created"], false);
+    // Both summarized (neither saw the other's entry before appending): the loser's append was
+    // refused and it answered with the winner's entry.
+    let calls = results[0].1["summarizerCalls"].as_u64().unwrap() as usize;
+    assert_eq!(fake.received().len(), 2 * calls);
+    assert_eq!(store.compactions(&id).await.unwrap().len(), 1);
+    let stored = replicas[1]
+        .get(&format!("/v1/sessions/{id}/entries"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(stored.matches(r#""type":"compaction""#).count(), 1);
+}
+
 async fn nothing_to_compact_is_a_409(store: Arc<dyn Store>) {
     let fake = FakeUpstream::start(vec![], Reply::openai("unused")).await;
-    let app = TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store).await;
+    let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let view = upload(&app, v3_session(2, 10)).await;
     let id = view["id"].as_str().unwrap();
     let response = app
@@ -680,7 +802,7 @@ async fn nothing_to_compact_is_a_409(store: Arc<dyn Store>) {
 
 async fn branch_summaries_hang_where_pi_puts_them(store: Arc<dyn Store>) {
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nexplored branch")).await;
-    let app = TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store).await;
+    let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let text = v3_session(3, 20);
     let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
     let view = upload(&app, text).await;
@@ -752,4 +874,64 @@ async fn branch_summaries_hang_where_pi_puts_them(store: Arc<dyn Store>) {
         )
         .await;
     assert_eq!(json(response).await["error"]["param"], "targetId");
+}
+
+/// The context pi builds from a file: the messages of `buildSessionContext` at its last entry.
+fn pi_context(file: &str) -> Vec<String> {
+    let session = Session::parse(file.as_bytes(), ParseOptions::default()).unwrap();
+    let path = session.active_path(None).unwrap();
+    compactd::compaction::build_session_context(&path)
+        .messages()
+        .iter()
+        .map(|m| m.role().to_owned())
+        .collect()
+}
+
+/// pi re-migrates a v1 file with random ids of its own, so a compaction line compactd made for the
+/// stored copy points at ids that do not exist in the client's file: the documented path is to
+/// replace the file with the stored one, and that file rebuilds with every kept message.
+async fn a_v1_upload_is_replaced_by_the_stored_file_and_rebuilds_as_pi_would(
+    store: Arc<dyn Store>,
+) {
+    let app = TestApp::handlers_with_store(config(), store);
+    let original = String::from_utf8(fixture("large-session.jsonl")).unwrap();
+    let view = upload(&app, original.clone()).await;
+    let id = view["id"].as_str().unwrap();
+    let stored_file = format!("/v1/sessions/{id}/entries");
+    assert_eq!(view["replaceFile"], stored_file, "{view}");
+    assert!(
+        view["notice"]
+            .as_str()
+            .unwrap()
+            .contains("replace your local file")
+    );
+
+    let response = app
+        .post(&format!("/v1/sessions/{id}/compactions"), &json!({}))
+        .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let compaction = json(response).await;
+    assert_eq!(compaction["replaceFile"], stored_file);
+    let line = compaction["line"].as_str().unwrap();
+
+    // The documented path: the client's file becomes the stored one.
+    let replaced = app.get(&stored_file).await.text().await.unwrap();
+    assert!(replaced.ends_with(&format!("{line}\n")));
+    let context = pi_context(&replaced);
+    assert_eq!(context[0], "compactionSummary");
+    // Appendix A: the cut keeps from index 837 of 1018 entries; its 181 messages come back.
+    assert_eq!(
+        context.len(),
+        182,
+        "every kept message is in the rebuilt context"
+    );
+
+    // What goes wrong otherwise: the line appended to the old v1 file, which is migrated again
+    // with other ids, names a first kept entry that is not there, and every kept message is lost.
+    let appended = format!("{original}{line}\n");
+    assert_eq!(pi_context(&appended), ["compactionSummary"]);
+
+    // A v3 upload needs none of this.
+    let v3 = upload(&app, v3_session(2, 10)).await;
+    assert!(v3.get("replaceFile").is_none(), "{v3}");
 }

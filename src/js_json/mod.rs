@@ -12,6 +12,12 @@
 //!   keys follow in insertion order (`serde_json` with `preserve_order` keeps plain insertion order);
 //! * lengths in UTF-16 code units rather than bytes or chars.
 
+mod surrogates;
+
+pub use surrogates::{
+    from_slice, from_str, preserving, replace_lone_surrogates, replace_lone_surrogates_str,
+};
+
 use serde_json::{Map, Number, Value};
 
 /// Length of `s` in UTF-16 code units, i.e. JavaScript's `s.length`.
@@ -224,6 +230,26 @@ pub fn serialize_f64<S: serde::Serializer>(f: f64, serializer: S) -> Result<S::O
     }
 }
 
+/// A double as a JSON number the way JavaScript prints it: integral values as integers
+/// (`1733696465306`, not `1733696465306.0`), so epoch-millisecond timestamps and token counts read
+/// back as pi's do.
+pub fn number_value(f: f64) -> Value {
+    const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+    if f.is_finite() && f.fract() == 0.0 && f.abs() <= MAX_SAFE {
+        Value::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// `serialize_with` form of [`serialize_f64`], for `f64` fields.
+pub fn serialize_number<S: serde::Serializer>(
+    value: &f64,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serialize_f64(*value, serializer)
+}
+
 /// A double formatted as JavaScript's `String(f)`.
 pub fn f64_to_js_string(f: f64) -> String {
     if f.is_nan() {
@@ -253,6 +279,9 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push_str(&s[start..]);
     out.push('"');
 }
+
+// ---------------------------------------------------------------------------------------------
+// Lone surrogates
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,146 @@
+//! The composition root: the application built from its settings — the store, the model chain
+//! (one HTTP client per provider, built once) behind the pipeline and its observers, the prompts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::{App, Limits};
+use crate::config::{StorageConfig, SummarizerConfig};
+use crate::metrics::Metrics;
+use crate::pipeline::calllog::CallLog;
+use crate::pipeline::events::MetricsObserver;
+use crate::pipeline::{Admission, Limiter, Observer, Pipeline};
+use crate::prompts::Prompts;
+use crate::store::Store;
+use crate::summarizer::anthropic::AnthropicClient;
+use crate::summarizer::fold::FoldPrompts;
+use crate::summarizer::openai::OpenAiClient;
+use crate::summarizer::{Chain, Link, ModelSpec};
+
+impl App {
+    /// The application around a connected store.
+    pub fn build(
+        summarizers: &SummarizerConfig,
+        storage: &StorageConfig,
+        store: Arc<dyn Store>,
+    ) -> anyhow::Result<App> {
+        let prompts = match &summarizers.prompts_dir {
+            Some(dir) => Prompts::load(dir)?,
+            None => Prompts::builtin(),
+        };
+        let metrics = Arc::new(Metrics::new());
+        let calls = CallLog::spawn(store.clone(), storage.store_text, metrics.clone());
+        let pipeline = build_pipeline(summarizers, &prompts, metrics.clone(), calls.clone())?;
+        Ok(App::new(
+            store,
+            Arc::new(pipeline),
+            prompts,
+            metrics,
+            calls,
+            Limits {
+                max_line_bytes: storage.max_line_bytes,
+                max_entries: storage.max_entries,
+                max_prompt_bytes: summarizers.max_prompt_bytes,
+                default_max_tokens: summarizers.default_max_tokens.get(),
+                max_output_tokens: summarizers.max_output_tokens.get(),
+                context_window: summarizers.context_window.get(),
+            },
+        ))
+    }
+}
+
+/// The pipeline: the chain, admission, and the observers (metrics and the call log).
+pub fn build_pipeline(
+    config: &SummarizerConfig,
+    prompts: &Prompts,
+    metrics: Arc<Metrics>,
+    calls: CallLog,
+) -> anyhow::Result<Pipeline> {
+    let observers: Vec<Arc<dyn Observer>> =
+        vec![Arc::new(MetricsObserver(metrics)), Arc::new(calls)];
+    Ok(Pipeline::new(
+        build_chain(config, prompts)?,
+        Admission::new(
+            Limiter::new(config.max_concurrent.get(), config.max_queue),
+            config.max_concurrent_per_key,
+        ),
+        observers,
+    ))
+}
+
+/// The model chain: each configured model with the client of its provider and its options, folding
+/// with the configured prompt templates.
+pub fn build_chain(config: &SummarizerConfig, prompts: &Prompts) -> anyhow::Result<Chain> {
+    let options_for = |spec: &ModelSpec| {
+        let mut merged = config.model_options.get("*").cloned().unwrap_or_default();
+        let name = spec.name();
+        let bare = name.split_once(':').map_or(name.as_str(), |(_, m)| m);
+        for key in [bare, name.as_str()] {
+            if let Some(specific) = config.model_options.get(key) {
+                merged.extend(specific.clone());
+            }
+        }
+        merged
+    };
+    // Answers are streamed and timed by the chain (first token, pauses, deadline), so the client
+    // has no total timeout of its own.
+    let http = || {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            // A redirect would carry the provider key and the user's prompt to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("building the HTTP client")
+    };
+    let mut openai = None;
+    let mut anthropic = None;
+    let mut links = Vec::new();
+    for spec in config.chain() {
+        let window = spec.window();
+        let options = options_for(&spec);
+        links.push(match spec {
+            ModelSpec::OpenAi { model, .. } => {
+                if openai.is_none() {
+                    openai = Some(OpenAiClient::new(
+                        http()?,
+                        config.openai_base_url.as_str(),
+                        config
+                            .openai_api_key
+                            .as_ref()
+                            .map(|k| k.expose().to_owned()),
+                    ));
+                }
+                Link::OpenAi {
+                    client: openai.clone().expect("built above"),
+                    model,
+                    window,
+                    options,
+                }
+            }
+            ModelSpec::Anthropic { model, .. } => {
+                if anthropic.is_none() {
+                    let key = config.anthropic_api_key.as_ref().context(
+                        "the chain names an anthropic: model but ANTHROPIC_API_KEY is not set",
+                    )?;
+                    anthropic = Some(AnthropicClient::new(
+                        http()?,
+                        config.anthropic_base_url.as_str(),
+                        key.expose().to_owned(),
+                        config.anthropic_version.clone(),
+                    ));
+                }
+                Link::Anthropic {
+                    client: anthropic.clone().expect("built above"),
+                    model,
+                    window,
+                    options,
+                }
+            }
+            ModelSpec::Extractive => Link::Extractive,
+        });
+    }
+    Ok(Chain::new(links, config.retry_policy()).with_fold_prompts(FoldPrompts::of(prompts)))
+}

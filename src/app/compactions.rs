@@ -1,0 +1,396 @@
+//! Compacting stored sessions and summarizing their branches, and the history of compactions.
+//!
+//! One compaction per leaf: requests for the same leaf of the same session wait for the one in
+//! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
+//! the entry count and a loser that finds the same leaf compacted returns that entry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use super::sessions::Loaded;
+use super::{App, AppError};
+use crate::access::Identity;
+use crate::compaction::NothingReason;
+use crate::compactor::{
+    self, BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest,
+};
+use crate::fidelity::{Missing, Report};
+use crate::pipeline::Endpoint;
+use crate::session::{Entry, EntryKind, Message, Session, time};
+use crate::store::{Append, CompactionRecord, EntryRecord, SessionRecord, StoreError, now_ms};
+use crate::summarizer::TokenUsage;
+
+/// Held while one leaf of one session is being compacted.
+type LeafLock = Arc<tokio::sync::Mutex<()>>;
+
+/// One compaction at a time per (session, leaf) in this process.
+#[derive(Clone, Default)]
+pub(crate) struct LeafLocks(Arc<Mutex<HashMap<(String, String), LeafLock>>>);
+
+impl LeafLocks {
+    fn get(&self, session_id: &str, leaf_id: &str) -> LeafLock {
+        let mut locks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Drop the locks nobody holds any more, so the map stays small.
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks
+            .entry((session_id.to_owned(), leaf_id.to_owned()))
+            .or_default()
+            .clone()
+    }
+}
+
+/// What a compaction request produced.
+#[derive(Debug)]
+pub enum Compacted {
+    /// compactd wrote a new entry.
+    Created {
+        outcome: Box<CompactionOutcome>,
+        session: SessionRecord,
+    },
+    /// The leaf was compacted already (by a concurrent request, or in the uploaded file).
+    Existing {
+        /// The stored entry.
+        entry: serde_json::Value,
+        line: String,
+        session: SessionRecord,
+    },
+}
+
+/// A branch summary appended.
+#[derive(Debug)]
+pub struct BranchSummarized {
+    pub outcome: BranchSummaryOutcome,
+    pub session: SessionRecord,
+}
+
+/// Token usage of the calls of a compaction.
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageView {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// A compaction on record: one compactd wrote (with model, usage and savings) or one that came
+/// with the upload.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionView {
+    pub entry_id: String,
+    /// `compactd` or `upload`.
+    pub source: String,
+    /// The leaf it was made from (its parent).
+    pub leaf_id: Option<String>,
+    pub first_kept_entry_id: Option<String>,
+    pub summary: Option<String>,
+    /// The model(s) that wrote it; `null` for uploaded ones.
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<i64>,
+    pub tokens_before: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_saved: Option<i64>,
+    pub created_at: Option<String>,
+    /// What the fidelity gate found and did (compactions compactd wrote).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<Report>,
+    /// The anchors of the replaced history this summary does not keep: what the agent will no
+    /// longer know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forgotten: Option<Vec<Missing>>,
+}
+
+/// The compaction entry already made from `leaf_id`, if any.
+fn compaction_child<'a>(session: &'a Session, leaf_id: &str) -> Option<&'a Entry> {
+    session
+        .entries
+        .iter()
+        .rev()
+        .find(|e| e.is_compaction() && e.parent_id.as_deref() == Some(leaf_id))
+}
+
+impl App {
+    /// Plans, summarizes and appends a compaction entry in pi's shape to `who`'s session.
+    pub async fn compact(
+        &self,
+        who: &Identity,
+        id: &str,
+        request: CompactionRequest,
+    ) -> Result<Compacted, AppError> {
+        // The leaf to lock: the one asked for, or the session's leaf as recorded (no need to read
+        // the entries for it).
+        let leaf_id = match &request.leaf_id {
+            Some(leaf) => leaf.clone(),
+            None => self.session(who, id).await?.leaf_id.ok_or_else(|| {
+                AppError::Nothing(
+                    NothingReason::EmptySession,
+                    "the session has no entries".into(),
+                )
+            })?,
+        };
+        // Requests for the same leaf wait for the one in progress and get its entry: they must
+        // not spend the caller's summarization slots (and be refused) on work already under way.
+        let lock = self.leaf_locks.get(id, &leaf_id);
+        let _guard = lock.lock().await;
+        // Read once, under the lock: another request may have compacted this leaf meanwhile.
+        let loaded = self.load(who, id).await?;
+        if loaded.session.get(&leaf_id).is_none() {
+            return Err(AppError::invalid(
+                "leafId",
+                format!("no entry with id {leaf_id:?} in this session"),
+            ));
+        }
+        if let Some(existing) = compaction_child(&loaded.session, &leaf_id) {
+            return Ok(existing_entry(&existing.raw, loaded.record));
+        }
+        let context = self
+            .pipeline_context(who, Endpoint::SessionCompaction)
+            .for_session(id);
+        let pins = self.store.pins(id).await?;
+        let request = CompactionRequest {
+            leaf_id: Some(leaf_id.clone()),
+            pins: pins.into_iter().map(|p| p.text).collect(),
+            ..request
+        };
+        let outcome = compactor::compact(
+            &loaded.session,
+            &request,
+            &self.pipeline,
+            &context,
+            &self.prompts,
+        )
+        .await?;
+        let entry = &outcome.entry;
+        let record = CompactionRecord {
+            session_id: id.to_owned(),
+            entry_id: entry.id.clone(),
+            leaf_id: entry.parent_id.clone(),
+            first_kept_entry_id: entry.first_kept_entry_id.clone(),
+            model: outcome.model.clone(),
+            input_tokens: outcome.usage.input_tokens as i64,
+            output_tokens: outcome.usage.output_tokens as i64,
+            latency_ms: outcome.latency_ms as i64,
+            tokens_before: entry.tokens_before as i64,
+            tokens_after: outcome.tokens_after as i64,
+            summary: entry.summary.clone(),
+            created_at_ms: now_ms(),
+            fidelity: serde_json::to_string(&outcome.fidelity).ok(),
+        };
+        let append = new_leaf(
+            &loaded,
+            EntryRecord {
+                entry_id: entry.id.clone(),
+                parent_id: Some(entry.parent_id.clone()),
+                entry_type: "compaction".into(),
+                raw: outcome.line.clone(),
+            },
+            outcome.tokens_after as i64,
+            Some(record),
+        );
+        match self.store.append(id, &append, now_ms()).await {
+            Ok(()) => {}
+            Err(StoreError::Changed) => {
+                // Another replica appended first: if it compacted the same leaf, that is the
+                // answer (found by the leaf, without reading the session again).
+                if let Some(existing) = self.store.compaction_from(id, &leaf_id).await? {
+                    let record = self.session(who, id).await?;
+                    return Ok(existing_entry(&existing.raw, record));
+                }
+                return Err(StoreError::Changed.into());
+            }
+            Err(error) => return Err(error.into()),
+        }
+        self.metrics.compactions.inc();
+        self.metrics
+            .tokens_saved
+            .inc_by((entry.tokens_before as u64).saturating_sub(outcome.tokens_after));
+        tracing::info!(session = %id, entry = %entry.id, model = %outcome.model,
+            tokens_before = entry.tokens_before as u64, tokens_after = outcome.tokens_after, "compaction appended");
+        Ok(Compacted::Created {
+            outcome: Box::new(outcome),
+            session: loaded.record,
+        })
+    }
+
+    /// Compacts a session file outside the store (`compactd compact FILE`): the same compactor
+    /// and pipeline, the call recorded under the CLI with the file's session id.
+    pub async fn compact_file(
+        &self,
+        session: &Session,
+        request: &CompactionRequest,
+    ) -> Result<CompactionOutcome, AppError> {
+        let context =
+            crate::pipeline::Context::new(Endpoint::Cli, "", None).for_session(&session.header.id);
+        Ok(compactor::compact(session, request, &self.pipeline, &context, &self.prompts).await?)
+    }
+
+    /// Summarizes the branch left when navigating from the leaf to the target and appends the
+    /// branch-summary entry where pi would (spec §9).
+    pub async fn summarize_branch(
+        &self,
+        who: &Identity,
+        id: &str,
+        request: BranchSummaryRequest,
+    ) -> Result<BranchSummarized, AppError> {
+        let loaded = self.load(who, id).await?;
+        for (param, value) in [
+            ("targetId", Some(&request.target_id)),
+            ("fromLeafId", request.from_leaf_id.as_ref()),
+        ] {
+            if let Some(value) = value
+                && loaded.session.get(value).is_none()
+            {
+                return Err(AppError::invalid(
+                    param,
+                    format!("no entry with id {value:?} in this session"),
+                ));
+            }
+        }
+        let request = BranchSummaryRequest {
+            context_window: self.limits.context_window,
+            ..request
+        };
+        let context = self
+            .pipeline_context(who, Endpoint::BranchSummary)
+            .for_session(id);
+        let outcome = compactor::summarize_branch(
+            &loaded.session,
+            &request,
+            &self.pipeline,
+            &context,
+            &self.prompts,
+        )
+        .await
+        .map_err(|e| match AppError::from(e) {
+            AppError::Invalid { message, .. } => AppError::invalid("targetId", message),
+            other => other,
+        })?;
+        let entry = &outcome.entry;
+        let append = new_leaf(
+            &loaded,
+            EntryRecord {
+                entry_id: entry.id.clone(),
+                parent_id: entry.parent_id.clone(),
+                entry_type: "branch_summary".into(),
+                raw: outcome.line.clone(),
+            },
+            loaded.record.context_tokens,
+            None,
+        );
+        self.store.append(id, &append, now_ms()).await?;
+        Ok(BranchSummarized {
+            outcome,
+            session: loaded.record,
+        })
+    }
+
+    /// Every compaction on record for `who`'s session, oldest first.
+    pub async fn compaction_history(
+        &self,
+        who: &Identity,
+        id: &str,
+    ) -> Result<Vec<CompactionView>, AppError> {
+        let loaded = self.load(who, id).await?;
+        let made = self.store.compactions(id).await?;
+        Ok(loaded
+            .session
+            .entries
+            .iter()
+            .filter_map(|entry| {
+                let EntryKind::Compaction {
+                    first_kept_entry_id,
+                    message,
+                    ..
+                } = &entry.kind
+                else {
+                    return None;
+                };
+                let tokens_before = match message {
+                    Message::CompactionSummary { tokens_before, .. } => *tokens_before as i64,
+                    _ => 0,
+                };
+                Some(match made.iter().find(|m| m.entry_id == entry.id) {
+                    Some(m) => {
+                        let report = m
+                            .fidelity
+                            .as_deref()
+                            .and_then(|f| serde_json::from_str::<Report>(f).ok());
+                        CompactionView {
+                            entry_id: entry.id.clone(),
+                            source: "compactd".into(),
+                            leaf_id: Some(m.leaf_id.clone()),
+                            first_kept_entry_id: Some(m.first_kept_entry_id.clone()),
+                            summary: Some(m.summary.clone()),
+                            model: Some(m.model.clone()),
+                            usage: Some(UsageView {
+                                input_tokens: m.input_tokens,
+                                output_tokens: m.output_tokens,
+                            }),
+                            latency_ms: Some(m.latency_ms),
+                            tokens_before: m.tokens_before,
+                            tokens_after: Some(m.tokens_after),
+                            tokens_saved: Some(m.tokens_before - m.tokens_after),
+                            created_at: Some(time::epoch_ms_to_iso(m.created_at_ms)),
+                            forgotten: report.as_ref().map(|r| r.missing.clone()),
+                            fidelity: report,
+                        }
+                    }
+                    None => CompactionView {
+                        entry_id: entry.id.clone(),
+                        source: "upload".into(),
+                        leaf_id: entry.parent_id.clone(),
+                        first_kept_entry_id: first_kept_entry_id.clone(),
+                        summary: entry.summary().map(str::to_owned),
+                        model: None,
+                        usage: None,
+                        latency_ms: None,
+                        tokens_before,
+                        tokens_after: None,
+                        tokens_saved: None,
+                        created_at: entry.timestamp.clone(),
+                        fidelity: None,
+                        forgotten: None,
+                    },
+                })
+            })
+            .collect())
+    }
+}
+
+fn existing_entry(raw: &str, session: SessionRecord) -> Compacted {
+    Compacted::Existing {
+        entry: crate::js_json::from_str(raw).unwrap_or(serde_json::Value::Null),
+        line: raw.to_owned(),
+        session,
+    }
+}
+
+/// Appending one entry compactd wrote, which becomes the leaf, to the session as it was loaded.
+fn new_leaf(
+    loaded: &Loaded,
+    entry: EntryRecord,
+    context_tokens: i64,
+    compaction: Option<CompactionRecord>,
+) -> Append {
+    Append {
+        expected_entry_count: loaded.entry_count,
+        leaf_id: Some(entry.entry_id.clone()),
+        entries: vec![entry],
+        context_tokens,
+        compaction,
+    }
+}
+
+/// Usage of an outcome as the API shows it.
+pub fn usage_view(usage: &TokenUsage) -> UsageView {
+    UsageView {
+        input_tokens: usage.input_tokens as i64,
+        output_tokens: usage.output_tokens as i64,
+    }
+}

@@ -1,0 +1,88 @@
+//! The application layer: what compactd does, for the HTTP handlers and the CLI alike.
+//!
+//! * [`sessions`]: upload, list, read, delete, append to stored sessions — each for a caller, who
+//!   sees only their tenant's sessions.
+//! * [`plans`]: what a compaction would cut, and the context the LLM sees, of stored sessions and
+//!   of session files.
+//! * [`compactions`]: compact a stored session or summarize a branch of it — leaf locks, dedupe of
+//!   concurrent requests, the optimistic append and its retry, the stored record — and the history.
+//! * [`pins`]: text pinned to a session, carried verbatim by every later compaction.
+//! * [`wire`]: summarize an agent's rendered prompt (the two remote-endpoint wires).
+//!
+//! Every summarization goes through the [`Pipeline`]; storage through the [`Store`]. Handlers
+//! extract, call one function here, and map the result to a response.
+
+mod build;
+pub mod compactions;
+mod error;
+pub mod pins;
+pub mod plans;
+pub mod sessions;
+pub mod wire;
+
+use std::sync::Arc;
+
+pub use build::{build_chain, build_pipeline};
+pub use error::AppError;
+
+use crate::access::Identity;
+use crate::metrics::Metrics;
+use crate::pipeline::calllog::CallLog;
+use crate::pipeline::{Context, Endpoint, Pipeline};
+use crate::prompts::Prompts;
+use crate::store::Store;
+
+/// Limits and defaults of the operations (the HTTP layer has its own for bodies and time).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest line of an uploaded or appended session.
+    pub max_line_bytes: usize,
+    /// Most entries a stored session may have.
+    pub max_entries: usize,
+    /// Largest system prompt plus prompt of a summarization request.
+    pub max_prompt_bytes: usize,
+    /// Output cap of a request that gives none.
+    pub default_max_tokens: u64,
+    /// Highest output cap a request may ask for.
+    pub max_output_tokens: u64,
+    /// Context window assumed for branch summaries.
+    pub context_window: u64,
+}
+
+/// Everything the operations need; cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    pub store: Arc<dyn Store>,
+    pub pipeline: Arc<Pipeline>,
+    pub prompts: Arc<Prompts>,
+    pub metrics: Arc<Metrics>,
+    pub calls: CallLog,
+    pub limits: Limits,
+    leaf_locks: compactions::LeafLocks,
+}
+
+impl App {
+    pub fn new(
+        store: Arc<dyn Store>,
+        pipeline: Arc<Pipeline>,
+        prompts: Prompts,
+        metrics: Arc<Metrics>,
+        calls: CallLog,
+        limits: Limits,
+    ) -> App {
+        App {
+            store,
+            pipeline,
+            prompts: Arc::new(prompts),
+            metrics,
+            calls,
+            limits,
+            leaf_locks: compactions::LeafLocks::default(),
+        }
+    }
+
+    /// The pipeline context of a call by `who` through `endpoint`.
+    pub fn pipeline_context(&self, who: &Identity, endpoint: Endpoint) -> Context {
+        Context::new(endpoint, &who.tenant, who.key_id.as_deref())
+    }
+}

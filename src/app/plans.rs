@@ -1,0 +1,111 @@
+//! Plans and rebuilt contexts of stored sessions and of session files: what a compaction would
+//! cut, and what the LLM sees at a leaf. Nothing here writes.
+
+use super::sessions::parse;
+use super::{App, AppError};
+use crate::access::Identity;
+use crate::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
+use crate::session::Session;
+
+/// Largest token setting accepted: far above any model's window, small enough to stay exact.
+const MAX_TOKEN_SETTING: u64 = 100_000_000;
+
+/// Planning settings from a request, checked; absent ones take pi's defaults.
+pub fn settings(
+    keep_recent_tokens: Option<i64>,
+    reserve_tokens: Option<i64>,
+) -> Result<CompactionSettings, AppError> {
+    let defaults = CompactionSettings::default();
+    let check = |name: &str, value: Option<i64>, min: u64, default: u64| match value {
+        None => Ok(default),
+        Some(v) if v >= min as i64 && (v as u64) <= MAX_TOKEN_SETTING => Ok(v as u64),
+        Some(v) => Err(AppError::invalid(
+            name,
+            format!("{name} must be between {min} and {MAX_TOKEN_SETTING}, not {v}"),
+        )),
+    };
+    Ok(CompactionSettings {
+        enabled: true,
+        keep_recent_tokens: check(
+            "keepRecentTokens",
+            keep_recent_tokens,
+            0,
+            defaults.keep_recent_tokens,
+        )?,
+        reserve_tokens: check("reserveTokens", reserve_tokens, 1, defaults.reserve_tokens)?,
+    })
+}
+
+impl App {
+    /// The plan of a stored session.
+    pub async fn plan(
+        &self,
+        who: &Identity,
+        id: &str,
+        settings: &CompactionSettings,
+        leaf_id: Option<&str>,
+    ) -> Result<PlanOutcome, AppError> {
+        let loaded = self.load(who, id).await?;
+        plan_of(&loaded.session, settings, leaf_id)
+    }
+
+    /// The plan of a session file; nothing is stored.
+    pub async fn plan_file(
+        &self,
+        bytes: impl AsRef<[u8]> + Send + 'static,
+        lenient: bool,
+        settings: &CompactionSettings,
+        leaf_id: Option<&str>,
+    ) -> Result<PlanOutcome, AppError> {
+        let session = parse(bytes, self.parse_options(lenient)).await?;
+        plan_of(&session, settings, leaf_id)
+    }
+
+    /// What the LLM sees at `leaf_id` (the leaf by default), as JSON messages.
+    pub async fn context(
+        &self,
+        who: &Identity,
+        id: &str,
+        leaf_id: Option<&str>,
+    ) -> Result<ContextView, AppError> {
+        let loaded = self.load(who, id).await?;
+        let path = loaded
+            .session
+            .active_path(leaf_id)
+            .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
+        Ok(ContextView::of(&build_session_context(&path)))
+    }
+}
+
+/// The LLM-facing context of a path.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextView {
+    /// User, assistant and tool-result messages exactly as stored; the others converted to user
+    /// messages (spec §2.4, §8.4).
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<serde_json::Value>,
+    pub thinking_level: Option<String>,
+    pub model: Option<crate::compaction::ModelRef>,
+}
+
+impl ContextView {
+    pub fn of(context: &SessionContext<'_>) -> ContextView {
+        ContextView {
+            messages: context.llm_json(),
+            thinking_level: context.thinking_level.clone(),
+            model: context.model.clone(),
+        }
+    }
+}
+
+fn plan_of(
+    session: &Session,
+    settings: &CompactionSettings,
+    leaf_id: Option<&str>,
+) -> Result<PlanOutcome, AppError> {
+    let path = session
+        .active_path(leaf_id)
+        .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
+    Ok(PlanOutcome::for_path(&path, settings))
+}

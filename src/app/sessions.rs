@@ -1,0 +1,431 @@
+//! Stored sessions: upload, list, read, delete, the file back, appends. Every operation is for a
+//! caller: another tenant's session is "not found", like a missing one.
+
+use crate::access::Identity;
+use crate::compaction::{build_session_context, estimate_context_tokens};
+use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
+use crate::store::{Append, EntryRecord, SessionRecord, StoreError, now_ms};
+
+use super::{App, AppError};
+
+/// A session just stored, and what lenient reading skipped or repaired on the way.
+#[derive(Debug)]
+pub struct Uploaded {
+    pub record: SessionRecord,
+    pub skipped: Vec<LineIssue>,
+    pub repaired: Vec<LineIssue>,
+}
+
+/// For a session uploaded as v1 or v2: it was migrated with new entry ids, as pi migrates it (pi
+/// also draws new random ids), so a compaction line appended to the client's old file would name
+/// ids that do not exist there and pi would drop every kept message. The client replaces its
+/// file with the stored one.
+#[derive(Debug, Default, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaceNotice {
+    /// `/v1/sessions/{id}/entries`: download it over the local file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replace_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: Option<String>,
+}
+
+impl ReplaceNotice {
+    pub fn of(record: &SessionRecord) -> ReplaceNotice {
+        if record.source_version >= i64::from(session::CURRENT_VERSION) {
+            return ReplaceNotice::default();
+        }
+        let file = format!("/v1/sessions/{}/entries", record.session_id);
+        ReplaceNotice {
+            notice: Some(format!(
+                "this v{} file was migrated to v3 with new entry ids; replace your local file with GET {file} \
+                 (after this upload and after each compaction) instead of appending lines to it",
+                record.source_version
+            )),
+            replace_file: Some(file),
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug)]
+pub struct Appended {
+    pub appended: usize,
+    /// Lines already stored with the same content, skipped.
+    pub unchanged: usize,
+    pub record: SessionRecord,
+}
+
+/// A page of sessions.
+#[derive(Debug)]
+pub struct Page {
+    pub sessions: Vec<SessionRecord>,
+    /// Where the next page starts, when this one is full.
+    pub next_cursor: Option<String>,
+}
+
+/// A stored session, read and parsed.
+pub(crate) struct Loaded {
+    pub record: SessionRecord,
+    pub session: Session,
+    /// Entries actually read: the count an append must find unchanged.
+    pub entry_count: i64,
+}
+
+/// How many times an append re-reads the session when another writer got in first.
+const APPEND_ATTEMPTS: usize = 5;
+
+/// The session as JSONL, from its stored lines.
+pub(crate) fn jsonl(record: &SessionRecord, entries: &[EntryRecord]) -> String {
+    let size = record.header.len() + entries.iter().map(|e| e.raw.len() + 1).sum::<usize>() + 256;
+    let mut text = String::with_capacity(size);
+    for line in record
+        .title_line
+        .iter()
+        .chain(std::iter::once(&record.header))
+        .chain(entries.iter().map(|e| &e.raw))
+    {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Context tokens of the path to the leaf, as the planner estimates them.
+pub(crate) fn context_tokens(session: &Session) -> i64 {
+    let path = session.active_path(None).unwrap_or_default();
+    estimate_context_tokens(&build_session_context(&path).messages()).tokens as i64
+}
+
+/// The stored form of an entry compactd read.
+pub(crate) fn entry_record(entry: &Entry) -> EntryRecord {
+    EntryRecord {
+        entry_id: entry.id.clone(),
+        parent_id: entry.parent_id.clone(),
+        entry_type: entry.entry_type().to_owned(),
+        raw: entry.raw.to_string(),
+    }
+}
+
+/// Reads a session file off the async workers (a 20 MB file takes ~100 ms).
+pub(crate) async fn parse(
+    bytes: impl AsRef<[u8]> + Send + 'static,
+    options: ParseOptions,
+) -> Result<Session, AppError> {
+    tokio::task::spawn_blocking(move || Session::parse(bytes.as_ref(), options))
+        .await
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+        .map_err(AppError::InvalidSession)
+}
+
+fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> AppError {
+    AppError::InvalidSession(ParseError {
+        line: Some(line),
+        kind,
+        message,
+    })
+}
+
+impl App {
+    /// How to read uploaded session files: the configured limits, lenient or not.
+    pub fn parse_options(&self, lenient: bool) -> ParseOptions {
+        ParseOptions {
+            lenient,
+            max_line_bytes: Some(self.limits.max_line_bytes),
+            max_entries: Some(self.limits.max_entries),
+        }
+    }
+
+    /// Stores a session file (migrated to v3 when older) for `who`.
+    pub async fn upload(
+        &self,
+        who: &Identity,
+        bytes: impl AsRef<[u8]> + Send + 'static,
+        lenient: bool,
+    ) -> Result<Uploaded, AppError> {
+        let session = parse(bytes, self.parse_options(lenient)).await?;
+        // Lenient reading lets a later line win a duplicate id; storage keeps ids unique.
+        if let Some(duplicate) = session
+            .repairs
+            .iter()
+            .find(|r| r.kind == ParseErrorKind::DuplicateId)
+        {
+            return Err(invalid_line(
+                duplicate.line,
+                duplicate.kind,
+                format!("{} (a stored session needs unique ids)", duplicate.message),
+            ));
+        }
+        let now = now_ms();
+        let byte_size = session
+            .title
+            .iter()
+            .chain(std::iter::once(&session.header.raw))
+            .chain(session.entries.iter().map(|e| &e.raw))
+            .map(|l| l.len() + 1)
+            .sum::<usize>();
+        let record = SessionRecord {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            tenant: who.tenant.clone(),
+            header_id: session.header.id.clone(),
+            title_line: session.title.as_deref().map(str::to_owned),
+            header: session.header.raw.to_string(),
+            source_version: i64::from(session.source_version),
+            leaf_id: session.entries.last().map(|e| e.id.clone()),
+            entry_count: session.entries.len() as i64,
+            byte_size: byte_size as i64,
+            context_tokens: context_tokens(&session),
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let Session {
+            entries,
+            skipped,
+            repairs,
+            ..
+        } = session;
+        // The lines move into the records: a 20 MB upload is not copied again.
+        let entries: Vec<EntryRecord> = entries
+            .into_iter()
+            .map(|e| EntryRecord {
+                entry_type: e.entry_type().to_owned(),
+                entry_id: e.id,
+                parent_id: e.parent_id,
+                raw: e.raw.into_string(),
+            })
+            .collect();
+        self.store.insert_session(&record, &entries).await?;
+        tracing::info!(session = %record.session_id, entries = record.entry_count, bytes = record.byte_size, "session stored");
+        Ok(Uploaded {
+            record,
+            skipped,
+            repaired: repairs,
+        })
+    }
+
+    /// `who`'s sessions, oldest first, `limit` (1–1000) a page, after `cursor`.
+    pub async fn sessions(
+        &self,
+        who: &Identity,
+        limit: i64,
+        cursor: Option<&str>,
+    ) -> Result<Page, AppError> {
+        if !(1..=1000).contains(&limit) {
+            return Err(AppError::invalid(
+                "limit",
+                "limit must be between 1 and 1000",
+            ));
+        }
+        let after = match cursor {
+            None => None,
+            Some(cursor) => Some(
+                cursor
+                    .split_once('.')
+                    .and_then(|(ms, id)| Some((ms.parse::<i64>().ok()?, id.to_owned())))
+                    .ok_or_else(|| {
+                        AppError::invalid("cursor", "cursor is not one this API returned")
+                    })?,
+            ),
+        };
+        let sessions = self.store.list_sessions(&who.tenant, limit, after).await?;
+        let next_cursor = (sessions.len() as i64 == limit)
+            .then(|| {
+                sessions
+                    .last()
+                    .map(|s| format!("{}.{}", s.created_at_ms, s.session_id))
+            })
+            .flatten();
+        Ok(Page {
+            sessions,
+            next_cursor,
+        })
+    }
+
+    /// `who`'s session record.
+    pub async fn session(&self, who: &Identity, id: &str) -> Result<SessionRecord, AppError> {
+        self.store
+            .get_session(id)
+            .await?
+            .filter(|record| record.tenant == who.tenant)
+            .ok_or_else(|| AppError::NotFound(format!("no session with id {id:?}")))
+    }
+
+    /// Deletes `who`'s session with its entries and compactions.
+    pub async fn delete_session(&self, who: &Identity, id: &str) -> Result<(), AppError> {
+        self.session(who, id).await?;
+        if self.store.delete_session(id).await? {
+            Ok(())
+        } else {
+            Err(AppError::NotFound(format!("no session with id {id:?}")))
+        }
+    }
+
+    /// The session file as stored (v3 JSONL).
+    pub async fn session_file(&self, who: &Identity, id: &str) -> Result<String, AppError> {
+        let record = self.session(who, id).await?;
+        let entries = self.store.entries(id).await?;
+        Ok(jsonl(&record, &entries))
+    }
+
+    /// A stored session, parsed. Stored lines were accepted at upload or append; they are read
+    /// leniently so that links repaired at a lenient upload are repaired the same way again.
+    pub(crate) async fn load(&self, who: &Identity, id: &str) -> Result<Loaded, AppError> {
+        let record = self.session(who, id).await?;
+        let entries = self.store.entries(id).await?;
+        let entry_count = entries.len() as i64;
+        let text = jsonl(&record, &entries);
+        let session = parse(
+            text,
+            ParseOptions {
+                lenient: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok(Loaded {
+            record,
+            session,
+            entry_count,
+        })
+    }
+
+    /// Appends JSONL entries whose parents exist. An entry already stored with the same id and
+    /// content is skipped; with other content it is a conflict.
+    pub async fn append(
+        &self,
+        who: &Identity,
+        id: &str,
+        body: &[u8],
+    ) -> Result<Appended, AppError> {
+        let lines = entry_lines(body, self.limits.max_line_bytes)?;
+        for _ in 0..APPEND_ATTEMPTS {
+            let loaded = self.load(who, id).await?;
+            let (new, unchanged) = check_append(&loaded.session, &lines)?;
+            let total = loaded.session.entries.len() + new.len();
+            if total > self.limits.max_entries {
+                return Err(invalid_line(
+                    new[0].line,
+                    ParseErrorKind::TooManyEntries,
+                    format!(
+                        "the session would have {total} entries, over the limit of {}",
+                        self.limits.max_entries
+                    ),
+                ));
+            }
+            if new.is_empty() {
+                return Ok(Appended {
+                    appended: 0,
+                    unchanged,
+                    record: loaded.record,
+                });
+            }
+            let text = jsonl(&loaded.record, &[])
+                + &loaded
+                    .session
+                    .entries
+                    .iter()
+                    .chain(new.iter())
+                    .map(|e| format!("{}\n", e.raw))
+                    .collect::<String>();
+            let updated = parse(
+                text,
+                ParseOptions {
+                    lenient: true,
+                    ..Default::default()
+                },
+            )
+            .await?;
+            let append = Append {
+                expected_entry_count: loaded.entry_count,
+                entries: new.iter().map(entry_record).collect(),
+                leaf_id: new.last().map(|e| e.id.clone()),
+                context_tokens: context_tokens(&updated),
+                compaction: None,
+            };
+            match self.store.append(id, &append, now_ms()).await {
+                Ok(()) => {
+                    let record = self.store.get_session(id).await?.unwrap_or(loaded.record);
+                    return Ok(Appended {
+                        appended: new.len(),
+                        unchanged,
+                        record,
+                    });
+                }
+                Err(StoreError::Changed) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(StoreError::Changed.into())
+    }
+}
+
+/// The entry lines of an append body (v3 entries, no header), each checked on its own.
+fn entry_lines(body: &[u8], max_line_bytes: usize) -> Result<Vec<Entry>, AppError> {
+    let mut entries = Vec::new();
+    for (index, line) in body.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if line.len() > max_line_bytes {
+            return Err(invalid_line(
+                index + 1,
+                ParseErrorKind::LineTooLong,
+                format!(
+                    "the line is {} bytes, over the limit of {max_line_bytes} bytes",
+                    line.len()
+                ),
+            ));
+        }
+        entries.push(session::parse_entry_line(index + 1, line)?);
+    }
+    if entries.is_empty() {
+        return Err(AppError::invalid(
+            "body",
+            "the body holds no entries (one JSON entry per line)",
+        ));
+    }
+    Ok(entries)
+}
+
+/// Splits the lines into new entries and ones already stored identically, checking ids and
+/// parents against the stored session.
+fn check_append(session: &Session, lines: &[Entry]) -> Result<(Vec<Entry>, usize), AppError> {
+    let mut new: Vec<Entry> = Vec::new();
+    let mut unchanged = 0;
+    for entry in lines {
+        if let Some(stored) = session.get(&entry.id) {
+            let same = crate::js_json::from_str::<serde_json::Value>(&stored.raw).ok()
+                == crate::js_json::from_str::<serde_json::Value>(&entry.raw).ok();
+            if same {
+                unchanged += 1;
+                continue;
+            }
+            return Err(AppError::Conflict {
+                code: "entry_conflict",
+                message: format!(
+                    "line {}: an entry with id {:?} is already stored with different content",
+                    entry.line, entry.id
+                ),
+            });
+        }
+        if new.iter().any(|e| e.id == entry.id) {
+            return Err(invalid_line(
+                entry.line,
+                ParseErrorKind::DuplicateId,
+                format!("duplicate id {:?} in the request", entry.id),
+            ));
+        }
+        if let Some(parent) = &entry.parent_id
+            && session.get(parent).is_none()
+            && !new.iter().any(|e| &e.id == parent)
+        {
+            return Err(invalid_line(
+                entry.line,
+                ParseErrorKind::DanglingParent,
+                format!("parentId {parent:?} names no entry of the session or of the lines before"),
+            ));
+        }
+        new.push(entry.clone());
+    }
+    Ok((new, unchanged))
+}

@@ -1,0 +1,104 @@
+//! Summarizing an agent's rendered prompt: the `compaction.remoteEndpoint` wire and OpenAI chat
+//! completions (spec §10). compactd treats the prompt as opaque text and does not re-plan.
+
+use super::{App, AppError};
+use crate::access::Identity;
+use crate::pipeline::{Endpoint, Purpose};
+use crate::summarizer::{Summary, SummaryRequest};
+use crate::transcript::prompt::is_short_summary_request;
+
+/// What an agent sent.
+#[derive(Debug, Clone)]
+pub struct WireRequest {
+    /// The agent's system prompt; compactd's own when absent or blank.
+    pub system_prompt: Option<String>,
+    pub prompt: String,
+    /// The output cap asked for.
+    pub max_tokens: Option<u64>,
+    /// The request field the prompt came from, for errors (`prompt`, `messages`).
+    pub prompt_field: &'static str,
+}
+
+impl App {
+    /// The output cap of a request: the one it asks for (lowered to the configured maximum), or
+    /// the default, or a small cap for oh-my-pi's short-summary call (spec §10.4).
+    pub fn max_tokens(&self, requested: Option<u64>, prompt: &str) -> u64 {
+        let limits = &self.limits;
+        match requested {
+            Some(n) => n.min(limits.max_output_tokens),
+            None if is_short_summary_request(prompt) => 512.min(limits.max_output_tokens),
+            None => limits.default_max_tokens.min(limits.max_output_tokens),
+        }
+    }
+
+    /// A summary of an agent's prompt, through the pipeline.
+    pub async fn summarize_prompt(
+        &self,
+        who: &Identity,
+        endpoint: Endpoint,
+        request: WireRequest,
+    ) -> Result<Summary, AppError> {
+        let system = request.system_prompt.unwrap_or_default();
+        let size = system.len() + request.prompt.len();
+        let limit = self.limits.max_prompt_bytes;
+        if size > limit {
+            return Err(AppError::TooLarge(format!(
+                "the prompt is {size} bytes, over the limit of {limit} bytes (COMPACTD_MAX_PROMPT_BYTES)"
+            )));
+        }
+        if request.prompt.trim().is_empty() {
+            return Err(AppError::invalid(
+                request.prompt_field,
+                format!("{}: there is nothing to summarize", request.prompt_field),
+            ));
+        }
+        let max_tokens = self.max_tokens(request.max_tokens, &request.prompt);
+        let system_prompt = Some(system)
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| self.prompts.system.clone());
+        let context = self.pipeline_context(who, endpoint);
+        Ok(self
+            .pipeline
+            .summarize(
+                &context,
+                Purpose::Prompt,
+                SummaryRequest {
+                    system_prompt,
+                    prompt: request.prompt,
+                    max_tokens,
+                },
+            )
+            .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{StorageConfig, SummarizerConfig, defaults};
+
+    #[tokio::test]
+    async fn short_summary_prompts_get_the_small_default_cap() {
+        let store =
+            crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
+                .await
+                .unwrap();
+        let app = App::build(
+            &defaults::<SummarizerConfig>(),
+            &defaults::<StorageConfig>(),
+            Arc::new(store),
+        )
+        .unwrap();
+        let short = "<conversation>\nx\n</conversation>\n\n<previous-summary>\n## Goal\n</previous-summary>\n\nIn 2-3 sentences, describe the changes";
+        assert_eq!(app.max_tokens(None, short), 512);
+        assert_eq!(
+            app.max_tokens(None, "<conversation>\nx\n</conversation>\n\n## Goal ..."),
+            13_107
+        );
+        assert_eq!(app.max_tokens(Some(100), short), 100);
+        assert_eq!(app.max_tokens(Some(1_000_000), "x"), 32_000);
+    }
+}

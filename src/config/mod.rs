@@ -1,0 +1,149 @@
+//! Configuration, in groups: each command takes only the groups it needs (`keys` and `migrate`
+//! only storage, `compact` storage and summarizers, `serve` all of them). Every setting is a flag
+//! that is also read from the environment, parsed once into a typed value (durations, URLs,
+//! non-zero counts, secrets that never print); what a single value cannot say is checked by the
+//! group's `validate`. README.md has the same table.
+
+mod groups;
+mod values;
+
+use std::time::Duration;
+
+use clap::Args;
+
+pub use groups::{
+    AccessConfig, HttpConfig, LogFormat, LoggingConfig, StorageConfig, SummarizerConfig,
+};
+pub use values::{ModelOptions, Secret};
+
+/// Everything `compactd serve` reads.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    #[command(flatten)]
+    pub http: HttpConfig,
+    #[command(flatten)]
+    pub access: AccessConfig,
+    #[command(flatten)]
+    pub storage: StorageConfig,
+    #[command(flatten)]
+    pub summarizers: SummarizerConfig,
+    #[command(flatten)]
+    pub logging: LoggingConfig,
+}
+
+impl ServeConfig {
+    /// Checks what no single value can say. The message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        self.storage.validate()?;
+        self.summarizers.validate()?;
+        self.http.validate()?;
+        if self.http.request_timeout <= self.summarizers.deadline {
+            return Err(format!(
+                "COMPACTD_REQUEST_TIMEOUT_SECS ({} s) must be above COMPACTD_DEADLINE_SECS ({} s): a request must outlast its summarization",
+                self.http.request_timeout.as_secs_f64(),
+                self.summarizers.deadline.as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether callers without a key are served: always on loopback, elsewhere only when allowed.
+    pub fn anonymous_allowed(&self) -> bool {
+        self.http.listen.ip().is_loopback() || self.access.allow_anonymous
+    }
+
+    pub fn access_policy(&self) -> crate::access::AccessConfig {
+        crate::access::AccessConfig {
+            anonymous_allowed: self.anonymous_allowed(),
+            rate_per_minute: self.access.rate_limit_per_minute,
+        }
+    }
+
+    /// A configuration with every default and no keys, for tests and embedding.
+    pub fn defaults() -> ServeConfig {
+        defaults::<ServeConfig>()
+    }
+}
+
+/// The settings of `T` as declared, ignoring the process environment.
+pub fn defaults<T: Args + clap::FromArgMatches>() -> T {
+    #[derive(clap::Parser)]
+    struct Wrapper<T: Args> {
+        #[command(flatten)]
+        inner: T,
+    }
+    let mut command = <Wrapper<T> as clap::CommandFactory>::command();
+    command = command.mut_args(|arg| arg.env(None::<&str>));
+    let matches = command.get_matches_from(["compactd"]);
+    <Wrapper<T> as clap::FromArgMatches>::from_arg_matches(&matches)
+        .expect("the defaults parse")
+        .inner
+}
+
+/// Longest a summarization may take: pi-family agents give up after 180 s.
+pub const AGENT_TIMEOUT: Duration = Duration::from_secs(180);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summarizer::ModelSpec;
+
+    #[test]
+    fn the_default_chain_is_the_keyed_providers_then_extractive() {
+        let mut config = ServeConfig::defaults();
+        assert_eq!(config.summarizers.chain(), [ModelSpec::Extractive]);
+        config.summarizers.anthropic_api_key = Some(Secret::new("k"));
+        config.summarizers.openai_api_key = Some(Secret::new("k"));
+        assert_eq!(
+            config.summarizers.chain(),
+            [
+                ModelSpec::anthropic("claude-haiku-4-5"),
+                ModelSpec::openai("gpt-4.1-mini"),
+                ModelSpec::Extractive
+            ]
+        );
+        config.summarizers.models = vec![ModelSpec::openai("m")];
+        config.summarizers.extractive_fallback = false;
+        assert_eq!(config.summarizers.chain(), [ModelSpec::openai("m")]);
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn cross_checks_name_their_settings() {
+        let mut config = ServeConfig::defaults();
+        config.summarizers.deadline = Duration::from_secs(200);
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("COMPACTD_DEADLINE_SECS")
+        );
+        let mut config = ServeConfig::defaults();
+        config.summarizers.models = vec![ModelSpec::anthropic("x")];
+        assert!(config.validate().unwrap_err().contains("ANTHROPIC_API_KEY"));
+        let mut config = ServeConfig::defaults();
+        config.http.request_timeout = Duration::from_secs(100);
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("COMPACTD_REQUEST_TIMEOUT_SECS")
+        );
+        // An Anthropic model without a key does not stop what needs no model.
+        let mut storage_only = defaults::<StorageConfig>();
+        storage_only.max_entries = 10;
+        assert!(storage_only.validate().is_ok());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let mut config = ServeConfig::defaults();
+        config.summarizers.openai_api_key = Some(Secret::new("sk-very-secret"));
+        config.storage.database_url = Some(Secret::new("postgres://u:pw-secret@h/db"));
+        let printed = format!("{config:?}");
+        assert!(
+            !printed.contains("sk-very-secret") && !printed.contains("pw-secret"),
+            "{printed}"
+        );
+    }
+}

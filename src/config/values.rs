@@ -1,0 +1,103 @@
+//! Parsers for typed settings: durations, URLs, per-model options, and secrets that never print.
+
+use std::time::Duration;
+
+/// Request options by model name (`"*"`: every model), merged into each request body.
+pub type ModelOptions =
+    std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>;
+
+/// A secret setting (an API key, a database URL with a password): shown as `<redacted>` by
+/// `Debug`, so that no configuration dump or log line prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A secret from the command line or the environment; an empty one counts as unset.
+pub(super) fn secret(text: &str) -> Result<Secret, String> {
+    Ok(Secret(text.trim().to_owned()))
+}
+
+/// A positive number of seconds (fractions allowed).
+pub(super) fn seconds(text: &str) -> Result<Duration, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(format!("{text:?} must be a positive number of seconds"))
+    }
+}
+
+/// A number of milliseconds.
+pub(super) fn millis(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("{text:?} is not a whole number of milliseconds"))
+}
+
+/// An `http://` or `https://` URL.
+pub(super) fn http_url(text: &str) -> Result<reqwest::Url, String> {
+    let url =
+        reqwest::Url::parse(text.trim()).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "{text:?} must be an http:// or https:// URL, not {other}://"
+        )),
+    }
+}
+
+/// `{"openai:MODEL": {"temperature": 0.7}, "*": {…}}`.
+pub(super) fn model_options(text: &str) -> Result<ModelOptions, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!(
+            "must be a JSON object of objects, {{\"openai:MODEL\": {{\"temperature\": 0.7}}}}: {e}"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_into_their_types_and_refuse_the_rest() {
+        assert_eq!(seconds("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["0", "-1", "nan", "inf", "x"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(millis("250"), Ok(Duration::from_millis(250)));
+        assert!(http_url("ftp://x").unwrap_err().contains("http://"));
+        assert_eq!(
+            http_url("http://127.0.0.1:11434/v1").unwrap().as_str(),
+            "http://127.0.0.1:11434/v1"
+        );
+        assert!(model_options(r#"{"m": 1}"#).is_err());
+        assert_eq!(
+            model_options(r#"{"m": {"seed": 1}}"#).unwrap()["m"]["seed"],
+            1
+        );
+        let key = secret("sk-live-123").unwrap();
+        assert_eq!(format!("{key:?}"), "Secret(<redacted>)");
+        assert_eq!(key.expose(), "sk-live-123");
+    }
+}

@@ -1,0 +1,283 @@
+//! Anchors: the facts of the replaced text a continuation cannot do without, each with a kind.
+//!
+//! Read from the conversation inside `<conversation>` (any dialect [`crate::transcript`] reads)
+//! and from the `<previous-summary>`; the session API adds pinned text. Each kind is bounded (the
+//! most recent ones win), so that a long session does not turn its summary into a list.
+
+use serde::{Deserialize, Serialize};
+
+use super::facts::{Facts, clip, first_line};
+use super::matching;
+use crate::transcript::{self, prompt::Parts};
+
+/// How much a continuation depends on an anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Weight {
+    /// Never lost: appended when the model leaves it out.
+    Critical,
+    /// Reported when the summary does not keep it.
+    Important,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AnchorKind {
+    /// The user's latest request, verbatim (clipped).
+    LatestRequest,
+    /// A file written or edited.
+    ModifiedFile,
+    /// In-progress and next-step items of the previous summary not since done; open todo items.
+    OpenWork,
+    /// A constraint or preference the user stated ("don't…", "always…", "must…", "never…").
+    Constraint,
+    /// Text the user pinned to the session.
+    Pinned,
+    /// An error still unresolved at the end of the span.
+    UnresolvedError,
+    /// A command that failed.
+    FailedCommand,
+    /// A file read.
+    ReadFile,
+    /// An identifier named in the user's requests.
+    Identifier,
+}
+
+impl AnchorKind {
+    pub const ALL: [AnchorKind; 9] = [
+        AnchorKind::LatestRequest,
+        AnchorKind::ModifiedFile,
+        AnchorKind::OpenWork,
+        AnchorKind::Constraint,
+        AnchorKind::Pinned,
+        AnchorKind::UnresolvedError,
+        AnchorKind::FailedCommand,
+        AnchorKind::ReadFile,
+        AnchorKind::Identifier,
+    ];
+
+    pub fn weight(self) -> Weight {
+        match self {
+            AnchorKind::LatestRequest
+            | AnchorKind::ModifiedFile
+            | AnchorKind::OpenWork
+            | AnchorKind::Constraint
+            | AnchorKind::Pinned => Weight::Critical,
+            AnchorKind::UnresolvedError
+            | AnchorKind::FailedCommand
+            | AnchorKind::ReadFile
+            | AnchorKind::Identifier => Weight::Important,
+        }
+    }
+
+    /// The name in reports and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            AnchorKind::LatestRequest => "latest_request",
+            AnchorKind::ModifiedFile => "modified_file",
+            AnchorKind::OpenWork => "open_work",
+            AnchorKind::Constraint => "constraint",
+            AnchorKind::Pinned => "pinned",
+            AnchorKind::UnresolvedError => "unresolved_error",
+            AnchorKind::FailedCommand => "failed_command",
+            AnchorKind::ReadFile => "read_file",
+            AnchorKind::Identifier => "identifier",
+        }
+    }
+
+    /// Most anchors of this kind taken from one text (the most recent).
+    fn limit(self) -> usize {
+        match self {
+            AnchorKind::LatestRequest => 1,
+            AnchorKind::ModifiedFile | AnchorKind::ReadFile => 40,
+            AnchorKind::OpenWork => 15,
+            AnchorKind::Constraint => 12,
+            AnchorKind::Pinned => usize::MAX,
+            AnchorKind::UnresolvedError | AnchorKind::FailedCommand => 5,
+            AnchorKind::Identifier => 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub kind: AnchorKind,
+    pub text: String,
+}
+
+impl Anchor {
+    pub fn new(kind: AnchorKind, text: impl Into<String>) -> Anchor {
+        Anchor {
+            kind,
+            text: text.into(),
+        }
+    }
+
+    pub fn weight(&self) -> Weight {
+        self.kind.weight()
+    }
+
+    /// Text the user pinned: kept verbatim.
+    pub fn pinned(text: &str) -> Anchor {
+        Anchor::new(AnchorKind::Pinned, text.replace('\0', "").trim())
+    }
+}
+
+/// Longest latest request kept as an anchor, in characters.
+const REQUEST_CHARS: usize = 300;
+
+/// Constraint words of the critical kind (a subset of what the extractive summarizer lists).
+const CONSTRAINT_MARKS: [&str; 9] = [
+    " must ",
+    "must not",
+    "don't",
+    "do not",
+    "never ",
+    "always ",
+    "make sure",
+    "prefer",
+    "avoid ",
+];
+
+/// The anchors of a summarization prompt: its conversation and previous summary.
+pub fn of_prompt(prompt: &str) -> Vec<Anchor> {
+    let parts = Parts::parse(prompt);
+    let transcript = transcript::read(parts.conversation);
+    let facts = Facts::extract(&transcript.messages);
+    of_facts(&facts, parts.previous_summary)
+}
+
+/// The anchors of extracted facts and a previous summary.
+pub fn of_facts(facts: &Facts, previous_summary: Option<&str>) -> Vec<Anchor> {
+    let mut anchors = Anchors::default();
+    if let Some(request) = facts.latest_request() {
+        let request = first_paragraph(request);
+        if request.chars().count() >= 4 {
+            anchors.push(AnchorKind::LatestRequest, clip(request, REQUEST_CHARS));
+        }
+    }
+    anchors.extend(AnchorKind::ModifiedFile, &facts.modified.items);
+    let previous = previous_summary.map(Sections::parse).unwrap_or_default();
+    let mut open: Vec<String> = previous
+        .items("in progress")
+        .chain(previous.items("next steps"))
+        .filter(|item| !is_done(item, facts))
+        .collect();
+    open.extend(facts.todos.iter().cloned());
+    anchors.extend(AnchorKind::OpenWork, &open);
+    let mut constraints: Vec<String> = previous.items("constraints").collect();
+    constraints.extend(
+        facts
+            .constraints
+            .items
+            .iter()
+            .filter(|c| {
+                let padded = format!(" {} ", c.to_lowercase());
+                CONSTRAINT_MARKS.iter().any(|m| padded.contains(m))
+            })
+            .cloned(),
+    );
+    anchors.extend(AnchorKind::Constraint, &constraints);
+    anchors.extend(
+        AnchorKind::UnresolvedError,
+        &facts
+            .recent_errors()
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+    );
+    anchors.extend(AnchorKind::FailedCommand, &facts.failed_commands.items);
+    anchors.extend(AnchorKind::ReadFile, &facts.read.items);
+    anchors.extend(AnchorKind::Identifier, &facts.user_identifiers.items);
+    anchors.0
+}
+
+/// Anchors without repeats: a text already anchored (by a more critical kind) is not again.
+#[derive(Default)]
+struct Anchors(Vec<Anchor>);
+
+impl Anchors {
+    fn push(&mut self, kind: AnchorKind, text: String) {
+        // NUL is never stored nor returned (`summarizer::clean`): an anchor holding it could
+        // never be kept.
+        let text = text.replace('\0', "").trim().to_owned();
+        if text.is_empty() || text == "(none)" || self.0.iter().any(|a| a.text == text) {
+            return;
+        }
+        self.0.push(Anchor { kind, text });
+    }
+
+    /// The most recent `kind.limit()` of `items`, in their order.
+    fn extend(&mut self, kind: AnchorKind, items: &[String]) {
+        let start = items.len().saturating_sub(kind.limit());
+        for item in &items[start..] {
+            self.push(kind, item.clone());
+        }
+    }
+}
+
+/// A request's first paragraph (its ask, without the pasted logs after it).
+fn first_paragraph(text: &str) -> &str {
+    let text = text.trim();
+    text.split("\n\n").next().unwrap_or(text).trim()
+}
+
+/// An open item of the previous summary reported finished in the conversation since.
+fn is_done(item: &str, facts: &Facts) -> bool {
+    facts
+        .completed
+        .items
+        .iter()
+        .any(|done| matching::coverage(item, done) >= 0.6)
+}
+
+/// The `##`/`###` sections of a summary, by lower-cased heading.
+#[derive(Debug, Default)]
+struct Sections<'a>(Vec<(String, Vec<&'a str>)>);
+
+impl<'a> Sections<'a> {
+    fn parse(summary: &'a str) -> Sections<'a> {
+        let mut sections: Vec<(String, Vec<&'a str>)> = Vec::new();
+        for line in summary.lines() {
+            let trimmed = line.trim();
+            if let Some(heading) = trimmed.strip_prefix('#') {
+                let heading = heading.trim_start_matches('#').trim().to_lowercase();
+                sections.push((heading, Vec::new()));
+            } else if let Some((_, lines)) = sections.last_mut() {
+                lines.push(trimmed);
+            }
+        }
+        Sections(sections)
+    }
+
+    /// The list items of the sections whose heading starts with `heading`.
+    fn items(&self, heading: &str) -> impl Iterator<Item = String> + '_ {
+        let heading = heading.to_owned();
+        self.0
+            .iter()
+            .filter(move |(name, _)| name.starts_with(&heading))
+            .flat_map(|(_, lines)| lines.iter())
+            .filter_map(|line| list_item(line))
+            .filter(|item| !item.eq_ignore_ascii_case("(none)") && item.len() >= 4)
+            .map(|item| clip(first_line(item), 240))
+    }
+}
+
+/// The text of a list item (`- x`, `* x`, `1. x`, `- [ ] x`), without its marker.
+fn list_item(line: &str) -> Option<&str> {
+    let rest = if let Some(rest) = line.strip_prefix(['-', '*', '+']) {
+        rest
+    } else {
+        let digits = line.find(|c: char| !c.is_ascii_digit())?;
+        if digits == 0 {
+            return None;
+        }
+        line[digits..].strip_prefix(['.', ')'])?
+    };
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("[ ]")
+        .or_else(|| rest.strip_prefix("[x]"))
+        .unwrap_or(rest);
+    Some(rest.trim()).filter(|r| !r.is_empty())
+}

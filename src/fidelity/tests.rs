@@ -1,0 +1,181 @@
+//! Anchors from conversations and previous summaries, and the gate's decisions and repairs.
+
+use super::anchors::{Anchor, AnchorKind, of_prompt};
+use super::gate::{Expectation, Unusable, append_missing, check, repair_prompt, unusable};
+use crate::prompts::Prompts;
+use crate::transcript::prompt::history_prompt;
+
+const CONVERSATION: &str = "[User]: Fix the crash in `parse_header`. Do not change the public API.\n\n\
+[Assistant]: Looking.\n\n\
+[Assistant tool calls]: read(path=\"src/parse.rs\"); bash(command=\"cargo test parse\")\n\n\
+[Tool result]: pub fn parse_header() {}\n\n\
+[Tool result]: error[E0308]: mismatched types\nCommand exited with code 101\n\n\
+[Assistant]: I'll use a bounds check.\n\n\
+[Assistant tool calls]: edit(path=\"src/parse.rs\", oldText=\"a\", newText=\"b\"); write(path=\"tests/header.rs\", content=\"x\")\n\n\
+[Tool result]: ok\n\n\
+[Tool result]: ok\n\n\
+[User]: Now also update the docs in README.md, and always run clippy before you finish.";
+
+const PREVIOUS: &str = "## Goal\nShip 1.0\n\n## Constraints & Preferences\n- Keep MSRV 1.75\n\n\
+## Progress\n### Done\n- [x] CI\n### In Progress\n- [ ] Migrate the config loader to TOML\n\n\
+## Next Steps\n1. Write the changelog\n2. Tag the release\n\n## Critical Context\n- (none)";
+
+fn of(anchors: &[Anchor], kind: AnchorKind) -> Vec<&str> {
+    anchors
+        .iter()
+        .filter(|a| a.kind == kind)
+        .map(|a| a.text.as_str())
+        .collect()
+}
+
+#[test]
+fn anchors_come_from_the_conversation_and_the_previous_summary() {
+    let prompt = history_prompt(&Prompts::builtin(), CONVERSATION, Some(PREVIOUS), None);
+    let anchors = of_prompt(&prompt);
+    assert_eq!(
+        of(&anchors, AnchorKind::LatestRequest),
+        ["Now also update the docs in README.md, and always run clippy before you finish."]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::ModifiedFile),
+        ["src/parse.rs", "tests/header.rs"]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::OpenWork),
+        [
+            "Migrate the config loader to TOML",
+            "Write the changelog",
+            "Tag the release"
+        ]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::Constraint),
+        // The latest request states a constraint too; it is anchored once, as the request.
+        ["Keep MSRV 1.75", "Do not change the public API."]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::FailedCommand),
+        ["cargo test parse"]
+    );
+    // Errors count as unresolved in the last quarter of the span; this one was fixed after.
+    assert_eq!(
+        of(&anchors, AnchorKind::UnresolvedError),
+        Vec::<&str>::new()
+    );
+    let failing = format!(
+        "{CONVERSATION}\n\n[Assistant tool calls]: bash(command=\"cargo clippy\")\n\n[Tool result]: error: unused import: `std::fs`\nCommand exited with code 101"
+    );
+    let anchors = of_prompt(&history_prompt(&Prompts::builtin(), &failing, None, None));
+    assert_eq!(
+        of(&anchors, AnchorKind::UnresolvedError),
+        [
+            "error: unused import: `std::fs`",
+            "Command exited with code 101"
+        ]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::FailedCommand),
+        ["cargo test parse", "cargo clippy"]
+    );
+    assert_eq!(
+        of(&anchors, AnchorKind::ReadFile),
+        Vec::<&str>::new(),
+        "read, then modified"
+    );
+    assert_eq!(of(&anchors, AnchorKind::Identifier), ["parse_header"]);
+}
+
+#[test]
+fn open_work_done_since_and_todo_lists_are_told_apart() {
+    let conversation = "[User]: go on\n\n\
+        [Assistant]: I've migrated the config loader to TOML.\n\n\
+        [Assistant tool calls]: todo_write(todos=[{\"content\": \"Bump the version\", \"status\": \"in_progress\"}, {\"content\": \"Run the benches\", \"status\": \"completed\"}])";
+    let prompt = history_prompt(&Prompts::builtin(), conversation, Some(PREVIOUS), None);
+    assert_eq!(
+        of(&of_prompt(&prompt), AnchorKind::OpenWork),
+        ["Write the changelog", "Tag the release", "Bump the version"]
+    );
+    let checklist = "[User]: plan it\n\n[Assistant]: Plan:\n- [x] read the code\n- [ ] write the parser\n- [ ] add tests";
+    let prompt = history_prompt(&Prompts::builtin(), checklist, None, None);
+    assert_eq!(
+        of(&of_prompt(&prompt), AnchorKind::OpenWork),
+        ["write the parser", "add tests"]
+    );
+}
+
+#[test]
+fn answers_that_are_no_summary_are_told_from_summaries() {
+    let prompt = history_prompt(&Prompts::builtin(), CONVERSATION, None, None);
+    let expect = Expectation::of(&prompt);
+    for (answer, why) in [
+        ("", Unusable::Nothing),
+        (" \u{200B}\n\u{FEFF} ", Unusable::Nothing),
+        ("(none)", Unusable::Nothing),
+        ("I'm sorry, but I can't help with that.", Unusable::Refusal),
+        (
+            "The user fixed a crash and updated docs.",
+            Unusable::NoStructure,
+        ),
+    ] {
+        assert_eq!(unusable(answer, &expect), Some(why), "{answer:?}");
+    }
+    for answer in [
+        "## Goal\nFix it\n\n## Progress\n- done",
+        "**Goal**: fix it\n**Next Steps**: docs",
+        "Goal:\nfix it\n\nCritical Context:\n- x",
+    ] {
+        assert_eq!(unusable(answer, &expect), None, "{answer:?}");
+    }
+    // A short summary asks for no structure.
+    let short = crate::transcript::prompt::short_summary_prompt(
+        &Prompts::builtin(),
+        "[User]: a",
+        "## Goal\nG",
+    );
+    assert_eq!(
+        unusable("I fixed the parser.", &Expectation::of(&short)),
+        None
+    );
+}
+
+#[test]
+fn what_is_missing_is_appended_where_it_belongs_and_then_kept() {
+    let summary = "## Goal\nShip 1.0\n\n## Constraints & Preferences\n- (none)\n\n## Next Steps\n1. Write the changelog\n\n## Critical Context\n- (none)\n\n<read-files>\nsrc/a.rs\n</read-files>\n\n<modified-files>\nsrc/b.rs\n</modified-files>";
+    let missing = [
+        Anchor::new(AnchorKind::LatestRequest, "Update the docs in README.md"),
+        Anchor::new(AnchorKind::Constraint, "Never push to main"),
+        Anchor::new(AnchorKind::OpenWork, "Tag the release"),
+        Anchor::new(AnchorKind::ModifiedFile, "src/parse.rs"),
+        Anchor::pinned("Deploy only from `release`."),
+        Anchor::new(AnchorKind::ReadFile, "docs/guide.md"),
+    ];
+    let refs: Vec<&Anchor> = missing.iter().collect();
+    let repaired = append_missing(summary, &refs);
+    assert_eq!(
+        repaired,
+        "## Goal\nShip 1.0\n\n## Constraints & Preferences\n- Never push to main\n\n\
+         ## Next Steps\n1. Write the changelog\n- Tag the release\n\n\
+         ## Critical Context\n- Latest user request (verbatim): Update the docs in README.md\n\n\
+         ## Pinned\n- Deploy only from `release`.\n\n\
+         <read-files>\nsrc/a.rs\ndocs/guide.md\n</read-files>\n\n<modified-files>\nsrc/b.rs\nsrc/parse.rs\n</modified-files>"
+    );
+    let kept = check(&repaired, &missing);
+    assert_eq!(kept, [true; 6]);
+    // Sections that do not exist are created; a summary without file lists gets a line.
+    let bare = append_missing("Fixed it.", &refs[..4]);
+    assert!(
+        bare.starts_with("Fixed it.\n\n## Critical Context\n- Latest user request"),
+        "{bare}"
+    );
+    assert!(bare.contains("- Files modified: src/parse.rs"), "{bare}");
+    assert!(bare.contains("## Next Steps\n- Tag the release"), "{bare}");
+    assert_eq!(check(&bare, &missing[..4]), [true, true, true, true]);
+}
+
+#[test]
+fn the_repair_prompt_quotes_the_answer_and_lists_what_it_left_out() {
+    let missing = Anchor::new(AnchorKind::ModifiedFile, "src/parse.rs");
+    let prompt = repair_prompt("## Goal\nx", &[&missing]);
+    assert!(prompt.starts_with("<summary>\n## Goal\nx\n</summary>\n\n"));
+    assert!(prompt.contains("- a file that was modified: src/parse.rs\n"));
+}

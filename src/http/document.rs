@@ -1,0 +1,117 @@
+//! The OpenAPI 3.1 document (`GET /openapi.json`): built by utoipa-axum from the same route list
+//! as the router, each route's own `#[utoipa::path]` responses, and the responses every route can
+//! give whatever it does (a bad key, the request rate, storage down, the time limit) added here once.
+
+use std::sync::LazyLock;
+
+use utoipa::OpenApi;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa_axum::router::OpenApiRouter;
+
+use super::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "compactd",
+        description = "Context compaction for LLM coding agents: the remote summarizer of pi-family agents, and a compactor for uploaded pi sessions."
+    ),
+    tags(
+        (name = "summarize", description = "The remote-summarizer wire contract"),
+        (name = "sessions", description = "Stored sessions"),
+        (name = "compaction", description = "Planning, compaction and branch summaries"),
+        (name = "operations", description = "Health, readiness, metrics, this document"),
+    )
+)]
+struct ApiDoc;
+
+/// Every documented route, each listed once with its documentation.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(super::ops::router())
+        .merge(super::compact::router())
+        .merge(super::chat::router())
+        .merge(super::sessions::router())
+        .merge(super::compactions::router())
+        .merge(super::pins::router())
+}
+
+/// The OpenAPI 3.1 description of every endpoint, from the same list as the router.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut document = routes().split_for_parts().1;
+    for (path, item) in document.paths.paths.iter_mut() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        let posts = item.post.is_some();
+        for operation in [&mut item.get, &mut item.post, &mut item.delete]
+            .into_iter()
+            .flatten()
+        {
+            add_common_responses(path, posts, operation);
+        }
+    }
+    document
+}
+
+/// `openapi()` as served, built once.
+pub(super) static DOCUMENT: LazyLock<serde_json::Value> =
+    LazyLock::new(|| serde_json::to_value(openapi()).expect("the OpenAPI document serializes"));
+
+/// The responses of the layers around every `/v1` handler (the caller, the body, the rate, the
+/// store, the time limit), where the handler's own documentation does not say more.
+fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
+    let agent_wire = path == "/v1/compact" || path == "/v1/chat/completions";
+    let mut common = Vec::new();
+    if !agent_wire {
+        // The agent wires answer 404 instead: agents read 401 as their provider key failing.
+        common.push(("401", "No usable API key: beyond loopback one is required (`Authorization: Bearer KEY` or `/k/KEY/` before the path)"));
+    }
+    if path.contains("{id}") {
+        common.push((
+            "400",
+            "The session id in the path is not valid (`invalid_path`)",
+        ));
+    }
+    if posts {
+        common.push(("413", "The body is over COMPACTD_MAX_BODY_BYTES"));
+    }
+    common.extend([
+        (
+            "429",
+            "Over the key's request rate (COMPACTD_RATE_LIMIT_PER_MINUTE); see Retry-After",
+        ),
+        (
+            "500",
+            "A bug in compactd; the cause is in its log, never in the body",
+        ),
+        (
+            "503",
+            "Storage unavailable (`storage_unavailable`); see Retry-After",
+        ),
+        (
+            "504",
+            "The request took longer than COMPACTD_REQUEST_TIMEOUT_SECS (`request_timeout`)",
+        ),
+    ]);
+    for (status, description) in common {
+        operation
+            .responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| {
+                RefOr::T(
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                                .build(),
+                        )
+                        .build(),
+                )
+            });
+    }
+}

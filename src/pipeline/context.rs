@@ -1,0 +1,91 @@
+//! Who asked for a summarization, and what for: every run of the pipeline carries it, so that
+//! admission counts it against the right key and the call log says whose call it was.
+
+/// The way in: which endpoint or command asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /v1/compact`, the remote-endpoint wire.
+    Compact,
+    /// `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /v1/sessions/{id}/compactions`.
+    SessionCompaction,
+    /// `POST /v1/sessions/{id}/branch-summaries`.
+    BranchSummary,
+    /// `compactd compact FILE`.
+    Cli,
+}
+
+impl Endpoint {
+    /// The name the call log and the logs use.
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Compact => "/v1/compact",
+            Endpoint::ChatCompletions => "/v1/chat/completions",
+            Endpoint::SessionCompaction => "session_compaction",
+            Endpoint::BranchSummary => "branch_summary",
+            Endpoint::Cli => "cli",
+        }
+    }
+}
+
+/// What one summarization is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// An agent's prompt, summarized as it is (the two wires).
+    Prompt,
+    /// The history summary of a compaction.
+    History,
+    /// The prefix of a split turn.
+    TurnPrefix,
+    /// The summary of an abandoned branch.
+    Branch,
+}
+
+impl Purpose {
+    pub fn label(self) -> &'static str {
+        match self {
+            Purpose::Prompt => "prompt",
+            Purpose::History => "history",
+            Purpose::TurnPrefix => "turn_prefix",
+            Purpose::Branch => "branch",
+        }
+    }
+}
+
+/// Who asked, through which way in, about which session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub endpoint: Endpoint,
+    /// The caller's tenant (`""` for anonymous callers).
+    pub tenant: String,
+    /// The caller's API key id; `None` for anonymous callers and the CLI.
+    pub key_id: Option<String>,
+    /// The stored session, for session compactions and branch summaries.
+    pub session_id: Option<String>,
+}
+
+impl Context {
+    pub fn new(endpoint: Endpoint, tenant: &str, key_id: Option<&str>) -> Context {
+        Context {
+            endpoint,
+            tenant: tenant.to_owned(),
+            key_id: key_id.map(str::to_owned),
+            session_id: None,
+        }
+    }
+
+    /// The same context about `session_id`.
+    pub fn for_session(mut self, session_id: &str) -> Context {
+        self.session_id = Some(session_id.to_owned());
+        self
+    }
+
+    /// The name per-key limits are counted under.
+    pub fn bucket(&self) -> String {
+        match &self.key_id {
+            Some(id) => format!("key:{id}"),
+            None => "anonymous".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! What the pipeline reports while it runs, and who listens: the metrics and the call log see
+//! the same events, so that every summarization is counted and logged the same way whoever asked.
+
+use std::time::Duration;
+
+use super::{Context, Purpose, SummarizeError};
+use crate::metrics::Metrics;
+use crate::summarizer::{AttemptRecord, Summary, SummaryRequest};
+
+/// One thing that happened during a run.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// One call to one model ended.
+    Attempt(&'a AttemptRecord),
+    /// The chain gave up on a model and moves on to the next.
+    Fallback { from: &'a str },
+    /// Admission refused the run: the queue or the caller's slots were full.
+    Refused,
+    /// The fidelity gate checked (and repaired) a summary.
+    Gated {
+        report: &'a crate::fidelity::Report,
+        anchors: &'a [AnchorOutcome],
+    },
+    /// The run ended, with a summary or without one.
+    Finished {
+        request: &'a SummaryRequest,
+        outcome: Result<&'a Summary, &'a SummarizeError>,
+        latency: Duration,
+    },
+}
+
+/// What became of one anchor: `kept` (by the model's answer), `repaired` (by the repair call),
+/// `appended` (by compactd) or `missing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnchorOutcome {
+    pub kind: crate::fidelity::AnchorKind,
+    pub outcome: &'static str,
+}
+
+/// The run an event belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    pub context: &'a Context,
+    pub purpose: Purpose,
+}
+
+/// Listens to the pipeline. Called inline: an observer must not block (the call log queues).
+pub trait Observer: Send + Sync {
+    fn observe(&self, run: Run<'_>, event: &Event<'_>);
+}
+
+/// The Prometheus metrics of summarizations.
+pub struct MetricsObserver(pub std::sync::Arc<Metrics>);
+
+impl Observer for MetricsObserver {
+    fn observe(&self, _run: Run<'_>, event: &Event<'_>) {
+        let metrics = &self.0;
+        match event {
+            Event::Attempt(attempt) => {
+                let outcome = attempt
+                    .outcome
+                    .as_ref()
+                    .map_or_else(|e| e.label(), |()| "ok");
+                let labels = [attempt.model.as_str(), outcome];
+                metrics.upstream_calls.with_label_values(&labels).inc();
+                metrics
+                    .upstream_duration
+                    .with_label_values(&labels)
+                    .observe(attempt.latency.as_secs_f64());
+                let latency_ms = attempt.latency.as_millis() as u64;
+                match &attempt.outcome {
+                    Ok(()) => tracing::info!(model = %attempt.model, latency_ms, "summary written"),
+                    Err(error) => tracing::warn!(
+                        model = %attempt.model, latency_ms, outcome,
+                        "summarizer attempt failed: {error}"
+                    ),
+                }
+            }
+            Event::Fallback { from } => metrics.fallbacks.with_label_values(&[from]).inc(),
+            Event::Refused => metrics.rejections.inc(),
+            Event::Gated { report, anchors } => {
+                for anchor in *anchors {
+                    metrics
+                        .anchors
+                        .with_label_values(&[anchor.kind.label(), anchor.outcome])
+                        .inc();
+                }
+                if report.repair_call {
+                    metrics.repair_calls.inc();
+                }
+            }
+            Event::Finished {
+                outcome: Ok(summary),
+                ..
+            } => {
+                for (direction, tokens) in [
+                    ("input", summary.usage.input_tokens),
+                    ("output", summary.usage.output_tokens),
+                ] {
+                    metrics
+                        .upstream_tokens
+                        .with_label_values(&[summary.model.as_str(), direction])
+                        .inc_by(tokens);
+                }
+            }
+            Event::Finished { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The fidelity gate, a stage of every run after the chain: the summary is checked against the
+//! anchors of the text it replaces ([`crate::fidelity`]). When it leaves out critical anchors the
+//! same model is asked once more to put them back (when the deadline leaves time for a call as
+//! long as the first); what is still missing is appended verbatim where it belongs. The summary
+//! comes back with its [`Report`].
+
+use std::time::{Duration, Instant};
+
+use super::events::{AnchorOutcome, Event};
+use super::{Job, Pipeline, Run};
+use crate::fidelity::gate::{Expectation, append_missing, check, repair_prompt, unusable};
+use crate::fidelity::{Anchor, Missing, Report, Weight, anchors};
+use crate::summarizer::{ChainEvent, Summary, SummaryRequest, TokenUsage};
+use crate::transcript::prompt::{Asks, Parts};
+
+/// What a caller adds to the anchors of the prompt.
+#[derive(Debug, Clone, Default)]
+pub struct GateInput {
+    /// Anchors the prompt does not show (pinned text).
+    pub extra: Vec<Anchor>,
+    /// Text the caller appends to the summary afterwards (the file lists of a compaction): what
+    /// it holds counts as kept.
+    pub appendix: String,
+}
+
+/// A repair call is made only when at least this much time is left, besides the first call's.
+const MIN_REPAIR_TIME: Duration = Duration::from_secs(1);
+
+impl Pipeline {
+    /// Checks `summary` against the anchors of `job`, repairs it, and reports.
+    pub(super) async fn gate(
+        &self,
+        run: Run<'_>,
+        job: &Job,
+        mut summary: Summary,
+        answered_in: Duration,
+        deadline: Instant,
+    ) -> Summary {
+        let mut anchors = anchors::of_prompt(&job.request.prompt);
+        for extra in &job.gate.extra {
+            if !anchors.iter().any(|a| a.text == extra.text) {
+                anchors.push(extra.clone());
+            }
+        }
+        let with_appendix = |text: &str| {
+            if job.gate.appendix.is_empty() {
+                text.to_owned()
+            } else {
+                format!("{text}\n\n{}", job.gate.appendix)
+            }
+        };
+        let first = check(&with_appendix(&summary.text), &anchors);
+        let missing_critical = |kept: &[bool]| -> Vec<&Anchor> {
+            anchors
+                .iter()
+                .zip(kept)
+                .filter(|(a, kept)| !**kept && a.weight() == Weight::Critical)
+                .map(|(a, _)| a)
+                .collect()
+        };
+        // A 2–3 sentence summary has no room for what a checkpoint must carry: it is reported on,
+        // never repaired.
+        let repairable = Parts::parse(&job.request.prompt).asks() != Asks::Short;
+        let mut repair_call = false;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let missing = missing_critical(&first);
+        if repairable
+            && !missing.is_empty()
+            && summary.model != "extractive"
+            && left >= answered_in + MIN_REPAIR_TIME
+        {
+            repair_call = true;
+            if let Some(repaired) = self.repair(run, job, &summary, &missing, deadline).await {
+                let before = missing.len();
+                let after =
+                    missing_critical(&check(&with_appendix(&repaired.text), &anchors)).len();
+                summary.usage = TokenUsage {
+                    input_tokens: summary.usage.input_tokens + repaired.usage.input_tokens,
+                    output_tokens: summary.usage.output_tokens + repaired.usage.output_tokens,
+                };
+                // A repair that loses more than it restores is not taken.
+                if after <= before {
+                    summary.text = repaired.text;
+                }
+            }
+        }
+        let repaired = check(&with_appendix(&summary.text), &anchors);
+        let appended: Vec<&Anchor> = if repairable {
+            missing_critical(&repaired)
+        } else {
+            Vec::new()
+        };
+        if !appended.is_empty() {
+            summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
+        }
+        let last = check(&with_appendix(&summary.text), &anchors);
+        let outcomes: Vec<AnchorOutcome> = anchors
+            .iter()
+            .enumerate()
+            .map(|(i, anchor)| AnchorOutcome {
+                kind: anchor.kind,
+                outcome: if first[i] {
+                    "kept"
+                } else if repaired[i] {
+                    "repaired"
+                } else if last[i] {
+                    "appended"
+                } else {
+                    "missing"
+                },
+            })
+            .collect();
+        let report = Report {
+            anchors: anchors.len(),
+            kept: first.iter().filter(|k| **k).count(),
+            repaired: first.iter().zip(&last).filter(|(f, l)| !**f && **l).count(),
+            appended: outcomes.iter().filter(|o| o.outcome == "appended").count(),
+            repair_call,
+            missing: anchors
+                .iter()
+                .zip(&last)
+                .filter(|(_, kept)| !**kept)
+                .map(|(a, _)| Missing {
+                    kind: a.kind,
+                    text: a.text.clone(),
+                })
+                .collect(),
+        };
+        self.tell(
+            run,
+            &Event::Gated {
+                report: &report,
+                anchors: &outcomes,
+            },
+        );
+        summary.fidelity = Some(report);
+        summary
+    }
+
+    /// The model's answer to the repair request, when it is a usable summary.
+    async fn repair(
+        &self,
+        run: Run<'_>,
+        job: &Job,
+        summary: &Summary,
+        missing: &[&Anchor],
+        deadline: Instant,
+    ) -> Option<Summary> {
+        let request = SummaryRequest {
+            system_prompt: job.request.system_prompt.clone(),
+            prompt: repair_prompt(&summary.text, missing),
+            max_tokens: job.request.max_tokens,
+        };
+        let repaired = self
+            .chain
+            .ask(&summary.model, &request, deadline, |event| {
+                if let ChainEvent::Attempt(attempt) = &event {
+                    self.tell(run, &Event::Attempt(attempt));
+                }
+            })
+            .await
+            .ok()?;
+        // It must still be the summary the request asked for.
+        unusable(&repaired.text, &Expectation::of(&job.request.prompt))
+            .is_none()
+            .then_some(repaired)
+    }
+}

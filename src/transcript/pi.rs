@@ -1,0 +1,181 @@
+//! pi's transcript form (spec §6.1): parts joined by a blank line, each opened by a role marker.
+//!
+//! ```text
+//! [User]: fix the parser
+//!
+//! [Assistant thinking]: …
+//!
+//! [Assistant]: Looking.
+//!
+//! [Assistant tool calls]: read(path="src/parse.rs"); bash(command="cargo test", timeout=30)
+//!
+//! [Tool result]: error[E0308]: mismatched types
+//! ```
+//!
+//! The writing half is what `compaction::serialize` renders sessions with, byte for byte as the
+//! reference does; the reading half turns such text (also oh-my-pi's `[Think]`, `[Tool Call]`,
+//! `[Tool Result]` variant) back into messages.
+
+use serde_json::Value;
+
+use super::{Message, Reader, Role, ToolCall, append_text, calls};
+use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
+
+pub const USER: &str = "[User]: ";
+pub const ASSISTANT: &str = "[Assistant]: ";
+pub const THINKING: &str = "[Assistant thinking]: ";
+pub const TOOL_CALLS: &str = "[Assistant tool calls]: ";
+pub const TOOL_RESULT: &str = "[Tool result]: ";
+
+/// Tool results longer than this (in UTF-16 units) are cut for the summarizer.
+pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
+
+/// What a part holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Part {
+    User,
+    Thinking,
+    Text,
+    Calls,
+    Result,
+}
+
+/// pi's markers and oh-my-pi's older ones.
+const MARKERS: [(&str, Part); 8] = [
+    (USER, Part::User),
+    (ASSISTANT, Part::Text),
+    (THINKING, Part::Thinking),
+    (TOOL_CALLS, Part::Calls),
+    (TOOL_RESULT, Part::Result),
+    ("[Think]: ", Part::Thinking),
+    ("[Tool Call]: ", Part::Calls),
+    ("[Tool Result]: ", Part::Result),
+];
+
+fn marker_at(text: &str) -> Option<(Part, usize)> {
+    MARKERS
+        .iter()
+        .find(|(marker, _)| text.starts_with(marker))
+        .map(|(marker, part)| (*part, marker.len()))
+}
+
+/// Whether `text` opens with one of the markers.
+pub(super) fn starts_with_marker(text: &str) -> bool {
+    marker_at(text).is_some()
+}
+
+// ---- writing ------------------------------------------------------------------------------------
+
+/// Starts a new part of `out`: parts are joined with a blank line.
+pub fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(marker);
+    out
+}
+
+/// `name(k1=JSON, k2=JSON)`: `Object.entries(args).map(([k, v]) => k + "=" +
+/// JSON.stringify(v)).join(", ")` inside the parentheses.
+pub fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
+    out.push_str(name);
+    out.push('(');
+    let entries: Vec<(String, &Value)> = match arguments {
+        Some(Value::Object(map)) => js_json::js_key_order(map)
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v))
+            .collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        // Object.entries of other values has nothing a tool call would carry.
+        _ => Vec::new(),
+    };
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&key);
+        out.push('=');
+        js_json::write_value(out, value);
+    }
+    out.push(')');
+}
+
+/// A tool result's text, cut after [`TOOL_RESULT_MAX_CHARS`] UTF-16 units with the reference's
+/// marker. A cut that would split a surrogate pair drops the broken half; the count still says
+/// `length − 2000`.
+pub fn write_tool_result(out: &mut String, text: &str) {
+    let part = begin_part(out, TOOL_RESULT);
+    let length = utf16_len(text);
+    if length <= TOOL_RESULT_MAX_CHARS {
+        part.push_str(text);
+    } else {
+        part.push_str(&text[..utf16_prefix_byte_len(text, TOOL_RESULT_MAX_CHARS)]);
+        part.push_str("\n\n[... ");
+        part.push_str(&(length - TOOL_RESULT_MAX_CHARS).to_string());
+        part.push_str(" more characters truncated]");
+    }
+}
+
+// ---- reading ------------------------------------------------------------------------------------
+
+/// Splits the conversation into parts at markers that start a line after a blank line; text
+/// before the first marker (a free-form prompt) counts as the user's.
+pub(super) fn read(conversation: &str, reader: &mut Reader) {
+    let mut starts: Vec<(usize, Part, usize)> = Vec::new();
+    if let Some((part, len)) = marker_at(conversation) {
+        starts.push((0, part, len));
+    } else if !conversation.trim().is_empty() {
+        starts.push((0, Part::User, 0));
+    }
+    for found in memchr::memmem::find_iter(conversation.as_bytes(), b"\n\n[") {
+        if let Some((part, len)) = marker_at(&conversation[found + 2..]) {
+            starts.push((found + 2, part, len));
+        }
+    }
+    // The kind of the last assistant part, to tell when a new assistant message begins: pi
+    // writes thinking, text and calls of one message in that order.
+    let mut last_assistant_part: Option<Part> = None;
+    for (i, &(start, part, len)) in starts.iter().enumerate() {
+        let end = starts
+            .get(i + 1)
+            .map_or(conversation.len(), |next| next.0 - 2);
+        let text = &conversation[start + len..end];
+        match part {
+            Part::User => {
+                reader.turn(start);
+                reader.push(Message::user(text));
+                last_assistant_part = None;
+            }
+            Part::Result => {
+                reader.turn(start);
+                reader.push(Message::tool_result(text, None, false));
+                last_assistant_part = None;
+            }
+            Part::Thinking | Part::Text | Part::Calls => {
+                if last_assistant_part.is_none_or(|last| last >= part) {
+                    reader.turn(start);
+                    reader.messages.push(Message::new(Role::Assistant));
+                }
+                last_assistant_part = Some(part);
+                let message = reader.assistant();
+                match part {
+                    Part::Thinking => append_text(&mut message.thinking, text),
+                    Part::Text => append_text(&mut message.text, text),
+                    _ => message.calls.extend(calls::parse(text, "; ")),
+                }
+            }
+        }
+    }
+}
+
+/// A call as pi renders it, for tests and tools that build transcripts.
+pub fn render_call(call: &ToolCall) -> String {
+    let object: serde_json::Map<String, Value> = call.arguments.iter().cloned().collect();
+    let mut out = String::new();
+    write_call(&mut out, &call.name, Some(&Value::Object(object)));
+    out
+}
