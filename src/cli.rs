@@ -83,6 +83,18 @@ pub enum KeysAction {
     List,
     /// Revoke a key by its id.
     Revoke { key_id: String },
+    /// Show or set a tenant's daily upstream token budget (input plus output tokens of model
+    /// calls per UTC day); past it, its summaries come from the extractive summarizer.
+    Budget {
+        /// The tenant.
+        tenant: String,
+        /// Tokens per day.
+        #[arg(long, conflicts_with = "clear")]
+        daily_tokens: Option<std::num::NonZeroU64>,
+        /// Remove the budget.
+        #[arg(long)]
+        clear: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -423,7 +435,7 @@ fn healthcheck(url: &str) -> Result<(), CliError> {
     }
 }
 
-/// `compactd keys create|list|revoke`.
+/// `compactd keys create|list|revoke|budget`.
 fn keys(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
     use crate::store::now_ms;
     args.storage.validate().map_err(invalid)?;
@@ -466,6 +478,24 @@ fn keys(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
                 return Err(CliError(format!("no active key with id {key_id:?}")));
             }
             serde_json::json!({"revoked": key_id})
+        }
+        KeysAction::Budget {
+            tenant,
+            daily_tokens,
+            clear,
+        } => {
+            if clear || daily_tokens.is_some() {
+                let tokens = daily_tokens.map(|n| i64::try_from(n.get()).unwrap_or(i64::MAX));
+                runtime
+                    .block_on(store.set_budget(&tenant, tokens, now_ms()))
+                    .map_err(failed)?;
+            }
+            let day_start = now_ms() - now_ms().rem_euclid(24 * 60 * 60 * 1000);
+            let budget = runtime.block_on(store.budget(&tenant)).map_err(failed)?;
+            let used = runtime
+                .block_on(store.upstream_tokens_since(&tenant, day_start))
+                .map_err(failed)?;
+            serde_json::json!({"tenant": tenant, "dailyTokens": budget, "usedToday": used})
         }
     };
     write_json(out, &value)

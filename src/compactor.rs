@@ -18,7 +18,7 @@ use crate::fidelity::{Anchor, Report};
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::prompts::Prompts;
 use crate::session::{Message, Session, UnknownEntry, new_entry_id, time};
-use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
+use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::{
     branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
 };
@@ -51,7 +51,14 @@ pub struct CompactionOutcome {
     pub summarizer_calls: u32,
     /// What the fidelity gate found in the summaries and did to them.
     pub fidelity: Report,
+    /// What the pipeline's stages did: `cached` when every summary came from the cache, the
+    /// others when any did; a loop also when the compaction leaves the context at 80 % or more
+    /// of what it was (it made no room: the agent will compact again).
+    pub flags: Flags,
 }
+
+/// Below this context size a compaction that frees little is no loop: there was little to free.
+const MIN_LOOP_TOKENS: u64 = 1000;
 
 /// Why no compaction was made.
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +199,7 @@ pub async fn compact(
         .collect();
     let mut models: Vec<&str> = calls.iter().map(|s| s.model.as_str()).collect();
     models.dedup();
+    let tokens_before = entry.tokens_before as u64;
     Ok(CompactionOutcome {
         line: entry.to_line(),
         entry,
@@ -200,10 +208,9 @@ pub async fn compact(
         } else {
             models.join("+")
         },
-        usage: TokenUsage {
-            input_tokens: calls.iter().map(|s| s.usage.input_tokens).sum(),
-            output_tokens: calls.iter().map(|s| s.usage.output_tokens).sum(),
-        },
+        usage: calls
+            .iter()
+            .fold(TokenUsage::default(), |sum, s| sum.plus(s.usage)),
         latency_ms: started.elapsed().as_millis() as u64,
         tokens_after,
         // Each summary, and the repair request the fidelity gate made for it.
@@ -215,6 +222,13 @@ pub async fn compact(
             .iter()
             .filter_map(|s| s.fidelity.clone())
             .fold(Report::default(), Report::merge),
+        flags: Flags {
+            cached: !calls.is_empty() && calls.iter().all(|s| s.flags.cached),
+            budget_exhausted: calls.iter().any(|s| s.flags.budget_exhausted),
+            loop_detected: calls.iter().any(|s| s.flags.loop_detected)
+                || (tokens_before >= MIN_LOOP_TOKENS && tokens_after * 10 >= tokens_before * 8),
+            redactions: calls.iter().map(|s| s.flags.redactions).sum(),
+        },
     })
 }
 

@@ -25,6 +25,7 @@ pub mod js_json;
 pub mod metrics;
 pub mod pipeline;
 pub mod prompts;
+pub mod redact;
 pub mod session;
 pub mod store;
 pub mod summarizer;

@@ -30,6 +30,11 @@ pub struct Metrics {
     pub call_log_dropped: IntCounter,
     pub anchors: IntCounterVec,
     pub repair_calls: IntCounter,
+    pub redactions: IntCounterVec,
+    pub summary_cache: IntCounterVec,
+    pub budget_exhausted: IntCounter,
+    pub loops: IntCounterVec,
+    pub upstream_cached_tokens: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -140,6 +145,32 @@ impl Metrics {
             repair_calls: counter(
                 "compactd_repair_calls_total",
                 "Repair requests: a model asked once more for the critical anchors it left out.",
+            ),
+            redactions: counter_vec(
+                "compactd_redactions_total",
+                "Secrets replaced by placeholders before text left for a model or was returned, \
+                 by rule.",
+                &["rule"],
+            ),
+            summary_cache: counter_vec(
+                "compactd_summary_cache_total",
+                "Summary cache lookups: hit (from memory or the store) or miss.",
+                &["outcome"],
+            ),
+            budget_exhausted: counter(
+                "compactd_budget_exhausted_total",
+                "Summaries the extractive summarizer wrote because the tenant's daily token budget \
+                 was spent.",
+            ),
+            loops: counter_vec(
+                "compactd_loops_total",
+                "Summarizations flagged as compaction loops, by endpoint.",
+                &["endpoint"],
+            ),
+            upstream_cached_tokens: counter_vec(
+                "compactd_upstream_cached_tokens_total",
+                "Input tokens the provider read from its prompt cache, by model.",
+                &["model"],
             ),
             registry,
         }

@@ -7,12 +7,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::{App, Limits};
-use crate::config::{StorageConfig, SummarizerConfig};
+use crate::config::{StagesConfig, StorageConfig, SummarizerConfig};
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
 use crate::pipeline::events::MetricsObserver;
-use crate::pipeline::{Admission, Limiter, Observer, Pipeline};
+use crate::pipeline::{
+    Admission, Budgets, Limiter, Loops, Observer, Pipeline, Stages, SummaryCache,
+};
 use crate::prompts::Prompts;
+use crate::redact::Redactor;
 use crate::store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::fold::FoldPrompts;
@@ -32,7 +35,8 @@ impl App {
         };
         let metrics = Arc::new(Metrics::new());
         let calls = CallLog::spawn(store.clone(), storage.store_text, metrics.clone());
-        let pipeline = build_pipeline(summarizers, &prompts, metrics.clone(), calls.clone())?;
+        let pipeline = build_pipeline(summarizers, &prompts, metrics.clone(), calls.clone())?
+            .with_stages(build_stages(&summarizers.stages, store.clone())?);
         Ok(App::new(
             store,
             Arc::new(pipeline),
@@ -68,6 +72,30 @@ pub fn build_pipeline(
         ),
         observers,
     ))
+}
+
+/// The stages around the chain: redaction, the summary cache, budgets, loop detection.
+pub fn build_stages(config: &StagesConfig, store: Arc<dyn Store>) -> anyhow::Result<Stages> {
+    let redactor = if config.redact {
+        let extra = config.extra_rules().map_err(anyhow::Error::msg)?;
+        Some(
+            Redactor::new(extra.as_deref())
+                .map_err(|e| anyhow::anyhow!("COMPACTD_REDACT_RULES: {e}"))?,
+        )
+    } else {
+        None
+    };
+    Ok(Stages {
+        redactor,
+        cache: (config.cache_bytes > 0)
+            .then(|| SummaryCache::new(store.clone(), config.cache_bytes, config.cache_ttl)),
+        budgets: Some(Budgets::new(store.clone())),
+        loops: Some(Loops::new(
+            store,
+            config.loop_window,
+            config.loop_new_tokens,
+        )),
+    })
 }
 
 /// The model chain: each configured model with the client of its provider and its options, folding

@@ -104,6 +104,9 @@ pub struct CompactionView {
     /// longer know.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forgotten: Option<Vec<Missing>>,
+    /// Flagged as a compaction loop (compactions compactd wrote).
+    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    pub loop_detected: Option<bool>,
 }
 
 /// The compaction entry already made from `leaf_id`, if any.
@@ -181,6 +184,7 @@ impl App {
             summary: entry.summary.clone(),
             created_at_ms: now_ms(),
             fidelity: serde_json::to_string(&outcome.fidelity).ok(),
+            loop_detected: outcome.flags.loop_detected,
         };
         let append = new_leaf(
             &loaded,
@@ -339,6 +343,7 @@ impl App {
                             created_at: Some(time::epoch_ms_to_iso(m.created_at_ms)),
                             forgotten: report.as_ref().map(|r| r.missing.clone()),
                             fidelity: report,
+                            loop_detected: Some(m.loop_detected),
                         }
                     }
                     None => CompactionView {
@@ -356,6 +361,7 @@ impl App {
                         created_at: entry.timestamp.clone(),
                         fidelity: None,
                         forgotten: None,
+                        loop_detected: None,
                     },
                 })
             })

@@ -22,7 +22,7 @@ pub mod wire;
 
 use std::sync::Arc;
 
-pub use build::{build_chain, build_pipeline};
+pub use build::{build_chain, build_pipeline, build_stages};
 pub use error::AppError;
 
 use crate::access::Identity;

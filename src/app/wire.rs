@@ -4,8 +4,47 @@
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::pipeline::{Endpoint, Purpose};
-use crate::summarizer::{Summary, SummaryRequest};
+use serde::Serialize;
+
+use crate::summarizer::{Flags, Summary, SummaryRequest};
 use crate::transcript::prompt::is_short_summary_request;
+
+/// What the pipeline's stages did to a summary, as the responses show it.
+#[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagesView {
+    /// Answered from the summary cache: no model was asked.
+    pub cached: bool,
+    /// Flagged as a compaction loop: compacted again soon with little new content, or the
+    /// summary is not much smaller than what it replaces.
+    #[serde(rename = "loop")]
+    pub loop_detected: bool,
+    /// The tenant's daily token budget is spent: the extractive summarizer wrote it.
+    pub budget_exhausted: bool,
+    /// Secrets replaced by placeholders in what was sent to the model and what came back.
+    pub redactions: u64,
+}
+
+impl From<&Flags> for StagesView {
+    fn from(flags: &Flags) -> StagesView {
+        StagesView {
+            cached: flags.cached,
+            loop_detected: flags.loop_detected,
+            budget_exhausted: flags.budget_exhausted,
+            redactions: flags.redactions,
+        }
+    }
+}
+
+impl StagesView {
+    /// The same as a header value (chat completions, whose body has no place for it).
+    pub fn header_value(&self) -> String {
+        format!(
+            "cached={}; loop={}; budget-exhausted={}; redactions={}",
+            self.cached, self.loop_detected, self.budget_exhausted, self.redactions
+        )
+    }
+}
 
 /// What an agent sent.
 #[derive(Debug, Clone)]

@@ -246,6 +246,9 @@ pub struct SummarizerConfig {
     /// Directory whose `*.md` files replace the built-in prompt templates of the same name.
     #[arg(long, env = "COMPACTD_PROMPTS_DIR")]
     pub prompts_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub stages: super::StagesConfig,
 }
 
 impl SummarizerConfig {

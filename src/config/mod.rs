@@ -5,6 +5,7 @@
 //! group's `validate`. README.md has the same table.
 
 mod groups;
+mod stages;
 mod values;
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ use clap::Args;
 pub use groups::{
     AccessConfig, HttpConfig, LogFormat, LoggingConfig, StorageConfig, SummarizerConfig,
 };
+pub use stages::StagesConfig;
 pub use values::{ModelOptions, Secret};
 
 /// Everything `compactd serve` reads.

@@ -25,7 +25,7 @@ use super::auth::Caller;
 use super::compact::token_count;
 use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
-use crate::app::wire::WireRequest;
+use crate::app::wire::{StagesView, WireRequest};
 use crate::pipeline::Endpoint;
 use crate::summarizer::Summary;
 
@@ -125,7 +125,8 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
     responses(
         (status = 200, description = "A chat completion whose content is the summary; with `stream: true`, server-sent `chat.completion.chunk` events ending in `data: [DONE]`",
-            headers(("x-compactd-fidelity" = String, description = "The fidelity gate's report: `anchors=N; kept=N; repaired=N; appended=N; missing=N; repair-call=BOOL`")),
+            headers(("x-compactd-fidelity" = String, description = "The fidelity gate's report: `anchors=N; kept=N; repaired=N; appended=N; missing=N; repair-call=BOOL`"),
+                ("x-compactd-stages" = String, description = "What the pipeline did: `cached=BOOL; loop=BOOL; budget-exhausted=BOOL; redactions=N`")),
             content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
         (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = ErrorBody),
         (status = 404, description = "Beyond loopback: no compactd key, or an unknown or revoked one in a `/k/KEY/` URL", body = ErrorBody),
@@ -177,6 +178,8 @@ pub(super) async fn chat_completions(
         .fidelity
         .as_ref()
         .and_then(|r| HeaderValue::from_str(&r.header_value()).ok());
+    let stages = HeaderValue::from_str(&StagesView::from(&summary.flags).header_value())
+        .expect("the stages header is ASCII");
     let mut response = if request.stream {
         stream_response(id, created, summary)
     } else {
@@ -185,11 +188,15 @@ pub(super) async fn chat_completions(
     if let Some(value) = fidelity {
         response.headers_mut().insert(FIDELITY_HEADER, value);
     }
+    response.headers_mut().insert(STAGES_HEADER, stages);
     Ok(response)
 }
 
 /// The header that carries the fidelity report of a chat completion.
 pub(super) const FIDELITY_HEADER: HeaderName = HeaderName::from_static("x-compactd-fidelity");
+
+/// The header that says what the pipeline's stages did (cache, loop, budget, redactions).
+pub(super) const STAGES_HEADER: HeaderName = HeaderName::from_static("x-compactd-stages");
 
 fn chat_completion(id: String, created: u64, summary: Summary) -> Response {
     Json(ChatCompletion {

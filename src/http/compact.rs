@@ -12,7 +12,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
-use crate::app::wire::WireRequest;
+use crate::app::wire::{StagesView, WireRequest};
 use crate::fidelity::Report;
 use crate::pipeline::Endpoint;
 use crate::summarizer::TokenUsage;
@@ -43,6 +43,8 @@ pub(super) struct CompactResponse {
     usage: TokenUsage,
     /// What compactd checked the summary against and repaired (agents read only `summary`).
     fidelity: Report,
+    #[serde(flatten)]
+    stages: StagesView,
 }
 
 /// Reads a positive integer token count; `param` names the field in the error.
@@ -96,6 +98,7 @@ pub(super) async fn compact(
         summary: summary.text,
         model: summary.model,
         usage: summary.usage,
+        stages: StagesView::from(&summary.flags),
         fidelity: summary.fidelity.unwrap_or_default(),
     }))
 }

@@ -14,6 +14,7 @@ use super::json::{JsonBody, QueryParams, RawBody, SessionId};
 use crate::app::compactions::{Compacted, CompactionView, UsageView, usage_view};
 use crate::app::plans::{ContextView, settings};
 use crate::app::sessions::ReplaceNotice;
+use crate::app::wire::StagesView;
 use crate::compaction::PlanOutcome;
 use crate::compaction::entry::BranchSummaryEntry;
 use crate::compactor::{BranchSummaryRequest, CompactionRequest};
@@ -146,6 +147,9 @@ pub(super) struct CompactionResponse {
     /// longer know.
     #[serde(skip_serializing_if = "Option::is_none")]
     forgotten: Option<Vec<Missing>>,
+    /// What the pipeline's stages did (compactions written now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stages: Option<StagesView>,
     #[serde(flatten)]
     replace: ReplaceNotice,
 }
@@ -196,6 +200,7 @@ pub(super) async fn compact(
                 tokens_after: Some(outcome.tokens_after),
                 summarizer_calls: Some(outcome.summarizer_calls),
                 forgotten: Some(outcome.fidelity.missing.clone()),
+                stages: Some(StagesView::from(&outcome.flags)),
                 fidelity: Some(outcome.fidelity),
                 replace: ReplaceNotice::of(&session),
             }),
@@ -218,6 +223,7 @@ pub(super) async fn compact(
                 summarizer_calls: None,
                 fidelity: None,
                 forgotten: None,
+                stages: None,
                 replace: ReplaceNotice::of(&session),
             }),
         ),

@@ -102,6 +102,11 @@ impl Observer for CallLog {
             prompt: self.store_text.then(|| request.prompt.clone()),
             summary: summary.filter(|_| self.store_text).map(|s| s.text.clone()),
             created_at_ms: now_ms(),
+            cached: summary.is_some_and(|s| s.flags.cached),
+            cached_input_tokens: summary.map_or(0, |s| s.usage.cached_input_tokens as i64),
+            summary_fingerprint: summary.and_then(|s| super::loops::fingerprint(&s.text)),
+            loop_detected: summary.is_some_and(|s| s.flags.loop_detected),
+            budget_exhausted: summary.is_some_and(|s| s.flags.budget_exhausted),
         });
     }
 }

@@ -21,6 +21,16 @@ pub enum Event<'a> {
         report: &'a crate::fidelity::Report,
         anchors: &'a [AnchorOutcome],
     },
+    /// Secrets were replaced by placeholders (counts by rule).
+    Redacted {
+        counts: &'a std::collections::BTreeMap<String, u64>,
+    },
+    /// The summary cache was asked: a hit (and from where) or a miss.
+    Cache { hit: Option<super::cache::Tier> },
+    /// The tenant's daily budget is spent: the extractive summarizer answers.
+    BudgetExhausted,
+    /// The summarization looks like a compaction loop.
+    Loop,
     /// The run ended, with a summary or without one.
     Finished {
         request: &'a SummaryRequest,
@@ -53,7 +63,7 @@ pub trait Observer: Send + Sync {
 pub struct MetricsObserver(pub std::sync::Arc<Metrics>);
 
 impl Observer for MetricsObserver {
-    fn observe(&self, _run: Run<'_>, event: &Event<'_>) {
+    fn observe(&self, run: Run<'_>, event: &Event<'_>) {
         let metrics = &self.0;
         match event {
             Event::Attempt(attempt) => {
@@ -77,6 +87,29 @@ impl Observer for MetricsObserver {
                 }
             }
             Event::Fallback { from } => metrics.fallbacks.with_label_values(&[from]).inc(),
+            Event::Redacted { counts } => {
+                for (rule, n) in *counts {
+                    metrics
+                        .redactions
+                        .with_label_values(&[rule.as_str()])
+                        .inc_by(*n);
+                }
+            }
+            Event::Cache { hit } => {
+                let outcome = if hit.is_some() { "hit" } else { "miss" };
+                metrics.summary_cache.with_label_values(&[outcome]).inc();
+            }
+            Event::BudgetExhausted => {
+                metrics.budget_exhausted.inc();
+                tracing::info!(tenant = %run.context.tenant, "daily token budget spent: extractive summary");
+            }
+            Event::Loop => {
+                let endpoint = run.context.endpoint.label();
+                metrics.loops.with_label_values(&[endpoint]).inc();
+                tracing::warn!(endpoint, tenant = %run.context.tenant,
+                    session = run.context.session_id.as_deref().unwrap_or("-"),
+                    "compaction loop: compacted again with little new content, or without making room");
+            }
             Event::Refused => metrics.rejections.inc(),
             Event::Gated { report, anchors } => {
                 for anchor in *anchors {
@@ -92,7 +125,13 @@ impl Observer for MetricsObserver {
             Event::Finished {
                 outcome: Ok(summary),
                 ..
-            } => {
+            } if !summary.flags.cached => {
+                if summary.usage.cached_input_tokens > 0 {
+                    metrics
+                        .upstream_cached_tokens
+                        .with_label_values(&[summary.model.as_str()])
+                        .inc_by(summary.usage.cached_input_tokens);
+                }
                 for (direction, tokens) in [
                     ("input", summary.usage.input_tokens),
                     ("output", summary.usage.output_tokens),

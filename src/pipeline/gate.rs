@@ -10,7 +10,7 @@ use super::events::{AnchorOutcome, Event};
 use super::{Job, Pipeline, Run};
 use crate::fidelity::gate::{Expectation, append_missing, check, repair_prompt, unusable};
 use crate::fidelity::{Anchor, Missing, Report, Weight, anchors};
-use crate::summarizer::{ChainEvent, Summary, SummaryRequest, TokenUsage};
+use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
 use crate::transcript::prompt::{Asks, Parts};
 
 /// What a caller adds to the anchors of the prompt.
@@ -74,10 +74,7 @@ impl Pipeline {
                 let before = missing.len();
                 let after =
                     missing_critical(&check(&with_appendix(&repaired.text), &anchors)).len();
-                summary.usage = TokenUsage {
-                    input_tokens: summary.usage.input_tokens + repaired.usage.input_tokens,
-                    output_tokens: summary.usage.output_tokens + repaired.usage.output_tokens,
-                };
+                summary.usage = summary.usage.plus(repaired.usage);
                 // A repair that loses more than it restores is not taken.
                 if after <= before {
                     summary.text = repaired.text;

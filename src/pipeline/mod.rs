@@ -5,32 +5,47 @@
 //! The stages of a run, in order (see [`Pipeline::run_all`]):
 //! 1. **admission** ([`admission`]): a slot of the caller's key and a place among the runs of this
 //!    process, or a refusal;
-//! 2. **the model chain** ([`crate::summarizer::Chain`]): each model in turn, the request fitted to
+//! 2. **redaction** ([`redaction`]): secrets in everything that would leave for a model replaced
+//!    by placeholders;
+//! 3. **the summary cache** ([`cache`]): an identical request answered without a model;
+//! 4. **the budget** ([`budget`]): a tenant past its daily token budget gets the extractive
+//!    summarizer;
+//! 5. **the model chain** ([`crate::summarizer::Chain`]): each model in turn, the request fitted to
 //!    its window (folded when too long), the answer streamed, checked for being a summary at all,
 //!    retried;
-//! 3. **the fidelity gate** ([`gate`]): the summary checked against the anchors of the text it
+//! 6. **the fidelity gate** ([`gate`]): the summary checked against the anchors of the text it
 //!    replaces, repaired by one more call and by appending what is still missing, reported;
-//! 4. **observation** ([`events`]): every attempt, fallback, refusal, gate report and result is
-//!    told to the observers — the metrics and the call log see the same events.
+//! 7. **redaction of the answer**, with the same placeholders, then **loop detection**
+//!    ([`loops`]), then the summary kept in the cache;
+//! 8. **observation** ([`events`]): every attempt, fallback, refusal, redaction, cache lookup,
+//!    gate report and result is told to the observers — the metrics and the call log see the
+//!    same events.
 //!
 //! A new stage (a rewrite of the request before the chain, a check of the summary after it) is a
 //! module here, called from `run_one` in its place.
 
 pub mod admission;
+pub mod budget;
+pub mod cache;
 pub mod calllog;
 mod context;
 pub mod events;
 mod gate;
 pub mod limiter;
+pub mod loops;
+mod redaction;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use admission::Admission;
+pub use budget::Budgets;
+pub use cache::SummaryCache;
 pub use context::{Context, Endpoint, Purpose};
 pub use events::{Event, Observer, Run};
 pub use gate::GateInput;
 pub use limiter::{Busy, Limiter};
+pub use loops::Loops;
 
 use crate::summarizer::{Chain, ChainError, ChainEvent, Summary, SummaryRequest};
 
@@ -77,6 +92,18 @@ pub struct Pipeline {
     pub chain: Chain,
     pub admission: Admission,
     observers: Vec<Arc<dyn Observer>>,
+    stages: Stages,
+    /// What a tenant past its budget gets: the extractive summarizer alone.
+    budget_chain: Chain,
+}
+
+/// The optional stages around the chain; each is off when `None`.
+#[derive(Debug, Clone, Default)]
+pub struct Stages {
+    pub redactor: Option<crate::redact::Redactor>,
+    pub cache: Option<SummaryCache>,
+    pub budgets: Option<Budgets>,
+    pub loops: Option<Loops>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -90,11 +117,23 @@ impl std::fmt::Debug for Pipeline {
 
 impl Pipeline {
     pub fn new(chain: Chain, admission: Admission, observers: Vec<Arc<dyn Observer>>) -> Self {
+        let budget_chain = Chain::new(
+            vec![crate::summarizer::Link::Extractive],
+            chain.policy.clone(),
+        );
         Pipeline {
             chain,
             admission,
             observers,
+            stages: Stages::default(),
+            budget_chain,
         }
+    }
+
+    /// The same pipeline with these stages around the chain.
+    pub fn with_stages(mut self, stages: Stages) -> Self {
+        self.stages = stages;
+        self
     }
 
     fn tell(&self, run: Run<'_>, event: &Event<'_>) {
@@ -172,20 +211,25 @@ impl Pipeline {
             purpose: job.purpose,
         };
         let started = Instant::now();
+        // Nothing below sees the secrets: not the models, the cache key, the gate's anchors (which
+        // are appended to summaries), nor the call log.
+        let (job, mut placeholders) = self.redact(job);
+        let job = job.as_ref();
         let result = self
-            .chain
-            .summarize(&job.request, deadline, |event| match &event {
-                ChainEvent::Attempt(attempt) => self.tell(run, &Event::Attempt(attempt)),
-                ChainEvent::Fallback { from } => self.tell(run, &Event::Fallback { from }),
-            })
+            .summarize_redacted(run, job, &mut placeholders, deadline, started)
             .await
-            .map_err(SummarizeError::from);
-        let result = match result {
-            Ok(summary) => Ok(self
-                .gate(run, job, summary, started.elapsed(), deadline)
-                .await),
-            Err(error) => Err(error),
-        };
+            .map(|mut summary| {
+                summary.flags.redactions = placeholders.total();
+                summary
+            });
+        if placeholders.total() > 0 {
+            self.tell(
+                run,
+                &Event::Redacted {
+                    counts: &placeholders.counts,
+                },
+            );
+        }
         self.tell(
             run,
             &Event::Finished {
@@ -195,5 +239,83 @@ impl Pipeline {
             },
         );
         result
+    }
+
+    /// The stages after redaction: the cache, the budget, the chain, the gate, loop detection.
+    async fn summarize_redacted(
+        &self,
+        run: Run<'_>,
+        job: &Job,
+        placeholders: &mut crate::redact::Placeholders,
+        deadline: Instant,
+        started: Instant,
+    ) -> Result<Summary, SummarizeError> {
+        let context = run.context;
+        let key = self
+            .stages
+            .cache
+            .as_ref()
+            .map(|_| SummaryCache::key(&context.tenant, &self.chain.names(), job));
+        if let (Some(cache), Some(key)) = (&self.stages.cache, &key) {
+            let hit = cache.get(key).await;
+            self.tell(
+                run,
+                &Event::Cache {
+                    hit: hit.as_ref().map(|(_, tier)| *tier),
+                },
+            );
+            if let Some((summary, _)) = hit {
+                return Ok(summary);
+            }
+        }
+        let exhausted = match &self.stages.budgets {
+            Some(budgets) => budgets.exhausted(&context.tenant).await,
+            None => false,
+        };
+        if exhausted {
+            self.tell(run, &Event::BudgetExhausted);
+        }
+        let chain = if exhausted {
+            &self.budget_chain
+        } else {
+            &self.chain
+        };
+        let mut summary = chain
+            .summarize(&job.request, deadline, |event| match &event {
+                ChainEvent::Attempt(attempt) => self.tell(run, &Event::Attempt(attempt)),
+                ChainEvent::Fallback { from } => self.tell(run, &Event::Fallback { from }),
+            })
+            .await?;
+        // A model can echo a secret it was not shown (from a summary it remembers): the answer is
+        // redacted before the gate sends it back in a repair request, and again after it.
+        if let Some(redactor) = &self.stages.redactor {
+            summary.text = redactor.redact(&summary.text, placeholders);
+        }
+        let mut summary = self
+            .gate(run, job, summary, started.elapsed(), deadline)
+            .await;
+        summary.flags.budget_exhausted = exhausted;
+        if let Some(redactor) = &self.stages.redactor {
+            summary.text = redactor.redact(&summary.text, placeholders);
+        }
+        if let Some(loops) = &self.stages.loops
+            && matches!(job.purpose, Purpose::Prompt | Purpose::History)
+            && loops
+                .detect(&context.tenant, &job.request, &summary.text)
+                .await
+        {
+            summary.flags.loop_detected = true;
+            self.tell(run, &Event::Loop);
+        }
+        // Only what the first choice of the chain wrote is kept: a fallback's summary (after a
+        // timeout or an outage) would answer the agent's retry, which hopes for the model.
+        let first_choice = self.chain.names().first() == Some(&summary.model);
+        if let (Some(cache), Some(key)) = (&self.stages.cache, &key)
+            && first_choice
+            && !exhausted
+        {
+            cache.put(key, &summary).await;
+        }
+        Ok(summary)
     }
 }

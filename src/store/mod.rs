@@ -60,6 +60,8 @@ pub struct CompactionRecord {
     pub created_at_ms: i64,
     /// The fidelity gate's report, as JSON (`fidelity::Report`); `None` for rows written before it.
     pub fidelity: Option<String>,
+    /// Flagged as a compaction loop.
+    pub loop_detected: bool,
 }
 
 /// Text pinned to a session.
@@ -104,6 +106,15 @@ pub struct CallRecord {
     pub prompt: Option<String>,
     pub summary: Option<String>,
     pub created_at_ms: i64,
+    /// Answered from the summary cache, without a model.
+    pub cached: bool,
+    /// Input tokens the provider read from its prompt cache.
+    pub cached_input_tokens: i64,
+    /// [`crate::pipeline::loops::fingerprint`] of the summary written, for loop detection.
+    pub summary_fingerprint: Option<String>,
+    pub loop_detected: bool,
+    /// The tenant's daily budget was spent: the extractive summarizer answered.
+    pub budget_exhausted: bool,
 }
 
 /// Entries to append to a session, checked by the caller against the session as it was loaded.
@@ -247,6 +258,35 @@ pub trait Store: Send + Sync + 'static {
     /// Removes a pin; `false` when the session has no such pin.
     async fn delete_pin(&self, session_id: &str, pin_id: &str) -> Result<bool, StoreError>;
     async fn log_call(&self, call: &CallRecord) -> Result<(), StoreError>;
+    /// Upstream tokens (input plus output, cache hits and the extractive summarizer excluded)
+    /// of `tenant`'s calls since `since_ms`.
+    async fn upstream_tokens_since(&self, tenant: &str, since_ms: i64) -> Result<i64, StoreError>;
+    /// Whether a summary with this fingerprint was written for `tenant` since `since_ms`.
+    async fn summary_written_since(
+        &self,
+        tenant: &str,
+        fingerprint: &str,
+        since_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// A cached summary (JSON) that has not expired.
+    async fn cached_summary(&self, key: &str, now_ms: i64) -> Result<Option<String>, StoreError>;
+    /// Stores (or replaces) a cached summary; drops expired ones now and then.
+    async fn put_cached_summary(
+        &self,
+        key: &str,
+        summary: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// Sets (`Some`) or removes (`None`) `tenant`'s daily upstream token budget.
+    async fn set_budget(
+        &self,
+        tenant: &str,
+        daily_tokens: Option<i64>,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// `tenant`'s daily upstream token budget, if it has one.
+    async fn budget(&self, tenant: &str) -> Result<Option<i64>, StoreError>;
     /// A tenant's most recent calls, newest first.
     async fn calls(&self, tenant: &str, limit: i64) -> Result<Vec<CallRecord>, StoreError>;
     async fn create_key(&self, key: &KeyRecord) -> Result<(), StoreError>;

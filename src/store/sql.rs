@@ -164,8 +164,8 @@ macro_rules! store_impl {
                         sqlx::query(
                             "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \
                              input_tokens, output_tokens, latency_ms, tokens_before, tokens_after, summary, created_at_ms, \
-                             fidelity) \
-                             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                             fidelity, loop_detected) \
+                             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                         )
                         .bind(&c.session_id)
                         .bind(&c.entry_id)
@@ -180,6 +180,7 @@ macro_rules! store_impl {
                         .bind($crate::store::column_text(&c.summary).into_owned())
                         .bind(c.created_at_ms)
                         .bind(c.fidelity.as_deref().map(|f| $crate::store::column_text(f).into_owned()))
+                        .bind(c.loop_detected)
                         .execute(&mut *tx)
                         .await?;
                     }
@@ -278,8 +279,10 @@ macro_rules! store_impl {
                     sqlx::query(
                         "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
                          summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
-                         tenant, purpose) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                         tenant, purpose, cached, cached_input_tokens, summary_fingerprint, loop_detected, \
+                         budget_exhausted) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+                         $19, $20)",
                     )
                     .bind(&call.endpoint)
                     .bind(&call.session_id)
@@ -296,6 +299,11 @@ macro_rules! store_impl {
                     .bind(call.created_at_ms)
                     .bind($crate::store::column_text(&call.tenant).into_owned())
                     .bind(&call.purpose)
+                    .bind(call.cached)
+                    .bind(call.cached_input_tokens)
+                    .bind(&call.summary_fingerprint)
+                    .bind(call.loop_detected)
+                    .bind(call.budget_exhausted)
                     .execute(&self.pool)
                     .await?;
                     Ok(())
@@ -311,13 +319,145 @@ macro_rules! store_impl {
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_as(
                         "select endpoint, tenant, purpose, session_id, model, outcome, status, prompt_bytes, \
-                         summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms \
+                         summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
+                         cached, cached_input_tokens, summary_fingerprint, loop_detected, budget_exhausted \
                          from summarization_calls where tenant = $1 order by created_at_ms desc, call_id desc limit $2",
                     )
                     .bind(tenant)
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?)
+                })
+                .await
+            }
+
+            async fn upstream_tokens_since(
+                &self,
+                tenant: &str,
+                since_ms: i64,
+            ) -> Result<i64, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    let used: Option<i64> = sqlx::query_scalar(
+                        "select cast(sum(input_tokens + output_tokens) as bigint) from summarization_calls \
+                         where tenant = $1 and created_at_ms >= $2 and not cached and model <> 'extractive'",
+                    )
+                    .bind(tenant)
+                    .bind(since_ms)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    Ok(used.unwrap_or(0))
+                })
+                .await
+            }
+
+            async fn summary_written_since(
+                &self,
+                tenant: &str,
+                fingerprint: &str,
+                since_ms: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    let found: Option<i64> = sqlx::query_scalar(
+                        "select cast(1 as bigint) from summarization_calls where tenant = $1 and summary_fingerprint = $2 \
+                         and created_at_ms >= $3 limit 1",
+                    )
+                    .bind(tenant)
+                    .bind(fingerprint)
+                    .bind(since_ms)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(found.is_some())
+                })
+                .await
+            }
+
+            async fn cached_summary(
+                &self,
+                key: &str,
+                now_ms: i64,
+            ) -> Result<Option<String>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_scalar(
+                        "select summary from summary_cache where cache_key = $1 and expires_at_ms > $2",
+                    )
+                    .bind(key)
+                    .bind(now_ms)
+                    .fetch_optional(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn put_cached_summary(
+                &self,
+                key: &str,
+                summary: &str,
+                now_ms: i64,
+                expires_at_ms: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    sqlx::query(
+                        "insert into summary_cache (cache_key, summary, created_at_ms, expires_at_ms) \
+                         values ($1, $2, $3, $4) on conflict (cache_key) do update \
+                         set summary = excluded.summary, created_at_ms = excluded.created_at_ms, \
+                         expires_at_ms = excluded.expires_at_ms",
+                    )
+                    .bind(key)
+                    .bind($crate::store::column_text(summary).into_owned())
+                    .bind(now_ms)
+                    .bind(expires_at_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    // Expired rows go now and then (one write in 64), by the expiry index.
+                    if fastrand::u8(..64) == 0 {
+                        sqlx::query("delete from summary_cache where expires_at_ms <= $1")
+                            .bind(now_ms)
+                            .execute(&self.pool)
+                            .await?;
+                    }
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn set_budget(
+                &self,
+                tenant: &str,
+                daily_tokens: Option<i64>,
+                now_ms: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    match daily_tokens {
+                        Some(tokens) => {
+                            sqlx::query(
+                                "insert into tenant_budgets (tenant, daily_tokens, updated_at_ms) values ($1, $2, $3) \
+                                 on conflict (tenant) do update set daily_tokens = excluded.daily_tokens, \
+                                 updated_at_ms = excluded.updated_at_ms",
+                            )
+                            .bind($crate::store::column_text(tenant).into_owned())
+                            .bind(tokens)
+                            .bind(now_ms)
+                            .execute(&self.pool)
+                            .await?;
+                        }
+                        None => {
+                            sqlx::query("delete from tenant_budgets where tenant = $1")
+                                .bind(tenant)
+                                .execute(&self.pool)
+                                .await?;
+                        }
+                    }
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn budget(&self, tenant: &str) -> Result<Option<i64>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_scalar("select daily_tokens from tenant_budgets where tenant = $1")
+                        .bind(tenant)
+                        .fetch_optional(&self.pool)
+                        .await?)
                 })
                 .await
             }

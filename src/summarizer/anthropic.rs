@@ -48,10 +48,15 @@ impl AnthropicClient {
         let mut body = json!({
             "model": model,
             "max_tokens": request.max_tokens,
-            "system": request.system_prompt,
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": [{"role": "user", "content": user_content(&request.prompt)}],
             "stream": true,
         });
+        // The system prompt is the same for every summarization of a kind, across all agents:
+        // the stable prefix Anthropic's prompt cache can serve.
+        if !request.system_prompt.is_empty() {
+            body["system"] = json!([{"type": "text", "text": request.system_prompt,
+                "cache_control": {"type": "ephemeral"}}]);
+        }
         for (key, value) in options {
             body[key] = value.clone();
         }
@@ -82,7 +87,12 @@ impl AnthropicClient {
             };
             Ok(match event.get("type").and_then(Value::as_str) {
                 Some("message_start") => {
-                    usage.input_tokens = field(&["message", "usage", "input_tokens"]).unwrap_or(0);
+                    let input = |key| field(&["message", "usage", key]).unwrap_or(0);
+                    // Anthropic counts tokens read from or written to its prompt cache apart.
+                    usage.input_tokens = input("input_tokens")
+                        + input("cache_read_input_tokens")
+                        + input("cache_creation_input_tokens");
+                    usage.cached_input_tokens = input("cache_read_input_tokens");
                     Progress::Nothing
                 }
                 Some("content_block_start") => {
@@ -133,7 +143,29 @@ impl AnthropicClient {
             model: model_name,
             usage,
             fidelity: None,
+            flags: Default::default(),
         })
+    }
+}
+
+/// Shortest text Anthropic caches (1024 tokens for most models): below it a cache breakpoint
+/// does nothing.
+const MIN_CACHED_TOKENS: u64 = 1024;
+
+/// The user turn. An update summary's previous summary is what retries, loops and forks of one
+/// session send again with another conversation: when it is long enough to be cached it goes
+/// first, as a block of its own marked as a cache breakpoint, then the conversation and the
+/// instructions (which name both by their tags, so the order does not change what is asked).
+fn user_content(prompt: &str) -> Value {
+    use crate::transcript::prompt::{Parts, previous_block};
+    let parts = Parts::parse(prompt);
+    match parts.previous_summary {
+        Some(previous) if super::estimate_tokens(previous) >= MIN_CACHED_TOKENS => json!([
+            {"type": "text", "text": previous_block(previous).trim_start(),
+             "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": parts.rebuild(parts.conversation, None, parts.instructions)},
+        ]),
+        _ => json!(prompt),
     }
 }
 
@@ -175,9 +207,14 @@ fn whole_message(bytes: &[u8], model: String) -> Result<Summary, AttemptError> {
         text,
         model,
         usage: TokenUsage {
-            input_tokens: usage("input_tokens"),
+            // Anthropic counts tokens read from or written to its prompt cache apart.
+            input_tokens: usage("input_tokens")
+                + usage("cache_read_input_tokens")
+                + usage("cache_creation_input_tokens"),
             output_tokens: usage("output_tokens"),
+            cached_input_tokens: usage("cache_read_input_tokens"),
         },
         fidelity: None,
+        flags: Default::default(),
     })
 }

@@ -18,7 +18,7 @@ use super::fold::{Fold, FoldPrompts};
 use super::openai::OpenAiClient;
 use super::stream::Timing;
 use super::window::{self, Learnt};
-use super::{AttemptError, Summary, SummaryRequest, TokenUsage, estimate_tokens};
+use super::{AttemptError, Summary, SummaryRequest, estimate_tokens};
 use crate::fidelity::gate::{self, Expectation};
 
 /// Times a model that reports an overflow is asked again, fitted to what it said.
@@ -407,10 +407,7 @@ impl Chain {
             running = Some(match running {
                 None => summary,
                 Some(before) => Summary {
-                    usage: TokenUsage {
-                        input_tokens: before.usage.input_tokens + summary.usage.input_tokens,
-                        output_tokens: before.usage.output_tokens + summary.usage.output_tokens,
-                    },
+                    usage: before.usage.plus(summary.usage),
                     ..summary
                 },
             });

@@ -21,7 +21,7 @@ pub mod window;
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
 pub use spec::ModelSpec;
@@ -35,11 +35,51 @@ pub struct SummaryRequest {
 }
 
 /// Token counts reported by the model (estimated for the extractive summarizer).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of the input tokens, those the provider read from its prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TokenUsage {
+    pub fn new(input_tokens: u64, output_tokens: u64) -> TokenUsage {
+        TokenUsage {
+            input_tokens,
+            output_tokens,
+            cached_input_tokens: 0,
+        }
+    }
+
+    /// The usage of two calls together.
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            cached_input_tokens: self.cached_input_tokens + other.cached_input_tokens,
+        }
+    }
+}
+
+/// What the pipeline's stages did to a summary besides writing it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// Answered from the summary cache: no model was asked.
+    pub cached: bool,
+    /// The tenant's daily token budget is spent: the extractive summarizer wrote it.
+    pub budget_exhausted: bool,
+    /// The request looks like a compaction loop.
+    pub loop_detected: bool,
+    /// Secrets replaced by placeholders in what was sent and what came back.
+    pub redactions: u64,
 }
 
 /// A finished summary and who wrote it.
@@ -51,6 +91,7 @@ pub struct Summary {
     pub usage: TokenUsage,
     /// What the fidelity gate found and did; `None` until the summary has been through it.
     pub fidelity: Option<crate::fidelity::Report>,
+    pub flags: Flags,
 }
 
 /// Why one call to one model failed. Upstream error bodies are never kept whole: they can echo

@@ -195,6 +195,7 @@ fn summary(
     let usage = usage.unwrap_or_else(|| ChatUsage {
         prompt_tokens: estimate_tokens(&request.system_prompt) + estimate_tokens(&request.prompt),
         completion_tokens: estimate_tokens(&text),
+        prompt_tokens_details: None,
     });
     Ok(Summary {
         text,
@@ -202,8 +203,13 @@ fn summary(
         usage: TokenUsage {
             input_tokens: usage.prompt_tokens,
             output_tokens: usage.completion_tokens,
+            cached_input_tokens: usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
         },
         fidelity: None,
+        flags: Default::default(),
     })
 }
 
@@ -262,4 +268,12 @@ struct Delta {
 struct ChatUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
+    /// OpenAI's automatic prompt caching reports the tokens it read from the cache here.
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(default)]
+struct PromptTokensDetails {
+    cached_tokens: Option<u64>,
 }

@@ -15,7 +15,7 @@ pub fn conversation_block(conversation: &str) -> String {
     format!("{CONVERSATION_OPEN}{conversation}{CONVERSATION_CLOSE}\n\n")
 }
 
-fn previous_block(previous: &str) -> String {
+pub fn previous_block(previous: &str) -> String {
     format!("{PREVIOUS_OPEN}{previous}{PREVIOUS_CLOSE}\n\n")
 }
 

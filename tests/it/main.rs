@@ -39,6 +39,8 @@ mod javascript;
 mod local_model;
 mod ops;
 mod owned_pg;
+mod redaction;
+mod savings;
 mod service;
 mod sessions;
 mod streaming;

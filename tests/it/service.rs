@@ -80,8 +80,9 @@ async fn compact_speaks_the_anthropic_messages_api() {
     assert_eq!(sent.header("authorization"), None);
     assert_eq!(
         sent.body,
-        json!({"model": "claude-test", "max_tokens": 13107, "system": "You summarize.",
-        "messages": [{"role": "user", "content": PROMPT}], "stream": true})
+        json!({"model": "claude-test", "max_tokens": 13107,
+        "messages": [{"role": "user", "content": PROMPT}], "stream": true,
+        "system": [{"type": "text", "text": "You summarize.", "cache_control": {"type": "ephemeral"}}]})
     );
 }
 

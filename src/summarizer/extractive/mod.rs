@@ -40,13 +40,14 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
     };
     let estimate = |s: &str| (utf16_len(s) as u64).div_ceil(CHARS_PER_TOKEN);
     Summary {
-        usage: TokenUsage {
-            input_tokens: estimate(&request.system_prompt) + estimate(&request.prompt),
-            output_tokens: estimate(&text),
-        },
+        usage: TokenUsage::new(
+            estimate(&request.system_prompt) + estimate(&request.prompt),
+            estimate(&text),
+        ),
         text,
         model: "extractive".to_owned(),
         fidelity: None,
+        flags: Default::default(),
     }
 }
 

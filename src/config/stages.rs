@@ -1,0 +1,54 @@
+//! The settings of the pipeline's stages around the model chain: redaction, the summary cache,
+//! loop detection (budgets are per tenant, set with `compactd keys budget`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::values;
+
+#[derive(Debug, Clone, Args)]
+pub struct StagesConfig {
+    /// Replace secrets (gitleaks' rules and compactd's) with placeholders before any text leaves
+    /// for a model, and in every summary returned or stored.
+    #[arg(long, env = "COMPACTD_REDACT", default_value = "true", action = clap::ArgAction::Set)]
+    pub redact: bool,
+
+    /// A file of extra redaction rules in gitleaks' TOML format (`[[rules]]` with `id`, `regex`,
+    /// `keywords`, optional `secretGroup`, `entropy`, `[[rules.allowlists]]`).
+    #[arg(long, env = "COMPACTD_REDACT_RULES")]
+    pub redact_rules: Option<PathBuf>,
+
+    /// Memory for cached summaries, in bytes; 0 turns the summary cache off.
+    #[arg(long, env = "COMPACTD_CACHE_BYTES", default_value = "67108864")]
+    pub cache_bytes: u64,
+
+    /// How long a cached summary answers identical requests, in seconds (in memory and in the
+    /// store, shared by the replicas).
+    #[arg(long = "cache-ttl-secs", env = "COMPACTD_CACHE_TTL_SECS", default_value = "3600", value_parser = values::seconds)]
+    pub cache_ttl: Duration,
+
+    /// A compaction whose previous summary compactd wrote less than this many seconds ago, with
+    /// little new content, is flagged as a loop.
+    #[arg(long = "loop-window-secs", env = "COMPACTD_LOOP_WINDOW_SECS", default_value = "300", value_parser = values::seconds)]
+    pub loop_window: Duration,
+
+    /// "Little new content": a conversation of fewer estimated tokens than this.
+    #[arg(long, env = "COMPACTD_LOOP_NEW_TOKENS", default_value = "8000")]
+    pub loop_new_tokens: u64,
+}
+
+impl StagesConfig {
+    /// The operator's extra redaction rules, read.
+    pub fn extra_rules(&self) -> Result<Option<String>, String> {
+        self.redact_rules
+            .as_ref()
+            .map(|path| {
+                std::fs::read_to_string(path).map_err(|e| {
+                    format!("COMPACTD_REDACT_RULES: cannot read {}: {e}", path.display())
+                })
+            })
+            .transpose()
+    }
+}

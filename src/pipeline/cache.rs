@@ -1,0 +1,165 @@
+//! The summary cache, a stage before the chain: an identical summarization request (same tenant,
+//! model chain, system prompt, redacted prompt, pins, output cap and pipeline version) is answered
+//! without asking a model. Agents retry on timeouts and 5xx; forks and subagents compact the same
+//! prefix. Two tiers: this replica's memory (bounded by bytes, with a TTL) and the store, so that
+//! a retry that lands on another replica is a hit too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::Job;
+use crate::store::{Store, now_ms};
+use crate::summarizer::{Summary, TokenUsage};
+
+/// Changes whenever the stages change what a summary holds for the same request (the gate, the
+/// extractive renderer, redaction): older entries are then never read.
+pub const PIPELINE_VERSION: &str = "compactd-pipeline-1";
+
+/// A summary as the cache keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Cached {
+    text: String,
+    model: String,
+    usage: TokenUsage,
+    fidelity: Option<crate::fidelity::Report>,
+}
+
+impl Cached {
+    fn weight(&self) -> u32 {
+        let fidelity: usize = self
+            .fidelity
+            .as_ref()
+            .map_or(0, |r| r.missing.iter().map(|m| m.text.len() + 16).sum());
+        u32::try_from(self.text.len() + self.model.len() + fidelity + 128).unwrap_or(u32::MAX)
+    }
+}
+
+/// Where a hit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    Memory,
+    Store,
+}
+
+impl Tier {
+    pub fn label(self) -> &'static str {
+        match self {
+            Tier::Memory => "memory",
+            Tier::Store => "store",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct SummaryCache {
+    memory: moka::future::Cache<String, Arc<Cached>>,
+    store: Arc<dyn Store>,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for SummaryCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SummaryCache")
+            .field("entries", &self.memory.entry_count())
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+impl SummaryCache {
+    /// A cache of at most `max_bytes` of summaries in memory, each kept for `ttl` (in memory and
+    /// in the store).
+    pub fn new(store: Arc<dyn Store>, max_bytes: u64, ttl: Duration) -> SummaryCache {
+        SummaryCache {
+            memory: moka::future::Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_key, value: &Arc<Cached>| value.weight())
+                .time_to_live(ttl)
+                .build(),
+            store,
+            ttl,
+        }
+    }
+
+    /// The key of a (redacted) job for `tenant` through the chain of `models`.
+    pub fn key(tenant: &str, models: &[String], job: &Job) -> String {
+        let mut hash = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            // Length-prefixed, so that no two different requests hash the same fields.
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        field(PIPELINE_VERSION.as_bytes());
+        field(tenant.as_bytes());
+        field(models.join(",").as_bytes());
+        field(job.purpose.label().as_bytes());
+        field(job.request.system_prompt.as_bytes());
+        field(job.request.prompt.as_bytes());
+        field(&job.request.max_tokens.to_le_bytes());
+        for pin in &job.gate.extra {
+            field(pin.text.as_bytes());
+        }
+        field(job.gate.appendix.as_bytes());
+        hex(&hash.finalize())
+    }
+
+    /// The cached summary of `key`, if any. Store trouble is a miss: the cache never fails a
+    /// summarization.
+    pub async fn get(&self, key: &str) -> Option<(Summary, Tier)> {
+        if let Some(hit) = self.memory.get(key).await {
+            return Some((summary(&hit), Tier::Memory));
+        }
+        let stored = match self.store.cached_summary(key, now_ms()).await {
+            Ok(stored) => stored?,
+            Err(error) => {
+                tracing::warn!(error = %error, "summary cache: the store did not answer");
+                return None;
+            }
+        };
+        let cached: Cached = serde_json::from_str(&stored).ok()?;
+        let hit = summary(&cached);
+        self.memory.insert(key.to_owned(), Arc::new(cached)).await;
+        Some((hit, Tier::Store))
+    }
+
+    /// Keeps `summary` under `key`, in memory and in the store.
+    pub async fn put(&self, key: &str, summary: &Summary) {
+        let cached = Cached {
+            text: summary.text.clone(),
+            model: summary.model.clone(),
+            usage: summary.usage,
+            fidelity: summary.fidelity.clone(),
+        };
+        let json = serde_json::to_string(&cached).expect("a summary serializes");
+        self.memory.insert(key.to_owned(), Arc::new(cached)).await;
+        let now = now_ms();
+        let expires = now + self.ttl.as_millis() as i64;
+        if let Err(error) = self
+            .store
+            .put_cached_summary(key, &json, now, expires)
+            .await
+        {
+            tracing::warn!(error = %error, "summary cache: the store did not keep a summary");
+        }
+    }
+}
+
+fn summary(cached: &Cached) -> Summary {
+    Summary {
+        text: cached.text.clone(),
+        model: cached.model.clone(),
+        usage: cached.usage,
+        fidelity: cached.fidelity.clone(),
+        flags: crate::summarizer::Flags {
+            cached: true,
+            ..Default::default()
+        },
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,266 @@
+//! Secret redaction: before any text leaves for a model, and before a summary is returned or
+//! stored, secrets in it are replaced with placeholders such as `[REDACTED:github-pat:1]` — the
+//! same secret, the same placeholder, within one summarization.
+//!
+//! The rules are gitleaks' default set (`gitleaks.toml`, MIT, see `GITLEAKS-LICENSE`), compiled
+//! once per process, plus compactd's own for what gitleaks has no rule for (`compactd.toml`:
+//! Anthropic keys, passwords in URLs, `.env` assignments) and any the operator adds in the same
+//! format (`COMPACTD_REDACT_RULES`). They run as gitleaks runs them: one Aho-Corasick pass over
+//! the text finds the rules whose keywords occur, only those rules' regexes run, then the secret
+//! is picked out of the match and checked against the rule's entropy and allowlists.
+
+mod rules;
+pub mod samples;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
+
+use aho_corasick::AhoCorasick;
+
+use rules::{Allowlist, Rule, RuleSet};
+
+static GITLEAKS: &str = include_str!("gitleaks.toml");
+static OWN: &str = include_str!("compactd.toml");
+
+/// The built-in rules, compiled on first use (once per process).
+static BUILTIN: LazyLock<Arc<Compiled>> = LazyLock::new(|| {
+    let mut set = rules::parse(GITLEAKS).expect("the vendored gitleaks rules compile");
+    let own = rules::parse(OWN).expect("compactd's rules compile");
+    set.rules.extend(own.rules);
+    Arc::new(Compiled::new(set))
+});
+
+/// Rules with their keyword automaton.
+#[derive(Debug)]
+struct Compiled {
+    set: RuleSet,
+    keywords: AhoCorasick,
+    /// For each keyword pattern, the rules it triggers.
+    triggers: Vec<Vec<usize>>,
+    /// Rules without keywords: they always run.
+    always: Vec<usize>,
+}
+
+impl Compiled {
+    fn new(set: RuleSet) -> Compiled {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut triggers: Vec<Vec<usize>> = Vec::new();
+        let mut always = Vec::new();
+        for (index, rule) in set.rules.iter().enumerate() {
+            if rule.keywords.is_empty() {
+                always.push(index);
+            }
+            for keyword in &rule.keywords {
+                match patterns.iter().position(|p| p == keyword) {
+                    Some(at) => triggers[at].push(index),
+                    None => {
+                        patterns.push(keyword.clone());
+                        triggers.push(vec![index]);
+                    }
+                }
+            }
+        }
+        let keywords = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&patterns)
+            .expect("keywords build an automaton");
+        Compiled {
+            set,
+            keywords,
+            triggers,
+            always,
+        }
+    }
+
+    /// The findings of these rules in `text`.
+    fn find(&self, text: &str, global: &[&Allowlist], out: &mut Vec<Finding>) {
+        let bytes = text.as_bytes();
+        let mut run = vec![false; self.set.rules.len()];
+        for &index in &self.always {
+            run[index] = true;
+        }
+        for found in self.keywords.find_overlapping_iter(bytes) {
+            for &index in &self.triggers[found.pattern().as_usize()] {
+                run[index] = true;
+            }
+        }
+        for (index, rule) in self.set.rules.iter().enumerate() {
+            if run[index] {
+                find_rule(rule, text, global, out);
+            }
+        }
+    }
+}
+
+/// How generic a rule is: gitleaks' `generic-*` rules and compactd's `.env` rule find secrets by
+/// their surroundings, not their shape.
+fn generality(rule: &str) -> u8 {
+    if rule.starts_with("generic") {
+        2
+    } else if rule == "env-assignment" {
+        1
+    } else {
+        0
+    }
+}
+
+/// One secret found: where it is and which rule found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub start: usize,
+    pub end: usize,
+    pub rule: String,
+}
+
+fn find_rule(rule: &Rule, text: &str, global: &[&Allowlist], out: &mut Vec<Finding>) {
+    let bytes = text.as_bytes();
+    for captures in rule.regex.captures_iter(bytes) {
+        let whole = captures.get(0).expect("group 0 always matches");
+        // The secret: the rule's group, else the first group that matched, else the match.
+        let secret = match rule.secret_group {
+            Some(group) => captures.get(group),
+            None => captures.iter().skip(1).flatten().next(),
+        }
+        .unwrap_or(whole);
+        let value = secret.as_bytes();
+        if value.is_empty() {
+            continue;
+        }
+        if let Some(min) = rule.entropy {
+            if rules::entropy(value) <= min {
+                continue;
+            }
+            // gitleaks: a generic rule's secret must hold a digit.
+            if rule.id.starts_with("generic") && !value.iter().any(u8::is_ascii_digit) {
+                continue;
+            }
+        }
+        let line_start = memchr::memrchr(b'\n', &bytes[..whole.start()]).map_or(0, |i| i + 1);
+        let line_end =
+            memchr::memchr(b'\n', &bytes[whole.end()..]).map_or(bytes.len(), |i| whole.end() + i);
+        let line = &bytes[line_start..line_end];
+        if rule
+            .allowlists
+            .iter()
+            .chain(global.iter().copied())
+            .any(|list| list.allows(value, whole.as_bytes(), line))
+        {
+            continue;
+        }
+        if !text.is_char_boundary(secret.start()) || !text.is_char_boundary(secret.end()) {
+            continue;
+        }
+        out.push(Finding {
+            start: secret.start(),
+            end: secret.end(),
+            rule: rule.id.clone(),
+        });
+    }
+}
+
+/// The placeholders of one summarization: the same secret gets the same placeholder in every
+/// text of it (system prompt, prompt, pins, the answer). Never printed: it holds the originals.
+#[derive(Default)]
+pub struct Placeholders {
+    by_secret: HashMap<String, String>,
+    per_rule: HashMap<String, u32>,
+    /// Secrets replaced, by rule (each occurrence counts).
+    pub counts: BTreeMap<String, u64>,
+}
+
+impl std::fmt::Debug for Placeholders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placeholders")
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Placeholders {
+    fn name(&mut self, secret: &str, rule: &str) -> &str {
+        if !self.by_secret.contains_key(secret) {
+            let n = self.per_rule.entry(rule.to_owned()).or_default();
+            *n += 1;
+            self.by_secret
+                .insert(secret.to_owned(), format!("[REDACTED:{rule}:{n}]"));
+        }
+        *self.counts.entry(rule.to_owned()).or_default() += 1;
+        &self.by_secret[secret]
+    }
+
+    /// Secrets replaced in all.
+    pub fn total(&self) -> u64 {
+        self.counts.values().sum()
+    }
+}
+
+/// The redaction stage's rules: the built-in set and the operator's.
+#[derive(Debug, Clone)]
+pub struct Redactor {
+    builtin: Arc<Compiled>,
+    extra: Option<Arc<Compiled>>,
+}
+
+impl Redactor {
+    /// The built-in rules, plus the operator's (gitleaks' format) when given.
+    pub fn new(extra_rules: Option<&str>) -> Result<Redactor, String> {
+        let extra = extra_rules
+            .map(|text| rules::parse(text).map(|set| Arc::new(Compiled::new(set))))
+            .transpose()?;
+        Ok(Redactor {
+            builtin: BUILTIN.clone(),
+            extra,
+        })
+    }
+
+    /// Every secret in `text`, in order, without overlaps (where two findings overlap, the one
+    /// that starts first, or the longer of two that start together, wins).
+    pub fn find(&self, text: &str) -> Vec<Finding> {
+        let global: Vec<&Allowlist> = self
+            .builtin
+            .set
+            .allowlists
+            .iter()
+            .chain(self.extra.iter().flat_map(|e| e.set.allowlists.iter()))
+            .collect();
+        let mut found = Vec::new();
+        self.builtin.find(text, &global, &mut found);
+        if let Some(extra) = &self.extra {
+            extra.find(text, &global, &mut found);
+        }
+        // Where two rules find the same secret, the specific rule names it, not a generic one.
+        found.sort_by(|a, b| {
+            (a.start, std::cmp::Reverse(a.end), generality(&a.rule)).cmp(&(
+                b.start,
+                std::cmp::Reverse(b.end),
+                generality(&b.rule),
+            ))
+        });
+        let mut kept: Vec<Finding> = Vec::with_capacity(found.len());
+        for finding in found {
+            if kept.last().is_none_or(|last| finding.start >= last.end) {
+                kept.push(finding);
+            }
+        }
+        kept
+    }
+
+    /// `text` with every secret replaced by its placeholder.
+    pub fn redact(&self, text: &str, placeholders: &mut Placeholders) -> String {
+        let found = self.find(text);
+        if found.is_empty() {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for finding in found {
+            out.push_str(&text[at..finding.start]);
+            out.push_str(placeholders.name(&text[finding.start..finding.end], &finding.rule));
+            at = finding.end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+}

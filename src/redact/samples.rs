@@ -1,0 +1,142 @@
+//! Made-up secrets, one per family the redaction stage must catch, shaped as the real ones are
+//! (prefixes, lengths, alphabets, entropy), for the tests and the benchmark. The random parts
+//! come from a seeded generator, so a family's sample is the same in every run.
+
+/// `(family, the rule expected to find it, the secret, the text around it)`.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub family: &'static str,
+    pub rule: &'static str,
+    pub secret: String,
+    /// A line of text carrying the secret as real sessions do.
+    pub line: String,
+}
+
+const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const UPPER32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const DIGITS: &[u8] = b"0123456789";
+
+struct Gen(fastrand::Rng);
+
+impl Gen {
+    fn of(&mut self, alphabet: &[u8], n: usize) -> String {
+        (0..n)
+            .map(|_| alphabet[self.0.usize(..alphabet.len())] as char)
+            .collect()
+    }
+}
+
+/// One sample per family, from `seed` (different seeds give different secrets of the same shapes).
+pub fn all(seed: u64) -> Vec<Sample> {
+    let mut g = Gen(fastrand::Rng::with_seed(seed));
+    let mut out = Vec::new();
+    let mut add = |family, rule, secret: String, line: String| {
+        out.push(Sample {
+            family,
+            rule,
+            secret,
+            line,
+        })
+    };
+    let aws = format!("AKIA{}", g.of(UPPER32, 16));
+    add(
+        "aws",
+        "aws-access-token",
+        aws.clone(),
+        format!("aws_access_key_id = {aws}"),
+    );
+    let gcp = format!("AIza{}", g.of(URLSAFE, 35));
+    add(
+        "gcp",
+        "gcp-api-key",
+        gcp.clone(),
+        format!("curl 'https://maps.googleapis.com/maps/api/geocode/json?key={gcp}'"),
+    );
+    let azure = format!("{}8Q~{}", g.of(ALNUM, 3), g.of(ALNUM, 34));
+    add(
+        "azure",
+        "azure-ad-client-secret",
+        azure.clone(),
+        format!("client_secret: \"{azure}\""),
+    );
+    let openai = format!("sk-proj-{}T3BlbkFJ{}", g.of(URLSAFE, 74), g.of(URLSAFE, 74));
+    add(
+        "openai",
+        "openai-api-key",
+        openai.clone(),
+        format!("export OPENAI_API_KEY={openai}"),
+    );
+    let anthropic = format!("sk-ant-api03-{}AA", g.of(URLSAFE, 93));
+    add(
+        "anthropic",
+        "anthropic-api-key",
+        anthropic.clone(),
+        format!("Use this key: {anthropic} for the tests."),
+    );
+    let github = format!("ghp_{}", g.of(ALNUM, 36));
+    add(
+        "github",
+        "github-pat",
+        github.clone(),
+        format!("git clone https://x-access-token@github.com/acme/app # token {github}"),
+    );
+    let gitlab = format!("glpat-{}", g.of(URLSAFE, 20));
+    add(
+        "gitlab",
+        "gitlab-pat",
+        gitlab.clone(),
+        format!("GITLAB token is {gitlab}"),
+    );
+    let slack = format!(
+        "xoxb-{}-{}-{}",
+        g.of(DIGITS, 12),
+        g.of(DIGITS, 13),
+        g.of(ALNUM, 24)
+    );
+    add(
+        "slack",
+        "slack-bot-token",
+        slack.clone(),
+        format!("SLACK_BOT={slack}"),
+    );
+    let stripe = format!("sk_live_{}", g.of(ALNUM, 24));
+    add(
+        "stripe",
+        "stripe-access-token",
+        stripe.clone(),
+        format!("Stripe.api_key = '{stripe}'"),
+    );
+    let body: Vec<String> = (0..6).map(|_| g.of(ALNUM, 64)).collect();
+    let pem = format!(
+        "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+        body.join("\n")
+    );
+    add("private-key", "private-key", pem.clone(), pem);
+    let jwt = format!(
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{}.{}",
+        g.of(ALNUM, 40),
+        g.of(URLSAFE, 43)
+    );
+    add(
+        "jwt",
+        "jwt",
+        jwt.clone(),
+        format!("Authorization header was {jwt} before it expired"),
+    );
+    let password = g.of(ALNUM, 18);
+    add(
+        "url-credentials",
+        "url-credentials",
+        password.clone(),
+        format!("DATABASE=postgres://app:{password}@db.internal:5432/app"),
+    );
+    let env = format!("{}-{}", g.of(ALNUM, 8), g.of(ALNUM, 8));
+    add(
+        "env",
+        "env-assignment",
+        env.clone(),
+        format!("DB_PASSWORD={env}"),
+    );
+    out
+}

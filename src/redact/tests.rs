@@ -1,0 +1,135 @@
+use super::{Placeholders, Redactor, samples};
+
+fn redactor() -> Redactor {
+    Redactor::new(None).unwrap()
+}
+
+#[test]
+fn every_family_is_found_by_its_rule_and_replaced_whole() {
+    let redactor = redactor();
+    for seed in [1, 2, 3] {
+        for sample in samples::all(seed) {
+            let text = format!("some context first\n{}\nand after", sample.line);
+            let mut names = Placeholders::default();
+            let redacted = redactor.redact(&text, &mut names);
+            assert!(
+                !redacted.contains(&sample.secret),
+                "{} leaked: {redacted}",
+                sample.family
+            );
+            assert!(
+                redacted.contains(&format!("[REDACTED:{}:1]", sample.rule)),
+                "{}: {redacted}",
+                sample.family
+            );
+            assert!(redacted.starts_with("some context first\n"));
+            assert!(redacted.ends_with("\nand after"));
+        }
+    }
+}
+
+#[test]
+fn the_same_secret_gets_the_same_placeholder_and_others_the_next_number() {
+    let redactor = redactor();
+    let a = &samples::all(1)[5];
+    let b = &samples::all(2)[5];
+    assert_eq!(a.rule, "github-pat");
+    let mut names = Placeholders::default();
+    let first = redactor.redact(
+        &format!("{} then {} then {}", a.secret, b.secret, a.secret),
+        &mut names,
+    );
+    assert_eq!(
+        first,
+        "[REDACTED:github-pat:1] then [REDACTED:github-pat:2] then [REDACTED:github-pat:1]"
+    );
+    // A later text of the same summarization (the model's answer) uses the same names.
+    assert_eq!(
+        redactor.redact(&format!("echo {}", b.secret), &mut names),
+        "echo [REDACTED:github-pat:2]"
+    );
+    assert_eq!(names.counts["github-pat"], 4);
+    assert_eq!(names.total(), 4);
+    assert!(!format!("{names:?}").contains(&a.secret));
+}
+
+#[test]
+fn what_only_looks_like_a_secret_is_left_alone() {
+    let redactor = redactor();
+    for text in [
+        // gitleaks' allowlists: AWS's documented example key, placeholders, variables.
+        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+        "DB_PASSWORD=${DB_PASSWORD}",
+        "API_TOKEN=changeme",
+        "postgres://app:${PGPASSWORD}@db/app",
+        "the api key rotation is documented in docs/keys.md",
+        "let token = read_token(&path)?;",
+        "https://example.com/path/to/page",
+        // Already redacted text stays as it is.
+        "DB_PASSWORD=[REDACTED:env-assignment:1]",
+    ] {
+        let mut names = Placeholders::default();
+        assert_eq!(redactor.redact(text, &mut names), text, "{text}");
+    }
+}
+
+#[test]
+fn the_real_sessions_keep_their_text() {
+    // The shared fixtures hold no secrets: redaction must not eat their code and prose.
+    let redactor = redactor();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for name in ["large-session.jsonl", "before-compaction.jsonl"] {
+        let text = std::fs::read_to_string(root.join(name)).unwrap();
+        let found = redactor.find(&text);
+        let share: usize = found.iter().map(|f| f.end - f.start).sum();
+        assert!(
+            share * 1000 < text.len(),
+            "{name}: {} findings cover {share} bytes: {:?}",
+            found.len(),
+            found.iter().map(|f| &f.rule).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn operators_add_rules_in_gitleaks_format() {
+    let extra = r#"
+[[rules]]
+id = "acme-internal-token"
+regex = '''\b(acme_[a-z0-9]{12})\b'''
+keywords = ["acme_"]
+"#;
+    let redactor = Redactor::new(Some(extra)).unwrap();
+    let mut names = Placeholders::default();
+    assert_eq!(
+        redactor.redact("token acme_0123456789ab here", &mut names),
+        "token [REDACTED:acme-internal-token:1] here"
+    );
+    let broken = Redactor::new(Some("[[rules]]\nid = \"x\"\nregex = '''(unclosed'''\n"));
+    assert!(broken.unwrap_err().contains("rule x"));
+}
+
+#[test]
+fn text_that_is_not_ascii_around_a_secret_is_kept_exactly() {
+    let redactor = redactor();
+    let sample = &samples::all(4)[5];
+    let text = format!("héllo 🦀 {} ✓ \u{FFFD}", sample.secret);
+    let mut names = Placeholders::default();
+    assert_eq!(
+        redactor.redact(&text, &mut names),
+        "héllo 🦀 [REDACTED:github-pat:1] ✓ \u{FFFD}"
+    );
+}
+
+#[test]
+fn braces_that_open_no_repetition_are_literals_as_in_go() {
+    assert_eq!(
+        super::rules::go_braces(r"^\$(?:\d+|{\d+})$"),
+        r"^\$(?:\d+|\{\d+})$"
+    );
+    assert_eq!(
+        super::rules::go_braces(r"a{2,3}[{]\{x{,}"),
+        r"a{2,3}[{]\{x\{,}"
+    );
+    assert_eq!(super::rules::go_braces(r"[]{]{1}"), r"[\]{]{1}");
+}
