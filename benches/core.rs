@@ -86,11 +86,9 @@ fn pipeline(c: &mut Criterion) {
 
 /// The fidelity gate's own work on a 400 KB prompt (its anchors, then a check of a summary),
 /// beside the extractive summarizer on the same prompt as the baseline.
-fn fidelity(c: &mut Criterion) {
-    use compactd::fidelity::{anchors, gate};
-    use compactd::summarizer::{SummaryRequest, extractive};
-    // The real conversations of both fixtures, as compactd serializes them for a history
-    // summary, joined and cut at a message boundary at 400 KB.
+/// The real conversations of both fixtures, as compactd serializes them for a history summary,
+/// joined and cut at a message boundary at 400 KB.
+fn conversation_400kb() -> String {
     let mut conversation = String::new();
     for file in ["before-compaction.jsonl", "large-session.jsonl"] {
         let session = Session::parse(&fixture(file), ParseOptions::default()).unwrap();
@@ -104,7 +102,14 @@ fn fidelity(c: &mut Criterion) {
         conversation.push_str(&plan.conversation);
     }
     let cut = conversation[..400 * 1024].rfind("\n\n[").unwrap();
-    let conversation = &conversation[..cut];
+    conversation.truncate(cut);
+    conversation
+}
+
+fn fidelity(c: &mut Criterion) {
+    use compactd::fidelity::{anchors, gate};
+    use compactd::summarizer::{SummaryRequest, extractive};
+    let conversation = &conversation_400kb();
     let prompts = compactd::prompts::Prompts::builtin();
     let prompt = compactd::transcript::prompt::history_prompt(&prompts, conversation, None, None);
     let request = SummaryRequest {
@@ -130,5 +135,42 @@ fn fidelity(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline, fidelity);
+/// Redaction of a 400 KB prompt: the real conversations (no secrets: every rule whose keywords
+/// occur still runs) and the same with one secret of every family planted every 20 KB. Baseline
+/// in the same run: one copy of the prompt (the least any rewrite costs).
+fn redaction(c: &mut Criterion) {
+    use compactd::redact::{Placeholders, Redactor, samples};
+    let clean = conversation_400kb();
+    let mut planted = String::with_capacity(clean.len() + 16 * 1024);
+    let secrets = samples::all(1);
+    let mut next = 0;
+    for line in clean.split_inclusive('\n') {
+        planted.push_str(line);
+        if planted.len() >= (next + 1) * 20 * 1024 {
+            planted.push_str(&secrets[next % secrets.len()].line);
+            planted.push('\n');
+            next += 1;
+        }
+    }
+    let redactor = Redactor::new(None).unwrap();
+    let found = redactor.find(&planted).len();
+    assert!(found >= 20, "{found} secrets found");
+    let mut group = c.benchmark_group(format!("redaction ({} KB prompt)", clean.len() / 1024));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Bytes(clean.len() as u64));
+    group.bench_function("redact, no secrets", |b| {
+        b.iter(|| redactor.redact(black_box(&clean), &mut Placeholders::default()))
+    });
+    group.bench_function(format!("redact, {found} secrets planted"), |b| {
+        b.iter(|| redactor.redact(black_box(&planted), &mut Placeholders::default()))
+    });
+    group.bench_function("copy (baseline)", |b| {
+        b.iter(|| black_box(&clean).to_owned())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, fidelity, redaction);
 criterion_main!(benches);

@@ -117,10 +117,7 @@ impl std::fmt::Debug for Pipeline {
 
 impl Pipeline {
     pub fn new(chain: Chain, admission: Admission, observers: Vec<Arc<dyn Observer>>) -> Self {
-        let budget_chain = Chain::new(
-            vec![crate::summarizer::Link::Extractive],
-            chain.policy.clone(),
-        );
+        let budget_chain = Chain::new(vec![crate::summarizer::Link::Extractive], chain.policy);
         Pipeline {
             chain,
             admission,

@@ -27,6 +27,7 @@ on_both_backends!(
     appends_are_guarded_by_the_entry_count,
     deleting_removes_entries_and_compactions,
     the_call_log_takes_rows,
+    budgets_cached_summaries_and_fingerprints_are_kept,
     pins_belong_to_their_session,
     keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
 );
@@ -133,6 +134,7 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
             summary: "S".into(),
             created_at_ms: 9,
             fidelity: Some(r#"{"anchors":3}"#.into()),
+            loop_detected: true,
         }),
     };
     store.append("s", &append, 77).await.unwrap();
@@ -229,6 +231,11 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         prompt: None,
         summary: None,
         created_at_ms: 1,
+        cached: false,
+        cached_input_tokens: 0,
+        summary_fingerprint: None,
+        loop_detected: false,
+        budget_exhausted: false,
     };
     store.log_call(&call).await.unwrap();
     let second = CallRecord {
@@ -251,6 +258,95 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
     assert_eq!(read[0].prompt.as_deref(), Some("p\u{FFFD}"));
     assert_eq!(read[1], call);
     assert_eq!(store.calls("team-a", 1).await.unwrap().len(), 1);
+}
+
+async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store>) {
+    // Budgets: set, replaced, removed.
+    assert_eq!(store.budget("team-a").await.unwrap(), None);
+    store.set_budget("team-a", Some(1000), 1).await.unwrap();
+    store.set_budget("team-a", Some(2000), 2).await.unwrap();
+    assert_eq!(store.budget("team-a").await.unwrap(), Some(2000));
+    assert_eq!(store.budget("team-b").await.unwrap(), None);
+    store.set_budget("team-a", None, 3).await.unwrap();
+    assert_eq!(store.budget("team-a").await.unwrap(), None);
+
+    // Upstream tokens: model calls since a time; cache hits and the extractive summarizer free.
+    let row = |model: &str, cached: bool, at: i64, fingerprint: Option<&str>| CallRecord {
+        endpoint: "/v1/compact".into(),
+        tenant: "team-a".into(),
+        purpose: "prompt".into(),
+        session_id: None,
+        model: Some(model.into()),
+        outcome: "ok".into(),
+        status: 200,
+        prompt_bytes: 10,
+        summary_bytes: 5,
+        input_tokens: 100,
+        output_tokens: 10,
+        latency_ms: 1,
+        prompt: None,
+        summary: None,
+        created_at_ms: at,
+        cached,
+        cached_input_tokens: 0,
+        summary_fingerprint: fingerprint.map(str::to_owned),
+        loop_detected: false,
+        budget_exhausted: false,
+    };
+    for call in [
+        row("openai:m", false, 10, Some("f1")),
+        row("openai:m", false, 20, None),
+        row("openai:m", true, 30, None),
+        row("extractive", false, 40, None),
+        row("openai:m", false, 5, None),
+    ] {
+        store.log_call(&call).await.unwrap();
+    }
+    assert_eq!(
+        store.upstream_tokens_since("team-a", 10).await.unwrap(),
+        220
+    );
+    assert_eq!(store.upstream_tokens_since("team-b", 0).await.unwrap(), 0);
+    assert!(
+        store
+            .summary_written_since("team-a", "f1", 10)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .summary_written_since("team-a", "f1", 11)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .summary_written_since("team-b", "f1", 0)
+            .await
+            .unwrap()
+    );
+    let read = store.calls("team-a", 10).await.unwrap();
+    assert!(read.iter().any(|r| r.cached));
+
+    // Cached summaries: until they expire; a second put replaces.
+    store
+        .put_cached_summary("k", "{\"a\":1}", 100, 200)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cached_summary("k", 150).await.unwrap().as_deref(),
+        Some("{\"a\":1}")
+    );
+    assert_eq!(store.cached_summary("k", 200).await.unwrap(), None);
+    store
+        .put_cached_summary("k", "{\"a\":2}", 300, 400)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cached_summary("k", 350).await.unwrap().as_deref(),
+        Some("{\"a\":2}")
+    );
+    assert_eq!(store.cached_summary("other", 350).await.unwrap(), None);
 }
 
 async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn compactd(args: &[&str], stdin: Option<&[u8]>) -> (i32, Value, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_compactd"))
@@ -346,5 +346,35 @@ fn keys_and_migrate_need_only_the_database_whatever_the_summarizers_say() {
     let (code, _, stderr) = compactd_env(&[], &env[..3]);
     assert_eq!(code, 2, "no command is `serve`");
     assert!(stderr.contains("COMPACTD_DEADLINE_SECS"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn keys_budget_sets_shows_and_clears_a_tenants_daily_budget() {
+    let dir = temp_dir("keys-budget");
+    let url = format!("sqlite:{}", dir.join("state.db").display());
+    let env = [("DATABASE_URL", url.as_str())];
+    let run = |args: &[&str]| {
+        let (code, stdout, stderr) = compactd_env(args, &env);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let set = run(&["keys", "budget", "team-a", "--daily-tokens", "250000"]);
+    assert_eq!(
+        set,
+        json!({"tenant": "team-a", "dailyTokens": 250000, "usedToday": 0})
+    );
+    assert_eq!(run(&["keys", "budget", "team-a"])["dailyTokens"], 250000);
+    assert_eq!(
+        run(&["keys", "budget", "team-b"])["dailyTokens"],
+        Value::Null
+    );
+    assert_eq!(
+        run(&["keys", "budget", "team-a", "--clear"])["dailyTokens"],
+        Value::Null
+    );
+    let (code, _, stderr) =
+        compactd_env(&["keys", "budget", "team-a", "--daily-tokens", "0"], &env);
+    assert_eq!(code, 2, "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

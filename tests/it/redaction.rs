@@ -170,10 +170,8 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
             sample.rule
         );
     }
-    assert_eq!(
-        compacted["stages"]["redactions"].as_u64().unwrap() >= 14,
-        true
-    );
+    let redactions = compacted["stages"]["redactions"].as_u64().unwrap();
+    assert!(redactions >= secrets.len() as u64, "{redactions}");
     let metrics = app.get("/metrics").await.text().await.unwrap();
     assert!(
         metric_sample(

@@ -42,7 +42,8 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
         "usage": {"inputTokens": 120, "outputTokens": 7},
         // The latest request is kept; the error at the end of the span is not.
         "fidelity": {"anchors": 2, "kept": 1, "repaired": 0, "appended": 0, "repairCall": false,
-            "missing": [{"kind": "unresolved_error", "text": "error: it broke"}]}})
+            "missing": [{"kind": "unresolved_error", "text": "error: it broke"}]},
+        "cached": false, "loop": false, "budgetExhausted": false, "redactions": 0})
     );
 
     let sent = &fake.received()[0];
