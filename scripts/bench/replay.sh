@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The soak test's traffic replayed with agents' retries: /v1/compact at a fixed rate, a share of
+# the requests being repeats of earlier ones, against the fake upstream that fails a share of its
+# calls. Reports the share of upstream tokens the summary cache saved and the latency of hits.
+#   scripts/bench/replay.sh [seconds] [rate per second] [retry share] [failure rate]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-120}
+rate=${2:-20}
+retries=${3:-0.1}
+fail=${4:-0.1}
+cargo build --release --quiet --bin compactd --example bench_upstream --example replay
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+python3 - "$work/body.json" <<'PY'
+import json, sys
+turns = "\n\n".join(f"[User]: change src/file{i}.rs please\n\n[Assistant tool calls]: edit(path=\"src/file{i}.rs\", oldText=\"a\", newText=\"b\")\n\n[Tool result]: error: build failed in src/file{i}.rs" for i in range(40))
+prompt = f"<conversation>\n{turns}\n</conversation>\n\n## Goal ... ## Critical Context"
+json.dump({"systemPrompt": "You summarize coding sessions.", "prompt": prompt, "maxTokens": 2000}, open(sys.argv[1], "w"))
+PY
+FAIL_RATE=$fail DELAY_MS=20 ./target/release/examples/bench_upstream 127.0.0.1:9021 &
+COMPACTD_LISTEN=127.0.0.1:9022 COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9021/v1 \
+  COMPACTD_DATA_DIR="$work/data" COMPACTD_LOG=error COMPACTD_BACKOFF_MS=100 \
+  COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 ./target/release/compactd &
+until curl -s -o /dev/null http://127.0.0.1:9022/healthz; do sleep 0.1; done
+./target/release/examples/replay http://127.0.0.1:9022/v1/compact "$work/body.json" "$rate" "$seconds" "$retries"
+curl -s http://127.0.0.1:9022/metrics | grep -E '^compactd_(summary_cache_total|upstream_calls_total|fallbacks_total)'
