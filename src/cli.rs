@@ -490,7 +490,7 @@ fn keys(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
                     .block_on(store.set_budget(&tenant, tokens, now_ms()))
                     .map_err(failed)?;
             }
-            let day_start = now_ms() - now_ms().rem_euclid(24 * 60 * 60 * 1000);
+            let day_start = crate::pipeline::budget::day_start_ms();
             let budget = runtime.block_on(store.budget(&tenant)).map_err(failed)?;
             let used = runtime
                 .block_on(store.upstream_tokens_since(&tenant, day_start))

@@ -14,6 +14,12 @@ const SETTING_TTL: Duration = Duration::from_secs(10);
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
+/// The start of the current UTC day, where a daily budget starts over.
+pub fn day_start_ms() -> i64 {
+    let now = now_ms();
+    now - now.rem_euclid(DAY_MS)
+}
+
 #[derive(Clone)]
 pub struct Budgets {
     store: Arc<dyn Store>,
@@ -54,8 +60,11 @@ impl Budgets {
                 return false;
             }
         };
-        let day_start = now_ms() - now_ms().rem_euclid(DAY_MS);
-        match self.store.upstream_tokens_since(tenant, day_start).await {
+        match self
+            .store
+            .upstream_tokens_since(tenant, day_start_ms())
+            .await
+        {
             Ok(used) => used >= daily,
             Err(error) => {
                 tracing::warn!(error = %error, "budget not checked: the store did not answer");

@@ -248,11 +248,12 @@ impl Pipeline {
         started: Instant,
     ) -> Result<Summary, SummarizeError> {
         let context = run.context;
+        let models = self.chain.names();
         let key = self
             .stages
             .cache
             .as_ref()
-            .map(|_| SummaryCache::key(&context.tenant, &self.chain.names(), job));
+            .map(|_| SummaryCache::key(&context.tenant, &models, job));
         if let (Some(cache), Some(key)) = (&self.stages.cache, &key) {
             let hit = cache.get(key).await;
             self.tell(
@@ -306,7 +307,7 @@ impl Pipeline {
         }
         // Only what the first choice of the chain wrote is kept: a fallback's summary (after a
         // timeout or an outage) would answer the agent's retry, which hopes for the model.
-        let first_choice = self.chain.names().first() == Some(&summary.model);
+        let first_choice = models.first() == Some(&summary.model);
         if let (Some(cache), Some(key)) = (&self.stages.cache, &key)
             && first_choice
             && !exhausted
