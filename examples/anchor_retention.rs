@@ -101,6 +101,7 @@ async fn main() {
             let began = Instant::now();
             let outcome = compact(
                 &session,
+                session.ids(),
                 &CompactionRequest::default(),
                 &pipeline,
                 &context,

@@ -17,7 +17,7 @@ use crate::compaction::{
 use crate::fidelity::{Anchor, Report};
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::prompts::Prompts;
-use crate::session::{Message, Session, UnknownEntry, new_entry_id, time};
+use crate::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
 use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::{
     branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
@@ -74,6 +74,7 @@ pub enum CompactError {
 /// Plans and writes a compaction of `session`, summarizing through `pipeline` for `context`.
 pub async fn compact(
     session: &Session,
+    taken: &(dyn IdSet + Sync),
     request: &CompactionRequest,
     pipeline: &Pipeline,
     context: &Context,
@@ -169,7 +170,7 @@ pub async fn compact(
 
     let leaf = path.last().expect("a plan has a non-empty path");
     let entry = CompactionEntry::new(
-        new_entry_id(session.ids()),
+        new_entry_id(taken),
         leaf.id.clone(),
         time::now_iso(),
         summary,

@@ -50,6 +50,7 @@ impl App {
                 default_max_tokens: summarizers.default_max_tokens.get(),
                 max_output_tokens: summarizers.max_output_tokens.get(),
                 context_window: summarizers.context_window.get(),
+                index_cache_bytes: storage.index_cache_bytes,
             },
         ))
     }

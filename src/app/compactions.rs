@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::sessions::Loaded;
+use super::index::{self, IndexView};
+use super::sessions::{appended_record, context_tokens_at};
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::NothingReason;
@@ -18,8 +19,8 @@ use crate::compactor::{
 };
 use crate::fidelity::{Missing, Report};
 use crate::pipeline::Endpoint;
-use crate::session::{Entry, EntryKind, Message, Session, time};
-use crate::store::{Append, CompactionRecord, EntryRecord, SessionRecord, StoreError, now_ms};
+use crate::session::{EntryKind, Message, Session, time};
+use crate::store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
 use crate::summarizer::TokenUsage;
 
 /// Held while one leaf of one session is being compacted.
@@ -109,13 +110,14 @@ pub struct CompactionView {
     pub loop_detected: Option<bool>,
 }
 
-/// The compaction entry already made from `leaf_id`, if any.
-fn compaction_child<'a>(session: &'a Session, leaf_id: &str) -> Option<&'a Entry> {
-    session
-        .entries
-        .iter()
-        .rev()
-        .find(|e| e.is_compaction() && e.parent_id.as_deref() == Some(leaf_id))
+/// The position of the compaction entry already made from the leaf at `leaf_seq`, if any (the
+/// latest, as pi would find it).
+fn compaction_child(view: &IndexView, leaf_seq: usize) -> Option<usize> {
+    let snapshot = view.read();
+    (leaf_seq + 1..view.count()).rev().find(|&seq| {
+        let fact = snapshot.fact(seq);
+        fact.entry_type == "compaction" && fact.parent_seq == Some(leaf_seq as i64)
+    })
 }
 
 impl App {
@@ -142,15 +144,15 @@ impl App {
         let lock = self.leaf_locks.get(id, &leaf_id);
         let _guard = lock.lock().await;
         // Read once, under the lock: another request may have compacted this leaf meanwhile.
-        let loaded = self.load(who, id).await?;
-        if loaded.session.get(&leaf_id).is_none() {
-            return Err(AppError::invalid(
-                "leafId",
-                format!("no entry with id {leaf_id:?} in this session"),
-            ));
-        }
-        if let Some(existing) = compaction_child(&loaded.session, &leaf_id) {
-            return Ok(existing_entry(&existing.raw, loaded.record));
+        let loaded = self.load_path(who, id, Some(&leaf_id)).await?;
+        if let Some(seq) = loaded
+            .leaf_seq
+            .and_then(|l| compaction_child(&loaded.view, l))
+        {
+            let line = self.store.entry_lines(id, seq as i64, seq as i64).await?;
+            if let Some((_, raw)) = line.first() {
+                return Ok(existing_entry(raw, loaded.record));
+            }
         }
         let context = self
             .pipeline_context(who, Endpoint::SessionCompaction)
@@ -163,6 +165,7 @@ impl App {
         };
         let outcome = compactor::compact(
             &loaded.session,
+            &loaded.view,
             &request,
             &self.pipeline,
             &context,
@@ -186,19 +189,10 @@ impl App {
             fidelity: serde_json::to_string(&outcome.fidelity).ok(),
             loop_detected: outcome.flags.loop_detected,
         };
-        let append = new_leaf(
-            &loaded,
-            EntryRecord {
-                entry_id: entry.id.clone(),
-                parent_id: Some(entry.parent_id.clone()),
-                entry_type: "compaction".into(),
-                raw: outcome.line.clone(),
-            },
-            outcome.tokens_after as i64,
-            Some(record),
-        );
-        match self.store.append(id, &append, now_ms()).await {
-            Ok(()) => {}
+        let append = new_leaf(&loaded.view, &outcome.line, Some(record))?;
+        let now = now_ms();
+        match self.store.append(id, &append, now).await {
+            Ok(()) => self.index_cache.appended(id, &append.entries).await,
             Err(StoreError::Changed) => {
                 // Another replica appended first: if it compacted the same leaf, that is the
                 // answer (found by the leaf, without reading the session again).
@@ -218,7 +212,7 @@ impl App {
             tokens_before = entry.tokens_before as u64, tokens_after = outcome.tokens_after, "compaction appended");
         Ok(Compacted::Created {
             outcome: Box::new(outcome),
-            session: loaded.record,
+            session: appended_record(loaded.record, &append, now),
         })
     }
 
@@ -231,7 +225,15 @@ impl App {
     ) -> Result<CompactionOutcome, AppError> {
         let context =
             crate::pipeline::Context::new(Endpoint::Cli, "", None).for_session(&session.header.id);
-        Ok(compactor::compact(session, request, &self.pipeline, &context, &self.prompts).await?)
+        Ok(compactor::compact(
+            session,
+            session.ids(),
+            request,
+            &self.pipeline,
+            &context,
+            &self.prompts,
+        )
+        .await?)
     }
 
     /// Summarizes the branch left when navigating from the leaf to the target and appends the
@@ -243,6 +245,11 @@ impl App {
         request: BranchSummaryRequest,
     ) -> Result<BranchSummarized, AppError> {
         let loaded = self.load(who, id).await?;
+        let view = self.index(&loaded.record).await?;
+        if view.count() as i64 != loaded.entry_count {
+            // Appended to between reading the record and the entries: the caller retries.
+            return Err(StoreError::Changed.into());
+        }
         for (param, value) in [
             ("targetId", Some(&request.target_id)),
             ("fromLeafId", request.from_leaf_id.as_ref()),
@@ -275,22 +282,13 @@ impl App {
             AppError::Invalid { message, .. } => AppError::invalid("targetId", message),
             other => other,
         })?;
-        let entry = &outcome.entry;
-        let append = new_leaf(
-            &loaded,
-            EntryRecord {
-                entry_id: entry.id.clone(),
-                parent_id: entry.parent_id.clone(),
-                entry_type: "branch_summary".into(),
-                raw: outcome.line.clone(),
-            },
-            loaded.record.context_tokens,
-            None,
-        );
-        self.store.append(id, &append, now_ms()).await?;
+        let append = new_leaf(&view, &outcome.line, None)?;
+        let now = now_ms();
+        self.store.append(id, &append, now).await?;
+        self.index_cache.appended(id, &append.entries).await;
         Ok(BranchSummarized {
             outcome,
-            session: loaded.record,
+            session: appended_record(loaded.record, &append, now),
         })
     }
 
@@ -377,20 +375,26 @@ fn existing_entry(raw: &str, session: SessionRecord) -> Compacted {
     }
 }
 
-/// Appending one entry compactd wrote, which becomes the leaf, to the session as it was loaded.
+/// Appending one entry compactd wrote (its line), which becomes the leaf, to the session as
+/// `view` shows it.
 fn new_leaf(
-    loaded: &Loaded,
-    entry: EntryRecord,
-    context_tokens: i64,
+    view: &IndexView,
+    line: &str,
     compaction: Option<CompactionRecord>,
-) -> Append {
-    Append {
-        expected_entry_count: loaded.entry_count,
-        leaf_id: Some(entry.entry_id.clone()),
-        entries: vec![entry],
-        context_tokens,
+) -> Result<Append, AppError> {
+    let entry = crate::session::parse_entry_line(1, line.as_bytes()).map_err(|e| {
+        AppError::Internal(anyhow::anyhow!(
+            "an entry compactd wrote does not read: {e}"
+        ))
+    })?;
+    let entries = index::appended_rows(view, std::slice::from_ref(&entry));
+    Ok(Append {
+        expected_entry_count: view.count() as i64,
+        leaf_id: Some(entry.id),
+        context_tokens: context_tokens_at(&entries),
+        entries,
         compaction,
-    }
+    })
 }
 
 /// Usage of an outcome as the API shows it.

@@ -15,9 +15,11 @@
 mod build;
 pub mod compactions;
 mod error;
+pub mod index;
 pub mod pins;
 pub mod plans;
 pub mod sessions;
+mod stored_path;
 pub mod wire;
 
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub struct Limits {
     pub max_output_tokens: u64,
     /// Context window assumed for branch summaries.
     pub context_window: u64,
+    /// Memory for the indexes of stored sessions, in bytes.
+    pub index_cache_bytes: u64,
 }
 
 /// Everything the operations need; cheap to clone.
@@ -59,6 +63,8 @@ pub struct App {
     pub calls: CallLog,
     pub limits: Limits,
     leaf_locks: compactions::LeafLocks,
+    /// The facts of recently used sessions (see [`index`]).
+    pub index_cache: index::IndexCache,
 }
 
 impl App {
@@ -78,6 +84,7 @@ impl App {
             calls,
             limits,
             leaf_locks: compactions::LeafLocks::default(),
+            index_cache: index::IndexCache::new(limits.index_cache_bytes),
         }
     }
 

@@ -45,8 +45,8 @@ impl App {
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
     ) -> Result<PlanOutcome, AppError> {
-        let loaded = self.load(who, id).await?;
-        plan_of(&loaded.session, settings, leaf_id)
+        let stored = self.load_path(who, id, leaf_id).await?;
+        Ok(stored.rebase(plan_of(&stored.session, settings, None)?))
     }
 
     /// The plan of a session file; nothing is stored.
@@ -68,10 +68,10 @@ impl App {
         id: &str,
         leaf_id: Option<&str>,
     ) -> Result<ContextView, AppError> {
-        let loaded = self.load(who, id).await?;
-        let path = loaded
+        let stored = self.load_path(who, id, leaf_id).await?;
+        let path = stored
             .session
-            .active_path(leaf_id)
+            .active_path(None)
             .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
         Ok(ContextView::of(&build_session_context(&path)))
     }

@@ -2,10 +2,10 @@
 //! caller: another tenant's session is "not found", like a missing one.
 
 use crate::access::Identity;
-use crate::compaction::{build_session_context, estimate_context_tokens};
 use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
-use crate::store::{Append, EntryRecord, SessionRecord, StoreError, now_ms};
+use crate::store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
 
+use super::index::{self, FACTS_VERSION, IndexView};
 use super::{App, AppError};
 
 /// A session just stored, and what lenient reading skipped or repaired on the way.
@@ -91,20 +91,10 @@ pub(crate) fn jsonl(record: &SessionRecord, entries: &[EntryRecord]) -> String {
     text
 }
 
-/// Context tokens of the path to the leaf, as the planner estimates them.
-pub(crate) fn context_tokens(session: &Session) -> i64 {
-    let path = session.active_path(None).unwrap_or_default();
-    estimate_context_tokens(&build_session_context(&path).messages()).tokens as i64
-}
-
-/// The stored form of an entry compactd read.
-pub(crate) fn entry_record(entry: &Entry) -> EntryRecord {
-    EntryRecord {
-        entry_id: entry.id.clone(),
-        parent_id: entry.parent_id.clone(),
-        entry_type: entry.entry_type().to_owned(),
-        raw: entry.raw.to_string(),
-    }
+/// The session's context tokens with `rows` as its last rows: the estimate at the last one.
+pub(crate) fn context_tokens_at(rows: &[NewEntry]) -> i64 {
+    rows.last()
+        .map_or(0, |r| index::context_of(&r.facts).tokens() as i64)
 }
 
 /// Reads a session file off the async workers (a 20 MB file takes ~100 ms).
@@ -116,6 +106,14 @@ pub(crate) async fn parse(
         .await
         .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
         .map_err(AppError::InvalidSession)
+}
+
+/// Reads the lines of a stored path off the async workers (see [`Session::parse_path`]).
+pub(crate) async fn parse_path(text: String) -> Result<Session, AppError> {
+    tokio::task::spawn_blocking(move || Session::parse_path(text.as_bytes()))
+        .await
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("a stored session no longer reads: {e}")))
 }
 
 fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> AppError {
@@ -156,6 +154,7 @@ impl App {
                 format!("{} (a stored session needs unique ids)", duplicate.message),
             ));
         }
+        let rows = index::session_rows(&session);
         let now = now_ms();
         let byte_size = session
             .title
@@ -174,9 +173,12 @@ impl App {
             leaf_id: session.entries.last().map(|e| e.id.clone()),
             entry_count: session.entries.len() as i64,
             byte_size: byte_size as i64,
-            context_tokens: context_tokens(&session),
+            context_tokens: rows
+                .last()
+                .map_or(0, |r| index::context_of(r).tokens() as i64),
             created_at_ms: now,
             updated_at_ms: now,
+            facts_version: FACTS_VERSION,
         };
         let Session {
             entries,
@@ -184,12 +186,12 @@ impl App {
             repairs,
             ..
         } = session;
-        // The lines move into the records: a 20 MB upload is not copied again.
-        let entries: Vec<EntryRecord> = entries
+        // The lines move into the rows: a 20 MB upload is not copied again.
+        let entries: Vec<NewEntry> = entries
             .into_iter()
-            .map(|e| EntryRecord {
-                entry_type: e.entry_type().to_owned(),
-                entry_id: e.id,
+            .zip(rows)
+            .map(|(e, facts)| NewEntry {
+                facts,
                 parent_id: e.parent_id,
                 raw: e.raw.into_string(),
             })
@@ -253,6 +255,7 @@ impl App {
     /// Deletes `who`'s session with its entries and compactions.
     pub async fn delete_session(&self, who: &Identity, id: &str) -> Result<(), AppError> {
         self.session(who, id).await?;
+        self.index_cache.forget(id).await;
         if self.store.delete_session(id).await? {
             Ok(())
         } else {
@@ -267,8 +270,9 @@ impl App {
         Ok(jsonl(&record, &entries))
     }
 
-    /// A stored session, parsed. Stored lines were accepted at upload or append; they are read
-    /// leniently so that links repaired at a lenient upload are repaired the same way again.
+    /// A stored session, parsed whole. Stored lines were accepted at upload or append; they are
+    /// read leniently so that links repaired at a lenient upload are repaired the same way again.
+    /// (Only for what needs every entry: the compaction history, branch summaries.)
     pub(crate) async fn load(&self, who: &Identity, id: &str) -> Result<Loaded, AppError> {
         let record = self.session(who, id).await?;
         let entries = self.store.entries(id).await?;
@@ -289,8 +293,68 @@ impl App {
         })
     }
 
+    /// The index of `record`'s session as of `record`, deriving the facts first for a session
+    /// stored before they existed (or with an older derivation).
+    pub(crate) async fn index(&self, record: &SessionRecord) -> Result<IndexView, AppError> {
+        if record.facts_version < FACTS_VERSION {
+            self.derive_facts(&record.session_id).await?;
+        }
+        Ok(self.index_cache.view(self.store.as_ref(), record).await?)
+    }
+
+    /// Derives and stores the facts of a session's rows from its lines (once per session: rows
+    /// stored before this version of compactd, and the start-up sweep).
+    pub async fn derive_facts(&self, id: &str) -> Result<(), AppError> {
+        let Some(record) = self.store.get_session(id).await? else {
+            return Ok(());
+        };
+        if record.facts_version >= FACTS_VERSION {
+            return Ok(());
+        }
+        let entries = self.store.entries(id).await?;
+        let text = jsonl(&record, &entries);
+        let session = parse(
+            text,
+            ParseOptions {
+                lenient: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+        // Lenient reading never drops a stored line (each was accepted once), so the rows and the
+        // entries line up; if one no longer reads, positions would shift: refuse to guess.
+        if session.entries.len() != entries.len() {
+            return Err(AppError::Internal(anyhow::anyhow!(
+                "session {id}: {} stored lines read as {} entries; facts not derived",
+                entries.len(),
+                session.entries.len()
+            )));
+        }
+        let rows = index::session_rows(&session);
+        self.store.write_facts(id, &rows, FACTS_VERSION).await?;
+        self.index_cache.forget(id).await;
+        tracing::info!(session = %id, entries = rows.len(), "entry facts derived");
+        Ok(())
+    }
+
+    /// Derives the facts of every session stored before them, a few at a time (start-up).
+    pub async fn derive_stale_facts(&self) -> Result<usize, AppError> {
+        let mut derived = 0;
+        loop {
+            let stale = self.store.stale_sessions(FACTS_VERSION, 16).await?;
+            if stale.is_empty() {
+                return Ok(derived);
+            }
+            for id in &stale {
+                self.derive_facts(id).await?;
+                derived += 1;
+            }
+        }
+    }
+
     /// Appends JSONL entries whose parents exist. An entry already stored with the same id and
-    /// content is skipped; with other content it is a conflict.
+    /// content is skipped; with other content it is a conflict. Costs O(new entries): ids and
+    /// parents are checked against the session's index, not by reading the session.
     pub async fn append(
         &self,
         who: &Identity,
@@ -299,9 +363,11 @@ impl App {
     ) -> Result<Appended, AppError> {
         let lines = entry_lines(body, self.limits.max_line_bytes)?;
         for _ in 0..APPEND_ATTEMPTS {
-            let loaded = self.load(who, id).await?;
-            let (new, unchanged) = check_append(&loaded.session, &lines)?;
-            let total = loaded.session.entries.len() + new.len();
+            let record = self.session(who, id).await?;
+            let view = self.index(&record).await?;
+            let stored = self.stored_lines(id, &view, &lines).await?;
+            let (new, unchanged) = check_append(&view, &stored, &lines)?;
+            let total = view.count() + new.len();
             if total > self.limits.max_entries {
                 return Err(invalid_line(
                     new[0].line,
@@ -316,39 +382,25 @@ impl App {
                 return Ok(Appended {
                     appended: 0,
                     unchanged,
-                    record: loaded.record,
+                    record,
                 });
             }
-            let text = jsonl(&loaded.record, &[])
-                + &loaded
-                    .session
-                    .entries
-                    .iter()
-                    .chain(new.iter())
-                    .map(|e| format!("{}\n", e.raw))
-                    .collect::<String>();
-            let updated = parse(
-                text,
-                ParseOptions {
-                    lenient: true,
-                    ..Default::default()
-                },
-            )
-            .await?;
+            let rows = index::appended_rows(&view, &new);
             let append = Append {
-                expected_entry_count: loaded.entry_count,
-                entries: new.iter().map(entry_record).collect(),
+                expected_entry_count: record.entry_count,
                 leaf_id: new.last().map(|e| e.id.clone()),
-                context_tokens: context_tokens(&updated),
+                context_tokens: context_tokens_at(&rows),
+                entries: rows,
                 compaction: None,
             };
-            match self.store.append(id, &append, now_ms()).await {
+            let now = now_ms();
+            match self.store.append(id, &append, now).await {
                 Ok(()) => {
-                    let record = self.store.get_session(id).await?.unwrap_or(loaded.record);
+                    self.index_cache.appended(id, &append.entries).await;
                     return Ok(Appended {
                         appended: new.len(),
                         unchanged,
-                        record,
+                        record: appended_record(record, &append, now),
                     });
                 }
                 Err(StoreError::Changed) => continue,
@@ -356,6 +408,44 @@ impl App {
             }
         }
         Err(StoreError::Changed.into())
+    }
+
+    /// The stored lines of the entries in `lines` whose ids are taken, by id: what a re-sent
+    /// line is compared with.
+    async fn stored_lines(
+        &self,
+        id: &str,
+        view: &IndexView,
+        lines: &[Entry],
+    ) -> Result<std::collections::HashMap<String, String>, AppError> {
+        let seqs: Vec<usize> = {
+            let snapshot = view.read();
+            lines
+                .iter()
+                .filter_map(|e| snapshot.seq_of(&e.id))
+                .collect()
+        };
+        let mut stored = std::collections::HashMap::new();
+        for seq in seqs {
+            for (seq, raw) in self.store.entry_lines(id, seq as i64, seq as i64).await? {
+                let entry_id = view.read().fact(seq as usize).entry_id.clone();
+                stored.insert(entry_id, raw);
+            }
+        }
+        Ok(stored)
+    }
+}
+
+/// The record after `append`, as the store now holds it (no second read).
+pub(crate) fn appended_record(record: SessionRecord, append: &Append, now: i64) -> SessionRecord {
+    let bytes: i64 = append.entries.iter().map(|e| e.raw.len() as i64 + 1).sum();
+    SessionRecord {
+        entry_count: record.entry_count + append.entries.len() as i64,
+        byte_size: record.byte_size + bytes,
+        leaf_id: append.leaf_id.clone(),
+        context_tokens: append.context_tokens,
+        updated_at_ms: now,
+        ..record
     }
 }
 
@@ -388,13 +478,18 @@ fn entry_lines(body: &[u8], max_line_bytes: usize) -> Result<Vec<Entry>, AppErro
 }
 
 /// Splits the lines into new entries and ones already stored identically, checking ids and
-/// parents against the stored session.
-fn check_append(session: &Session, lines: &[Entry]) -> Result<(Vec<Entry>, usize), AppError> {
+/// parents against the session's index (`stored`: the lines of the taken ids).
+fn check_append(
+    view: &IndexView,
+    stored: &std::collections::HashMap<String, String>,
+    lines: &[Entry],
+) -> Result<(Vec<Entry>, usize), AppError> {
+    let snapshot = view.read();
     let mut new: Vec<Entry> = Vec::new();
     let mut unchanged = 0;
     for entry in lines {
-        if let Some(stored) = session.get(&entry.id) {
-            let same = crate::js_json::from_str::<serde_json::Value>(&stored.raw).ok()
+        if let Some(stored) = stored.get(&entry.id) {
+            let same = crate::js_json::from_str::<serde_json::Value>(stored).ok()
                 == crate::js_json::from_str::<serde_json::Value>(&entry.raw).ok();
             if same {
                 unchanged += 1;
@@ -416,7 +511,7 @@ fn check_append(session: &Session, lines: &[Entry]) -> Result<(Vec<Entry>, usize
             ));
         }
         if let Some(parent) = &entry.parent_id
-            && session.get(parent).is_none()
+            && snapshot.seq_of(parent).is_none()
             && !new.iter().any(|e| &e.id == parent)
         {
             return Err(invalid_line(

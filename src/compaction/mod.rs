@@ -9,6 +9,7 @@ pub mod budget;
 pub mod context;
 pub mod cut_point;
 pub mod entry;
+pub mod facts;
 pub mod file_ops;
 pub mod plan;
 pub mod prepare;

@@ -97,6 +97,11 @@ pub struct StorageConfig {
     #[arg(long, env = "COMPACTD_MAX_ENTRIES", default_value = "500000")]
     pub max_entries: usize,
 
+    /// Memory for the indexes of stored sessions (the per-entry facts that appends and plans
+    /// read instead of the session), in bytes; least-used sessions are dropped beyond it.
+    #[arg(long, env = "COMPACTD_INDEX_CACHE_BYTES", default_value = "134217728")]
+    pub index_cache_bytes: u64,
+
     /// Keep prompt and summary texts in the call log (off: only sizes, models and timings).
     #[arg(long, env = "COMPACTD_STORE_TEXT", default_value = "false", action = clap::ArgAction::Set)]
     pub store_text: bool,

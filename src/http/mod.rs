@@ -152,5 +152,15 @@ pub async fn serve(
         max_connections: state.limits.max_connections,
         header_timeout: state.limits.header_timeout,
     };
+    // Sessions stored before per-entry facts existed get them in the background (each is also
+    // derived on its first use, so requests never wait for the sweep).
+    let sweep = state.app.clone();
+    tokio::spawn(async move {
+        match sweep.derive_stale_facts().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "entry facts derived for stored sessions"),
+            Err(error) => tracing::warn!(%error, "deriving entry facts of stored sessions stopped"),
+        }
+    });
     server::serve(listener, app(state), limits, shutdown, grace).await
 }

@@ -91,7 +91,7 @@ fn v2_to_v3(objects: &mut [Value]) {
 /// A new entry id: 8 lowercase hex digits (the first 8 characters of a v4 UUID in pi), unique
 /// among `taken`. After 100 collisions it falls back to a 32-digit id, as pi falls back to a full
 /// UUID.
-pub fn new_entry_id(taken: &impl IdSet) -> String {
+pub fn new_entry_id(taken: &(impl IdSet + ?Sized)) -> String {
     for _ in 0..100 {
         let id = format!("{:08x}", fastrand::u32(..));
         if !taken.contains_id(&id) {

@@ -70,6 +70,36 @@ impl Session {
         })
     }
 
+    /// Reads a file that holds one path of a stored session, root first, possibly with lines left
+    /// out (those planning does not need), linking each entry to the one before it instead of by
+    /// `parentId`. Its lines were accepted when stored; one that no longer reads is skipped.
+    pub fn parse_path(input: &[u8]) -> Result<Session, ParseError> {
+        let file = parse::read(
+            input,
+            ParseOptions {
+                lenient: true,
+                ..Default::default()
+            },
+        )?;
+        let ids = file
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.clone(), i))
+            .collect();
+        let parents = (0..file.entries.len()).map(|i| i.checked_sub(1)).collect();
+        Ok(Session {
+            title: file.title,
+            header: file.header,
+            entries: file.entries,
+            source_version: file.source_version,
+            skipped: file.skipped,
+            repairs: Vec::new(),
+            ids,
+            parents,
+        })
+    }
+
     /// Index of the entry with this id.
     pub fn index_of(&self, id: &str) -> Option<usize> {
         self.ids.get(id).copied()

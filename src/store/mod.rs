@@ -32,15 +32,58 @@ pub struct SessionRecord {
     pub context_tokens: i64,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// Which derivation of the per-entry facts its rows hold (0: none yet, rows stored before
+    /// facts existed).
+    pub facts_version: i64,
 }
 
-/// An entry to store: its raw line and the fields queries need.
+/// A stored entry: its raw line and the fields queries need.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EntryRecord {
     pub entry_id: String,
     pub parent_id: Option<String>,
     pub entry_type: String,
     pub raw: String,
+}
+
+/// The per-entry facts as stored (see [`crate::compaction::facts`]): everything appending and
+/// planning need about an entry, without its line.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FactRecord {
+    /// Position in the file, from 0.
+    pub seq: i64,
+    pub entry_id: String,
+    /// The resolved parent's position (`None` for a root).
+    pub parent_seq: Option<i64>,
+    pub entry_type: String,
+    pub role: Option<String>,
+    /// Estimate of the message the entry contributes to a context, if any.
+    pub tokens: Option<i64>,
+    pub usage_tokens: Option<f64>,
+    /// The context estimate at this entry: last valid usage and the estimate after it.
+    pub ctx_usage: Option<f64>,
+    pub ctx_trailing: i64,
+    pub first_kept_id: Option<String>,
+}
+
+/// An entry to store: its facts (with its position), its raw `parentId` and its line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    pub facts: FactRecord,
+    pub parent_id: Option<String>,
+    pub raw: String,
+}
+
+impl NewEntry {
+    /// The stored entry as [`Store::entries`] reads it back.
+    pub fn record(&self) -> EntryRecord {
+        EntryRecord {
+            entry_id: self.facts.entry_id.clone(),
+            parent_id: self.parent_id.clone(),
+            entry_type: self.facts.entry_type.clone(),
+            raw: self.raw.clone(),
+        }
+    }
 }
 
 /// A compaction entry compactd wrote, with who wrote it and what it cost.
@@ -118,12 +161,13 @@ pub struct CallRecord {
 }
 
 /// Entries to append to a session, checked by the caller against the session as it was loaded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Append {
     /// The entry count the caller saw: the append fails with [`StoreError::Changed`] if another
     /// writer got there first, and the caller re-checks against the new state.
     pub expected_entry_count: i64,
-    pub entries: Vec<EntryRecord>,
+    /// Positioned from `expected_entry_count` on.
+    pub entries: Vec<NewEntry>,
     pub leaf_id: Option<String>,
     pub context_tokens: i64,
     /// Written in the same transaction when the appended entry is a compaction compactd made.
@@ -221,7 +265,7 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_session(
         &self,
         session: &SessionRecord,
-        entries: &[EntryRecord],
+        entries: &[NewEntry],
     ) -> Result<(), StoreError>;
     /// A tenant's sessions, oldest first, after the `(created_at_ms, session_id)` cursor.
     async fn list_sessions(
@@ -235,6 +279,29 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
     /// The entries of a session in file order.
     async fn entries(&self, session_id: &str) -> Result<Vec<EntryRecord>, StoreError>;
+    /// The facts of a session's entries from position `from_seq` on, in file order.
+    async fn entry_facts(
+        &self,
+        session_id: &str,
+        from_seq: i64,
+    ) -> Result<Vec<FactRecord>, StoreError>;
+    /// The raw lines at positions `from_seq..=to_seq`, with their positions.
+    async fn entry_lines(
+        &self,
+        session_id: &str,
+        from_seq: i64,
+        to_seq: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError>;
+    /// Writes facts derived for rows stored before they existed and marks the session as
+    /// holding `version`; a no-op when another writer got there first.
+    async fn write_facts(
+        &self,
+        session_id: &str,
+        facts: &[FactRecord],
+        version: i64,
+    ) -> Result<(), StoreError>;
+    /// Up to `limit` sessions whose facts are older than `version`.
+    async fn stale_sessions(&self, version: i64, limit: i64) -> Result<Vec<String>, StoreError>;
     /// Appends entries (and a compaction record) in one transaction, if the session still has
     /// `expected_entry_count` entries.
     async fn append(

@@ -75,35 +75,91 @@ super::sql::store_impl!(PgStore, sqlx::Postgres, "postgres");
 /// Bytes of COPY data sent per message.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 
-/// Inserts `entries` with positions from `first_seq` through `COPY … FROM STDIN`: PostgreSQL's
-/// bulk path, several times faster than multi-row inserts for the megabytes of an upload.
+/// Below this many rows entries go in one `INSERT`. COPY costs a small append ~40 ms: sqlx
+/// leaves Nagle's algorithm on, and COPY's last data message and `CopyDone` are two writes
+/// before a read, so the second waits for the server's delayed ACK. One statement is one write.
+const COPY_MIN_ROWS: usize = 64;
+
+/// The columns every insert writes, in order.
+const ENTRY_COLUMNS: &str = "session_id, seq, entry_id, parent_id, entry_type, raw, parent_seq, role, \
+     tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id";
+
+/// Inserts `entries` (positioned by their facts): through `COPY … FROM STDIN` for an upload,
+/// PostgreSQL's bulk path, several times faster than inserts for megabytes; in one multi-row
+/// `INSERT` for an append of a few.
 async fn insert_entries(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     session_id: &str,
-    first_seq: i64,
-    entries: &[crate::store::EntryRecord],
+    entries: &[crate::store::NewEntry],
 ) -> Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
     }
+    if entries.len() < COPY_MIN_ROWS {
+        let mut query = sqlx::QueryBuilder::<sqlx::Postgres>::new(format!(
+            "insert into entries ({ENTRY_COLUMNS}) "
+        ));
+        query.push_values(entries, |mut row, entry| {
+            let f = &entry.facts;
+            row.push_bind(session_id)
+                .push_bind(f.seq)
+                .push_bind(&f.entry_id)
+                .push_bind(&entry.parent_id)
+                .push_bind(super::column_text(&f.entry_type).into_owned())
+                .push_bind(&entry.raw)
+                .push_bind(f.parent_seq)
+                .push_bind(
+                    f.role
+                        .as_deref()
+                        .map(|r| super::column_text(r).into_owned()),
+                )
+                .push_bind(f.tokens)
+                .push_bind(f.usage_tokens)
+                .push_bind(f.ctx_usage)
+                .push_bind(f.ctx_trailing)
+                .push_bind(
+                    f.first_kept_id
+                        .as_deref()
+                        .map(|r| super::column_text(r).into_owned()),
+                );
+        });
+        query.build().execute(&mut **tx).await?;
+        return Ok(());
+    }
     let mut copy = tx
-        .copy_in_raw(
-            "copy entries (session_id, seq, entry_id, parent_id, entry_type, raw) from stdin",
-        )
+        .copy_in_raw(&format!("copy entries ({ENTRY_COLUMNS}) from stdin"))
         .await?;
     let mut buffer = String::with_capacity(COPY_CHUNK_BYTES + 64 * 1024);
-    for (i, entry) in entries.iter().enumerate() {
+    for entry in entries {
+        let f = &entry.facts;
         copy_field(&mut buffer, Some(session_id));
+        copy_number(&mut buffer, Some(f.seq));
         buffer.push('\t');
-        buffer.push_str(&(first_seq + i as i64).to_string());
-        buffer.push('\t');
-        copy_field(&mut buffer, Some(&entry.entry_id));
+        copy_field(&mut buffer, Some(&f.entry_id));
         buffer.push('\t');
         copy_field(&mut buffer, entry.parent_id.as_deref());
         buffer.push('\t');
-        copy_field(&mut buffer, Some(&super::column_text(&entry.entry_type)));
+        copy_field(&mut buffer, Some(&super::column_text(&f.entry_type)));
         buffer.push('\t');
         copy_field(&mut buffer, Some(&entry.raw));
+        copy_number(&mut buffer, f.parent_seq);
+        buffer.push('\t');
+        copy_field(
+            &mut buffer,
+            f.role.as_deref().map(super::column_text).as_deref(),
+        );
+        copy_number(&mut buffer, f.tokens);
+        copy_float(&mut buffer, f.usage_tokens);
+        copy_float(&mut buffer, f.ctx_usage);
+        copy_number(&mut buffer, Some(f.ctx_trailing));
+        buffer.push('\t');
+        copy_field(
+            &mut buffer,
+            f.first_kept_id
+                .as_deref()
+                .map(super::column_text)
+                .as_deref(),
+        );
         buffer.push('\n');
         if buffer.len() >= COPY_CHUNK_BYTES {
             copy.send(buffer.as_bytes()).await?;
@@ -115,6 +171,72 @@ async fn insert_entries(
     }
     copy.finish().await?;
     Ok(())
+}
+
+/// Writes facts derived for stored rows, in one statement over arrays.
+async fn update_facts(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    session_id: &str,
+    facts: &[crate::store::FactRecord],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "update entries as e set parent_seq = v.parent_seq, role = v.role, tokens = v.tokens, \
+         usage_tokens = v.usage_tokens, ctx_usage = v.ctx_usage, ctx_trailing = v.ctx_trailing, \
+         first_kept_id = v.first_kept_id \
+         from unnest($2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::float8[], $7::float8[], \
+                     $8::bigint[], $9::text[]) \
+              as v(seq, parent_seq, role, tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id) \
+         where e.session_id = $1 and e.seq = v.seq",
+    )
+    .bind(session_id)
+    .bind(facts.iter().map(|f| f.seq).collect::<Vec<_>>())
+    .bind(facts.iter().map(|f| f.parent_seq).collect::<Vec<_>>())
+    .bind(
+        facts
+            .iter()
+            .map(|f| f.role.as_deref().map(|r| super::column_text(r).into_owned()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(facts.iter().map(|f| f.tokens).collect::<Vec<_>>())
+    .bind(facts.iter().map(|f| f.usage_tokens).collect::<Vec<_>>())
+    .bind(facts.iter().map(|f| f.ctx_usage).collect::<Vec<_>>())
+    .bind(facts.iter().map(|f| f.ctx_trailing).collect::<Vec<_>>())
+    .bind(
+        facts
+            .iter()
+            .map(|f| f.first_kept_id.as_deref().map(|r| super::column_text(r).into_owned()))
+            .collect::<Vec<_>>(),
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A tab, then a number field of COPY's text format (`\N` for NULL).
+fn copy_number(out: &mut String, value: Option<i64>) {
+    use std::fmt::Write;
+    out.push('\t');
+    match value {
+        Some(v) => {
+            let _ = write!(out, "{v}");
+        }
+        None => out.push_str("\\N"),
+    }
+}
+
+/// A tab, then a float field; Rust prints the shortest text that reads back as the same double.
+fn copy_float(out: &mut String, value: Option<f64>) {
+    use std::fmt::Write;
+    out.push('\t');
+    match value {
+        Some(v) if v.is_finite() => {
+            let _ = write!(out, "{v:?}");
+        }
+        Some(v) if v.is_nan() => out.push_str("NaN"),
+        Some(v) if v > 0.0 => out.push_str("Infinity"),
+        Some(_) => out.push_str("-Infinity"),
+        None => out.push_str("\\N"),
+    }
 }
 
 /// A field of COPY's text format: `\N` for NULL; backslash, tab, newline and carriage return

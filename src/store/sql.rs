@@ -26,14 +26,14 @@ macro_rules! store_impl {
             async fn insert_session(
                 &self,
                 session: &$crate::store::SessionRecord,
-                entries: &[$crate::store::EntryRecord],
+                entries: &[$crate::store::NewEntry],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     let mut tx = self.pool.begin().await?;
                     sqlx::query(
                         "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
-                         entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                         entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant, facts_version) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                     )
                     .bind(&session.session_id)
                     .bind(&session.header_id)
@@ -47,9 +47,10 @@ macro_rules! store_impl {
                     .bind(session.created_at_ms)
                     .bind(session.updated_at_ms)
                     .bind(&session.tenant)
+                    .bind(session.facts_version)
                     .execute(&mut *tx)
                     .await?;
-                    insert_entries(&mut tx, &session.session_id, 0, entries).await?;
+                    insert_entries(&mut tx, &session.session_id, entries).await?;
                     tx.commit().await?;
                     Ok(())
                 })
@@ -129,6 +130,88 @@ macro_rules! store_impl {
                 .await
             }
 
+            async fn entry_facts(
+                &self,
+                session_id: &str,
+                from_seq: i64,
+            ) -> Result<Vec<$crate::store::FactRecord>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select seq, entry_id, parent_seq, entry_type, role, tokens, usage_tokens, ctx_usage, \
+                         ctx_trailing, first_kept_id from entries where session_id = $1 and seq >= $2 order by seq",
+                    )
+                    .bind(session_id)
+                    .bind(from_seq)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn entry_lines(
+                &self,
+                session_id: &str,
+                from_seq: i64,
+                to_seq: i64,
+            ) -> Result<Vec<(i64, String)>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_as(
+                        "select seq, raw from entries where session_id = $1 and seq >= $2 and seq <= $3 order by seq",
+                    )
+                    .bind(session_id)
+                    .bind(from_seq)
+                    .bind(to_seq)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn write_facts(
+                &self,
+                session_id: &str,
+                facts: &[$crate::store::FactRecord],
+                version: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    // Claim the session first: a concurrent deriver (another replica) waits
+                    // here and then finds nothing left to do.
+                    let claimed = sqlx::query(
+                        "update sessions set facts_version = $1 where session_id = $2 and facts_version < $1",
+                    )
+                    .bind(version)
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if claimed == 0 {
+                        return Ok(());
+                    }
+                    update_facts(&mut tx, session_id, facts).await?;
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn stale_sessions(
+                &self,
+                version: i64,
+                limit: i64,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    Ok(sqlx::query_scalar(
+                        "select session_id from sessions where facts_version < $1 order by session_id limit $2",
+                    )
+                    .bind(version)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
             async fn append(
                 &self,
                 session_id: &str,
@@ -159,7 +242,7 @@ macro_rules! store_impl {
                     if updated == 0 {
                         return Err($crate::store::StoreError::Changed);
                     }
-                    insert_entries(&mut tx, session_id, append.expected_entry_count, &append.entries).await?;
+                    insert_entries(&mut tx, session_id, &append.entries).await?;
                     if let Some(c) = &append.compaction {
                         sqlx::query(
                             "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \

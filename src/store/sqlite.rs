@@ -89,30 +89,71 @@ impl SqliteStore {
 
 super::sql::store_impl!(SqliteStore, sqlx::Sqlite, "sqlite");
 
-/// Rows per multi-row insert: six parameters a row stays below SQLite's 32 766.
+/// Rows per multi-row insert: thirteen parameters a row stays below SQLite's 32 766.
 const INSERT_BATCH_ROWS: usize = 2000;
 
-/// Inserts `entries` with positions from `first_seq`, in multi-row statements.
+/// Inserts `entries` (positioned by their facts) in multi-row statements.
 async fn insert_entries(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     session_id: &str,
-    first_seq: i64,
-    entries: &[crate::store::EntryRecord],
+    entries: &[crate::store::NewEntry],
 ) -> Result<(), sqlx::Error> {
-    for (batch_index, batch) in entries.chunks(INSERT_BATCH_ROWS).enumerate() {
-        let offset = first_seq + (batch_index * INSERT_BATCH_ROWS) as i64;
+    for batch in entries.chunks(INSERT_BATCH_ROWS) {
         let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw) ",
+            "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw, parent_seq, role, \
+             tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id) ",
         );
-        query.push_values(batch.iter().enumerate(), |mut row, (i, entry)| {
+        query.push_values(batch, |mut row, entry| {
+            let f = &entry.facts;
             row.push_bind(session_id)
-                .push_bind(offset + i as i64)
-                .push_bind(&entry.entry_id)
+                .push_bind(f.seq)
+                .push_bind(&f.entry_id)
                 .push_bind(&entry.parent_id)
-                .push_bind(super::column_text(&entry.entry_type).into_owned())
-                .push_bind(&entry.raw);
+                .push_bind(super::column_text(&f.entry_type).into_owned())
+                .push_bind(&entry.raw)
+                .push_bind(f.parent_seq)
+                .push_bind(
+                    f.role
+                        .as_deref()
+                        .map(|r| super::column_text(r).into_owned()),
+                )
+                .push_bind(f.tokens)
+                .push_bind(f.usage_tokens)
+                .push_bind(f.ctx_usage)
+                .push_bind(f.ctx_trailing)
+                .push_bind(
+                    f.first_kept_id
+                        .as_deref()
+                        .map(|r| super::column_text(r).into_owned()),
+                );
         });
         query.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Writes facts derived for stored rows, one prepared update a row, in the caller's transaction.
+async fn update_facts(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    session_id: &str,
+    facts: &[crate::store::FactRecord],
+) -> Result<(), sqlx::Error> {
+    for f in facts {
+        sqlx::query(
+            "update entries set parent_seq = $1, role = $2, tokens = $3, usage_tokens = $4, ctx_usage = $5, \
+             ctx_trailing = $6, first_kept_id = $7 where session_id = $8 and seq = $9",
+        )
+        .bind(f.parent_seq)
+        .bind(f.role.as_deref().map(|r| super::column_text(r).into_owned()))
+        .bind(f.tokens)
+        .bind(f.usage_tokens)
+        .bind(f.ctx_usage)
+        .bind(f.ctx_trailing)
+        .bind(f.first_kept_id.as_deref().map(|r| super::column_text(r).into_owned()))
+        .bind(session_id)
+        .bind(f.seq)
+        .execute(&mut **tx)
+        .await?;
     }
     Ok(())
 }

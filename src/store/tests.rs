@@ -25,6 +25,7 @@ on_both_backends!(
     sessions_round_trip_with_their_entries_in_order,
     listing_is_paginated_oldest_first,
     appends_are_guarded_by_the_entry_count,
+    entry_facts_and_line_ranges_round_trip,
     deleting_removes_entries_and_compactions,
     the_call_log_takes_rows,
     budgets_cached_summaries_and_fingerprints_are_kept,
@@ -46,14 +47,26 @@ fn session(id: &str, created: i64) -> SessionRecord {
         context_tokens: 10,
         created_at_ms: created,
         updated_at_ms: created,
+        facts_version: 1,
     }
 }
 
-fn entry(id: &str, parent: Option<&str>) -> EntryRecord {
-    EntryRecord {
-        entry_id: id.to_owned(),
+/// The row at position `seq`; its facts are made up (the store keeps what it is given).
+fn entry(seq: i64, id: &str, parent: Option<&str>) -> NewEntry {
+    NewEntry {
+        facts: FactRecord {
+            seq,
+            entry_id: id.to_owned(),
+            parent_seq: parent.map(|_| seq - 1),
+            entry_type: "message".into(),
+            role: Some("user".into()),
+            tokens: Some(seq * 3),
+            usage_tokens: (seq % 2 == 1).then_some(seq as f64 + 0.5),
+            ctx_usage: (seq % 3 == 0).then_some(1e21),
+            ctx_trailing: seq,
+            first_kept_id: (seq % 5 == 0).then(|| format!("k\t{seq}")),
+        },
         parent_id: parent.map(str::to_owned),
-        entry_type: "message".into(),
         raw: format!(r#"{{"type":"message","id":"{id}","text":"é 😀 \n"}}"#),
     }
 }
@@ -64,9 +77,10 @@ async fn sessions_round_trip_with_their_entries_in_order(store: Arc<dyn Store>) 
         title_line: Some(r#"{"type":"title","v":1}"#.into()),
         ..session("s1", 5)
     };
-    let entries: Vec<EntryRecord> = (0..4500)
+    let entries: Vec<NewEntry> = (0..4500)
         .map(|i| {
             entry(
+                i,
                 &format!("e{i}"),
                 (i > 0).then(|| format!("e{}", i - 1)).as_deref(),
             )
@@ -76,7 +90,7 @@ async fn sessions_round_trip_with_their_entries_in_order(store: Arc<dyn Store>) 
     assert_eq!(store.get_session("s1").await.unwrap(), Some(record));
     assert_eq!(
         store.entries("s1").await.unwrap(),
-        entries,
+        entries.iter().map(NewEntry::record).collect::<Vec<_>>(),
         "more than two insert batches, in order"
     );
     assert_eq!(store.get_session("nope").await.unwrap(), None);
@@ -107,17 +121,70 @@ async fn listing_is_paginated_oldest_first(store: Arc<dyn Store>) {
     assert_eq!(ids(second), ["b", "d"]);
 }
 
+async fn entry_facts_and_line_ranges_round_trip(store: Arc<dyn Store>) {
+    // 100 rows go through PostgreSQL's COPY, 3 through its INSERT: both must store the same.
+    for (id, count) in [("big", 100), ("small", 3)] {
+        let rows: Vec<NewEntry> = (0..count)
+            .map(|i| entry(i, &format!("e{i}"), (i > 0).then_some("p")))
+            .collect();
+        let record = SessionRecord {
+            entry_count: count,
+            ..session(id, 1)
+        };
+        store.insert_session(&record, &rows).await.unwrap();
+        let facts: Vec<FactRecord> = rows.iter().map(|r| r.facts.clone()).collect();
+        assert_eq!(store.entry_facts(id, 0).await.unwrap(), facts, "{id}");
+        assert_eq!(store.entry_facts(id, 2).await.unwrap(), facts[2..], "{id}");
+        let lines = store.entry_lines(id, 1, 2).await.unwrap();
+        assert_eq!(
+            lines,
+            [(1, rows[1].raw.clone()), (2, rows[2].raw.clone())],
+            "{id}"
+        );
+    }
+    // Facts derived later replace the stored ones once: the session is claimed by its version.
+    let stale = SessionRecord {
+        facts_version: 0,
+        ..session("old", 2)
+    };
+    store
+        .insert_session(&stale, &[entry(0, "a", None)])
+        .await
+        .unwrap();
+    assert_eq!(store.stale_sessions(1, 10).await.unwrap(), ["old"]);
+    let derived = FactRecord {
+        tokens: Some(77),
+        ctx_trailing: 77,
+        ..entry(0, "a", None).facts
+    };
+    store
+        .write_facts("old", std::slice::from_ref(&derived), 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.entry_facts("old", 0).await.unwrap(),
+        std::slice::from_ref(&derived)
+    );
+    assert!(store.stale_sessions(1, 10).await.unwrap().is_empty());
+    let ignored = FactRecord {
+        tokens: Some(1),
+        ..derived.clone()
+    };
+    store.write_facts("old", &[ignored], 1).await.unwrap();
+    assert_eq!(store.entry_facts("old", 0).await.unwrap(), [derived]);
+}
+
 async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
     store
         .insert_session(
             &session("s", 1),
-            &[entry("e1", None), entry("e2", Some("e1"))],
+            &[entry(0, "e1", None), entry(1, "e2", Some("e1"))],
         )
         .await
         .unwrap();
     let append = Append {
         expected_entry_count: 2,
-        entries: vec![entry("e3", Some("e2"))],
+        entries: vec![entry(2, "e3", Some("e2"))],
         leaf_id: Some("e3".into()),
         context_tokens: 42,
         compaction: Some(CompactionRecord {
@@ -150,7 +217,7 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
     );
     assert_eq!(
         stored.byte_size,
-        100 + entry("e3", None).raw.len() as i64 + 1
+        100 + entry(2, "e3", None).raw.len() as i64 + 1
     );
     assert_eq!(
         store.entries("s").await.unwrap().last().unwrap().entry_id,
@@ -163,13 +230,13 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
     // The entry made from a leaf is found by the leaf, and nothing for another leaf.
     assert_eq!(
         store.compaction_from("s", "e2").await.unwrap(),
-        Some(entry("e3", Some("e2")))
+        Some(entry(2, "e3", Some("e2")).record())
     );
     assert_eq!(store.compaction_from("s", "e1").await.unwrap(), None);
 
     // A second writer that read the old count changes nothing.
     let stale = Append {
-        entries: vec![entry("e4", Some("e2"))],
+        entries: vec![entry(2, "e4", Some("e2"))],
         compaction: None,
         ..append.clone()
     };
@@ -181,7 +248,7 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
     // A duplicate id rolls the whole append back.
     let duplicate = Append {
         expected_entry_count: 3,
-        entries: vec![entry("e5", None), entry("e1", None)],
+        entries: vec![entry(3, "e5", None), entry(4, "e1", None)],
         compaction: None,
         ..append
     };
@@ -196,11 +263,11 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
 
 async fn deleting_removes_entries_and_compactions(store: Arc<dyn Store>) {
     store
-        .insert_session(&session("s", 1), &[entry("e1", None)])
+        .insert_session(&session("s", 1), &[entry(0, "e1", None)])
         .await
         .unwrap();
     store
-        .insert_session(&session("t", 1), &[entry("e1", None)])
+        .insert_session(&session("t", 1), &[entry(0, "e1", None)])
         .await
         .unwrap();
     assert!(store.delete_session("s").await.unwrap());
@@ -405,11 +472,11 @@ async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
 
 async fn pins_belong_to_their_session(store: Arc<dyn Store>) {
     store
-        .insert_session(&session("s", 1), &[entry("e1", None)])
+        .insert_session(&session("s", 1), &[entry(0, "e1", None)])
         .await
         .unwrap();
     store
-        .insert_session(&session("other", 2), &[entry("e1", None)])
+        .insert_session(&session("other", 2), &[entry(0, "e1", None)])
         .await
         .unwrap();
     let pin = |id: &str, session: &str, at: i64| PinRecord {

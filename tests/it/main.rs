@@ -41,6 +41,7 @@ mod ops;
 mod owned_pg;
 mod redaction;
 mod savings;
+mod scale;
 mod service;
 mod sessions;
 mod streaming;
