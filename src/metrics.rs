@@ -26,6 +26,7 @@ pub struct Metrics {
     pub compactions: IntCounter,
     pub queue_depth: IntGauge,
     pub in_flight: IntGauge,
+    pub session_index_bytes: IntGauge,
     pub rejections: IntCounter,
     pub call_log_dropped: IntCounter,
     pub anchors: IntCounterVec,
@@ -128,6 +129,10 @@ impl Metrics {
                 "Summarizations waiting for a slot.",
             ),
             in_flight: gauge("compactd_summarizer_in_flight", "Summarizations running."),
+            session_index_bytes: gauge(
+                "compactd_session_index_bytes",
+                "Memory held by the indexes of stored sessions (approximate; bounded by COMPACTD_INDEX_CACHE_BYTES).",
+            ),
             rejections: counter(
                 "compactd_summarizer_rejections_total",
                 "Summarizations refused with 429 because the queue was full.",

@@ -9,13 +9,76 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+use super::sessions::{jsonl, parse};
+use super::{App, AppError};
 use crate::compaction::facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
-use crate::session::{Entry, IdSet, Session};
+use crate::session::{Entry, IdSet, ParseOptions, Session};
 use crate::store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 
 /// The derivation of the facts that rows written now hold. Raise it when `compaction::facts`
 /// changes what it derives: sessions stored with an older one are derived again on first use.
 pub const FACTS_VERSION: i64 = 1;
+
+impl App {
+    /// The index of `record`'s session as of `record`, deriving the facts first for a session
+    /// stored before they existed (or with an older derivation).
+    pub(crate) async fn index(&self, record: &SessionRecord) -> Result<IndexView, AppError> {
+        if record.facts_version < FACTS_VERSION {
+            self.derive_facts(&record.session_id).await?;
+        }
+        Ok(self.index_cache.view(self.store.as_ref(), record).await?)
+    }
+
+    /// Derives and stores the facts of a session's rows from its lines (once per session: rows
+    /// stored before this version of compactd, and the start-up sweep).
+    pub async fn derive_facts(&self, id: &str) -> Result<(), AppError> {
+        let Some(record) = self.store.get_session(id).await? else {
+            return Ok(());
+        };
+        if record.facts_version >= FACTS_VERSION {
+            return Ok(());
+        }
+        let entries = self.store.entries(id).await?;
+        let text = jsonl(&record, &entries);
+        let session = parse(
+            text,
+            ParseOptions {
+                lenient: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+        // Lenient reading never drops a stored line (each was accepted once), so the rows and the
+        // entries line up; if one no longer reads, positions would shift: refuse to guess.
+        if session.entries.len() != entries.len() {
+            return Err(AppError::Internal(anyhow::anyhow!(
+                "session {id}: {} stored lines read as {} entries; facts not derived",
+                entries.len(),
+                session.entries.len()
+            )));
+        }
+        let rows = session_rows(&session);
+        self.store.write_facts(id, &rows, FACTS_VERSION).await?;
+        self.index_cache.forget(id).await;
+        tracing::info!(session = %id, entries = rows.len(), "entry facts derived");
+        Ok(())
+    }
+
+    /// Derives the facts of every session stored before them, a few at a time (start-up).
+    pub async fn derive_stale_facts(&self) -> Result<usize, AppError> {
+        let mut derived = 0;
+        loop {
+            let stale = self.store.stale_sessions(FACTS_VERSION, 16).await?;
+            if stale.is_empty() {
+                return Ok(derived);
+            }
+            for id in &stale {
+                self.derive_facts(id).await?;
+                derived += 1;
+            }
+        }
+    }
+}
 
 /// The facts of the first entries of a session, with its ids.
 #[derive(Debug, Default)]
@@ -72,7 +135,8 @@ impl IndexCache {
     }
 
     /// Bytes held (approximately), for the metrics and the benchmark.
-    pub fn weighted_bytes(&self) -> u64 {
+    pub async fn weighted_bytes(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
         self.cache.weighted_size()
     }
 

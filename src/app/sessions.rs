@@ -108,14 +108,6 @@ pub(crate) async fn parse(
         .map_err(AppError::InvalidSession)
 }
 
-/// Reads the lines of a stored path off the async workers (see [`Session::parse_path`]).
-pub(crate) async fn parse_path(text: String) -> Result<Session, AppError> {
-    tokio::task::spawn_blocking(move || Session::parse_path(text.as_bytes()))
-        .await
-        .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
-        .map_err(|e| AppError::Internal(anyhow::anyhow!("a stored session no longer reads: {e}")))
-}
-
 fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> AppError {
     AppError::InvalidSession(ParseError {
         line: Some(line),
@@ -291,65 +283,6 @@ impl App {
             session,
             entry_count,
         })
-    }
-
-    /// The index of `record`'s session as of `record`, deriving the facts first for a session
-    /// stored before they existed (or with an older derivation).
-    pub(crate) async fn index(&self, record: &SessionRecord) -> Result<IndexView, AppError> {
-        if record.facts_version < FACTS_VERSION {
-            self.derive_facts(&record.session_id).await?;
-        }
-        Ok(self.index_cache.view(self.store.as_ref(), record).await?)
-    }
-
-    /// Derives and stores the facts of a session's rows from its lines (once per session: rows
-    /// stored before this version of compactd, and the start-up sweep).
-    pub async fn derive_facts(&self, id: &str) -> Result<(), AppError> {
-        let Some(record) = self.store.get_session(id).await? else {
-            return Ok(());
-        };
-        if record.facts_version >= FACTS_VERSION {
-            return Ok(());
-        }
-        let entries = self.store.entries(id).await?;
-        let text = jsonl(&record, &entries);
-        let session = parse(
-            text,
-            ParseOptions {
-                lenient: true,
-                ..Default::default()
-            },
-        )
-        .await?;
-        // Lenient reading never drops a stored line (each was accepted once), so the rows and the
-        // entries line up; if one no longer reads, positions would shift: refuse to guess.
-        if session.entries.len() != entries.len() {
-            return Err(AppError::Internal(anyhow::anyhow!(
-                "session {id}: {} stored lines read as {} entries; facts not derived",
-                entries.len(),
-                session.entries.len()
-            )));
-        }
-        let rows = index::session_rows(&session);
-        self.store.write_facts(id, &rows, FACTS_VERSION).await?;
-        self.index_cache.forget(id).await;
-        tracing::info!(session = %id, entries = rows.len(), "entry facts derived");
-        Ok(())
-    }
-
-    /// Derives the facts of every session stored before them, a few at a time (start-up).
-    pub async fn derive_stale_facts(&self) -> Result<usize, AppError> {
-        let mut derived = 0;
-        loop {
-            let stale = self.store.stale_sessions(FACTS_VERSION, 16).await?;
-            if stale.is_empty() {
-                return Ok(derived);
-            }
-            for id in &stale {
-                self.derive_facts(id).await?;
-                derived += 1;
-            }
-        }
     }
 
     /// Appends JSONL entries whose parents exist. An entry already stored with the same id and

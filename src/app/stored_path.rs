@@ -8,11 +8,10 @@
 //! so that a stored plan is the same as the plan of the file.
 
 use super::index::IndexView;
-use super::sessions::parse_path;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::PlanOutcome;
-use crate::session::Session;
+use crate::session::{Entry, Session};
 use crate::store::SessionRecord;
 
 /// A stored session's active path, partly read.
@@ -138,7 +137,8 @@ impl App {
     }
 
     /// Fetches the lines at `settings` and `tail` (each ascending on the path) and parses them
-    /// as one chain.
+    /// as one chain. The tail is fetched in slices, each parsed on a blocking thread while the
+    /// next is being fetched: reading a 20 MB path overlaps the database with the parser.
     async fn read_lines(
         &self,
         record: &SessionRecord,
@@ -146,54 +146,67 @@ impl App {
         tail: &[usize],
     ) -> Result<Session, AppError> {
         let id = &record.session_id;
-        let mut lines: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
+        let mut parsing = Vec::new();
         for &seq in settings {
-            lines.extend(self.store.entry_lines(id, seq as i64, seq as i64).await?);
+            let lines = self.store.entry_lines(id, seq as i64, seq as i64).await?;
+            parsing.push(tokio::task::spawn_blocking(move || parse_lines(lines)));
         }
-        // A path's tail is almost always the end of the file: one range read, filtered.
-        if let (Some(&low), Some(&high)) = (tail.iter().min(), tail.iter().max()) {
-            let wanted: std::collections::HashSet<i64> = tail.iter().map(|&s| s as i64).collect();
-            lines.extend(
-                self.store
-                    .entry_lines(id, low as i64, high as i64)
-                    .await?
-                    .into_iter()
-                    .filter(|(seq, _)| wanted.contains(seq)),
-            );
+        for slice in tail.chunks(TAIL_SLICE_ENTRIES) {
+            let (low, high) = (slice[0], slice[slice.len() - 1]);
+            let mut lines = self.store.entry_lines(id, low as i64, high as i64).await?;
+            // A path's tail is almost always the end of the file; when it branches, the lines of
+            // other branches in its range are dropped.
+            if lines.len() != slice.len() {
+                let wanted: std::collections::HashSet<i64> =
+                    slice.iter().map(|&s| s as i64).collect();
+                lines.retain(|(seq, _)| wanted.contains(seq));
+            }
+            parsing.push(tokio::task::spawn_blocking(move || parse_lines(lines)));
         }
-        let order: Vec<usize> = settings.iter().chain(tail).copied().collect();
-        let size = record.header.len()
-            + record.title_line.as_ref().map_or(0, |t| t.len() + 1)
-            + lines.values().map(|l| l.len() + 1).sum::<usize>()
-            + 1;
-        let mut text = String::with_capacity(size);
+        let mut entries = Vec::with_capacity(settings.len() + tail.len());
+        for task in parsing {
+            let parsed = task
+                .await
+                .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+                .map_err(|e| {
+                    AppError::Internal(anyhow::anyhow!(
+                        "session {id}: a stored line no longer reads: {e}"
+                    ))
+                })?;
+            entries.extend(parsed);
+        }
+        if entries.len() != settings.len() + tail.len() {
+            return Err(AppError::Internal(anyhow::anyhow!(
+                "session {id}: {} lines of the path were found for {} entries",
+                entries.len(),
+                settings.len() + tail.len()
+            )));
+        }
+        let mut head = String::new();
         for line in record
             .title_line
             .iter()
             .chain(std::iter::once(&record.header))
         {
-            text.push_str(line);
-            text.push('\n');
+            head.push_str(line);
+            head.push('\n');
         }
-        for seq in &order {
-            let line = lines.remove(&(*seq as i64)).ok_or_else(|| {
-                AppError::Internal(anyhow::anyhow!(
-                    "session {id}: line {seq} of the path is missing"
-                ))
-            })?;
-            text.push_str(&line);
-            text.push('\n');
-        }
-        let session = parse_path(text).await?;
-        if session.entries.len() != order.len() {
-            return Err(AppError::Internal(anyhow::anyhow!(
-                "session {id}: {} stored lines of the path read as {} entries",
-                order.len(),
-                session.entries.len()
-            )));
-        }
-        Ok(session)
+        Session::from_path(head.as_bytes(), entries).map_err(|e| {
+            AppError::Internal(anyhow::anyhow!(
+                "session {id}: its header no longer reads: {e}"
+            ))
+        })
     }
+}
+
+/// Entries a tail slice fetches and parses at a time.
+const TAIL_SLICE_ENTRIES: usize = 2048;
+
+fn parse_lines(lines: Vec<(i64, String)>) -> Result<Vec<Entry>, crate::session::ParseError> {
+    lines
+        .into_iter()
+        .map(|(_, raw)| crate::session::parse_stored_line(raw))
+        .collect()
 }
 
 /// What to read of a path, decided under the index's lock.

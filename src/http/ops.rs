@@ -111,6 +111,9 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let metrics = &state.app.metrics;
     metrics.queue_depth.set(limiter.queue_depth() as i64);
     metrics.in_flight.set(limiter.in_flight() as i64);
+    metrics
+        .session_index_bytes
+        .set(state.app.index_cache.weighted_bytes().await as i64);
     (
         [(
             header::CONTENT_TYPE,

@@ -70,30 +70,24 @@ impl Session {
         })
     }
 
-    /// Reads a file that holds one path of a stored session, root first, possibly with lines left
-    /// out (those planning does not need), linking each entry to the one before it instead of by
-    /// `parentId`. Its lines were accepted when stored; one that no longer reads is skipped.
-    pub fn parse_path(input: &[u8]) -> Result<Session, ParseError> {
-        let file = parse::read(
-            input,
-            ParseOptions {
-                lenient: true,
-                ..Default::default()
-            },
-        )?;
-        let ids = file
-            .entries
+    /// A session holding one path of a stored session: `head` is its title slot (if any) and
+    /// header lines; `entries` are the path's entries, root first, possibly with entries left
+    /// out (those planning does not need). Each entry is linked to the one before it instead of
+    /// by `parentId`.
+    pub fn from_path(head: &[u8], entries: Vec<Entry>) -> Result<Session, ParseError> {
+        let file = parse::read(head, ParseOptions::default())?;
+        let ids = entries
             .iter()
             .enumerate()
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
-        let parents = (0..file.entries.len()).map(|i| i.checked_sub(1)).collect();
+        let parents = (0..entries.len()).map(|i| i.checked_sub(1)).collect();
         Ok(Session {
             title: file.title,
             header: file.header,
-            entries: file.entries,
+            entries,
             source_version: file.source_version,
-            skipped: file.skipped,
+            skipped: Vec::new(),
             repairs: Vec::new(),
             ids,
             parents,
@@ -201,6 +195,11 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
         });
     }
     Ok(entry)
+}
+
+/// Reads a stored entry line (v3, accepted when it was stored), keeping the line as it is.
+pub fn parse_stored_line(raw: String) -> Result<Entry, ParseError> {
+    parse::entry_from_line(0, raw.into_boxed_str())
 }
 
 /// A leaf or target id that names no entry of the session.
