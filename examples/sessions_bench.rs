@@ -67,6 +67,22 @@ impl Bench {
         (took, entry_id)
     }
 
+    /// Median times of 5 plans of the stored session and 5 plans of `file` posted to /v1/plan.
+    async fn plans(&self, id: &str, file: &[u8]) -> (Duration, Duration) {
+        let (mut stored, mut posted) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            stored.push(self.get(&format!("/v1/sessions/{id}/plan")).await.0);
+            let post = self
+                .client
+                .post(format!("{}/v1/plan", self.url))
+                .body(file.to_vec());
+            posted.push(self.send(post).await.0);
+        }
+        stored.sort();
+        posted.sort();
+        (percentile(&stored, 0.5), percentile(&posted, 0.5))
+    }
+
     async fn get(&self, path: &str) -> (Duration, Value) {
         self.send(self.client.get(format!("{}{path}", self.url)))
             .await
@@ -167,29 +183,12 @@ async fn main() {
     );
 
     // Planning the stored session against planning the file.
-    let mut stored = Vec::new();
-    let mut posted = Vec::new();
-    for _ in 0..5 {
-        stored.push(bench.get(&format!("/v1/sessions/{big_id}/plan")).await.0);
-        posted.push(
-            bench
-                .send(
-                    bench
-                        .client
-                        .post(format!("{url}/v1/plan"))
-                        .body(big.clone()),
-                )
-                .await
-                .0,
-        );
-    }
-    stored.sort();
-    posted.sort();
+    let (stored, posted) = bench.plans(&big_id, &big).await;
     println!(
         "plan {mb:.1} MB: stored p50 {:.0} ms, file (POST /v1/plan) p50 {:.0} ms; ratio {:.2}",
-        ms(percentile(&stored, 0.5)),
-        ms(percentile(&posted, 0.5)),
-        percentile(&stored, 0.5).as_secs_f64() / percentile(&posted, 0.5).as_secs_f64()
+        ms(stored),
+        ms(posted),
+        stored.as_secs_f64() / posted.as_secs_f64()
     );
 
     // Compacting the stored session (the caller compares with `compactd compact FILE`).
@@ -218,28 +217,12 @@ async fn main() {
         .bytes()
         .await
         .unwrap();
-    let (mut stored, mut posted) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        stored.push(bench.get(&format!("/v1/sessions/{big_id}/plan")).await.0);
-        posted.push(
-            bench
-                .send(
-                    bench
-                        .client
-                        .post(format!("{url}/v1/plan"))
-                        .body(file.clone()),
-                )
-                .await
-                .0,
-        );
-    }
-    stored.sort();
-    posted.sort();
+    let (stored, posted) = bench.plans(&big_id, &file).await;
     println!(
         "plan {mb:.1} MB after its compaction: stored p50 {:.1} ms, file p50 {:.0} ms; ratio {:.3}",
-        ms(percentile(&stored, 0.5)),
-        ms(percentile(&posted, 0.5)),
-        percentile(&stored, 0.5).as_secs_f64() / percentile(&posted, 0.5).as_secs_f64()
+        ms(stored),
+        ms(posted),
+        stored.as_secs_f64() / posted.as_secs_f64()
     );
 
     // Syncing many big sessions: memory stays bounded by the index cache.

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
-use super::sessions::{jsonl, parse};
+use super::sessions::parse_stored;
 use super::{App, AppError};
 use crate::compaction::facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
-use crate::session::{Entry, IdSet, ParseOptions, Session};
+use crate::session::{Entry, IdSet, Session};
 use crate::store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 
 /// The derivation of the facts that rows written now hold. Raise it when `compaction::facts`
@@ -39,15 +39,7 @@ impl App {
             return Ok(());
         }
         let entries = self.store.entries(id).await?;
-        let text = jsonl(&record, &entries);
-        let session = parse(
-            text,
-            ParseOptions {
-                lenient: true,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let session = parse_stored(&record, &entries).await?;
         // Lenient reading never drops a stored line (each was accepted once), so the rows and the
         // entries line up; if one no longer reads, positions would shift: refuse to guess.
         if session.entries.len() != entries.len() {
@@ -297,10 +289,7 @@ impl Snapshot<'_> {
             .rev()
         {
             let fact = &self.index.facts[seq];
-            range.push(KeptFacts {
-                message: message_of(fact),
-                is_compaction: fact.entry_type == "compaction",
-            });
+            range.push(kept_of(fact));
             if fact.entry_id == first_kept {
                 range.reverse();
                 return range;
@@ -315,6 +304,14 @@ pub(crate) fn context_of(fact: &FactRecord) -> ContextState {
     ContextState {
         usage: fact.ctx_usage,
         trailing: fact.ctx_trailing.max(0) as u64,
+    }
+}
+
+/// What a stored row adds to a kept range.
+fn kept_of(fact: &FactRecord) -> KeptFacts {
+    KeptFacts {
+        message: message_of(fact),
+        is_compaction: fact.entry_type == "compaction",
     }
 }
 
@@ -395,10 +392,7 @@ pub(crate) fn appended_rows(view: &IndexView, new: &[Entry]) -> Vec<NewEntry> {
             let mut current = parent_new;
             while let Some(r) = current {
                 let row = &rows[r].facts;
-                range.push(KeptFacts {
-                    message: message_of(row),
-                    is_compaction: row.entry_type == "compaction",
-                });
+                range.push(kept_of(row));
                 if row.entry_id == first_kept {
                     range.reverse();
                     return range;

@@ -108,6 +108,19 @@ pub(crate) async fn parse(
         .map_err(AppError::InvalidSession)
 }
 
+/// A stored session read whole. Its lines were accepted at upload or append; they are read
+/// leniently so that links repaired at a lenient upload are repaired the same way again.
+pub(crate) async fn parse_stored(
+    record: &SessionRecord,
+    entries: &[EntryRecord],
+) -> Result<Session, AppError> {
+    let options = ParseOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    parse(jsonl(record, entries), options).await
+}
+
 fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> AppError {
     AppError::InvalidSession(ParseError {
         line: Some(line),
@@ -269,15 +282,7 @@ impl App {
         let record = self.session(who, id).await?;
         let entries = self.store.entries(id).await?;
         let entry_count = entries.len() as i64;
-        let text = jsonl(&record, &entries);
-        let session = parse(
-            text,
-            ParseOptions {
-                lenient: true,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let session = parse_stored(&record, &entries).await?;
         Ok(Loaded {
             record,
             session,
