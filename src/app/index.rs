@@ -155,7 +155,8 @@ impl IndexCache {
             if have >= count && last_ok {
                 return Ok(IndexView { index, count });
             }
-            if have < count && (have == 0 || prefix_ok(&index, have)) {
+            // Sessions only grow and ids are never reused: rows once read stay true.
+            if have < count {
                 let rows = store.entry_facts(&record.session_id, have as i64).await?;
                 let extended = index.write().expect("index lock").extend(rows);
                 let consistent = extended && {
@@ -200,12 +201,6 @@ impl IndexCache {
             }
         }
     }
-}
-
-/// A cached index whose rows may all be kept: sessions only grow and their ids are never reused,
-/// so rows once read stay true. (A hook for a cheaper check, should rows ever be rewritten.)
-fn prefix_ok(_index: &Arc<RwLock<SessionIndex>>, _have: usize) -> bool {
-    true
 }
 
 /// A session's index as of one record: its first `count` entries.
