@@ -182,6 +182,34 @@ impl Metrics {
     }
 
     /// The exposition in Prometheus text format.
+    /// The sum of a metric over all its label values (0 when nothing was counted).
+    pub fn total(&self, name: &str) -> f64 {
+        self.registry
+            .gather()
+            .iter()
+            .filter(|family| family.name() == name)
+            .flat_map(|family| family.get_metric())
+            .map(|metric| metric.get_counter().get_value())
+            .sum()
+    }
+
+    /// The value of a counter with one label set to `value`.
+    pub fn labelled(&self, name: &str, label: &str, value: &str) -> f64 {
+        self.registry
+            .gather()
+            .iter()
+            .filter(|family| family.name() == name)
+            .flat_map(|family| family.get_metric())
+            .filter(|metric| {
+                metric
+                    .get_label()
+                    .iter()
+                    .any(|pair| pair.name() == label && pair.value() == value)
+            })
+            .map(|metric| metric.get_counter().get_value())
+            .sum()
+    }
+
     pub fn render(&self) -> String {
         let mut buffer = Vec::new();
         TextEncoder::new()

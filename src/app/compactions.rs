@@ -85,6 +85,8 @@ pub struct CompactionView {
     /// The leaf it was made from (its parent).
     pub leaf_id: Option<String>,
     pub first_kept_entry_id: Option<String>,
+    /// The compaction before it on its path: the summary this one replaced.
+    pub previous_entry_id: Option<String>,
     pub summary: Option<String>,
     /// The model(s) that wrote it; `null` for uploaded ones.
     pub model: Option<String>,
@@ -108,6 +110,9 @@ pub struct CompactionView {
     /// Flagged as a compaction loop (compactions compactd wrote).
     #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
     pub loop_detected: Option<bool>,
+    /// Every summary came from the summary cache (compactions compactd wrote).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached: Option<bool>,
 }
 
 /// The position of the compaction entry already made from the leaf at `leaf_seq`, if any (the
@@ -188,6 +193,7 @@ impl App {
             created_at_ms: now_ms(),
             fidelity: serde_json::to_string(&outcome.fidelity).ok(),
             loop_detected: outcome.flags.loop_detected,
+            cached: outcome.flags.cached,
         };
         let append = new_leaf(&loaded.view, &outcome.line, Some(record))?;
         let now = now_ms();
@@ -292,78 +298,116 @@ impl App {
         })
     }
 
-    /// Every compaction on record for `who`'s session, oldest first.
+    /// Every compaction on record for `who`'s session, oldest first. Found by the session's
+    /// facts; only the compaction entries' lines are read.
     pub async fn compaction_history(
         &self,
         who: &Identity,
         id: &str,
     ) -> Result<Vec<CompactionView>, AppError> {
-        let loaded = self.load(who, id).await?;
-        let made = self.store.compactions(id).await?;
-        Ok(loaded
-            .session
-            .entries
-            .iter()
-            .filter_map(|entry| {
-                let EntryKind::Compaction {
-                    first_kept_entry_id,
-                    message,
-                    ..
-                } = &entry.kind
-                else {
-                    return None;
-                };
-                let tokens_before = match message {
-                    Message::CompactionSummary { tokens_before, .. } => *tokens_before as i64,
-                    _ => 0,
-                };
-                Some(match made.iter().find(|m| m.entry_id == entry.id) {
-                    Some(m) => {
-                        let report = m
-                            .fidelity
-                            .as_deref()
-                            .and_then(|f| serde_json::from_str::<Report>(f).ok());
-                        CompactionView {
-                            entry_id: entry.id.clone(),
-                            source: "compactd".into(),
-                            leaf_id: Some(m.leaf_id.clone()),
-                            first_kept_entry_id: Some(m.first_kept_entry_id.clone()),
-                            summary: Some(m.summary.clone()),
-                            model: Some(m.model.clone()),
-                            usage: Some(UsageView {
-                                input_tokens: m.input_tokens,
-                                output_tokens: m.output_tokens,
-                            }),
-                            latency_ms: Some(m.latency_ms),
-                            tokens_before: m.tokens_before,
-                            tokens_after: Some(m.tokens_after),
-                            tokens_saved: Some(m.tokens_before - m.tokens_after),
-                            created_at: Some(time::epoch_ms_to_iso(m.created_at_ms)),
-                            forgotten: report.as_ref().map(|r| r.missing.clone()),
-                            fidelity: report,
-                            loop_detected: Some(m.loop_detected),
-                        }
-                    }
-                    None => CompactionView {
-                        entry_id: entry.id.clone(),
-                        source: "upload".into(),
-                        leaf_id: entry.parent_id.clone(),
-                        first_kept_entry_id: first_kept_entry_id.clone(),
-                        summary: entry.summary().map(str::to_owned),
-                        model: None,
-                        usage: None,
-                        latency_ms: None,
-                        tokens_before,
-                        tokens_after: None,
-                        tokens_saved: None,
-                        created_at: entry.timestamp.clone(),
-                        fidelity: None,
-                        forgotten: None,
-                        loop_detected: None,
-                    },
+        let record = self.session(who, id).await?;
+        let view = self.index(&record).await?;
+        let found: Vec<(usize, Option<String>)> = {
+            let snapshot = view.read();
+            (0..view.count())
+                .filter(|&seq| snapshot.fact(seq).entry_type == "compaction")
+                .map(|seq| {
+                    let previous = snapshot
+                        .path(seq)
+                        .into_iter()
+                        .rev()
+                        .skip(1)
+                        .find(|&p| snapshot.fact(p).entry_type == "compaction")
+                        .map(|p| snapshot.fact(p).entry_id.clone());
+                    (seq, previous)
                 })
-            })
-            .collect())
+                .collect()
+        };
+        let made = self.store.compactions(id).await?;
+        let mut views = Vec::with_capacity(found.len());
+        for (seq, previous) in found {
+            let lines = self.store.entry_lines(id, seq as i64, seq as i64).await?;
+            let Some((_, raw)) = lines.first() else {
+                continue;
+            };
+            let entry = crate::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
+                AppError::Internal(anyhow::anyhow!(
+                    "a stored compaction entry does not read: {e}"
+                ))
+            })?;
+            let made = made.iter().find(|m| m.entry_id == entry.id);
+            views.push(CompactionView::of(&entry, made, previous));
+        }
+        Ok(views)
+    }
+}
+
+impl CompactionView {
+    /// The view of a compaction entry, with compactd's record of it if compactd wrote it.
+    fn of(
+        entry: &crate::session::Entry,
+        made: Option<&CompactionRecord>,
+        previous_entry_id: Option<String>,
+    ) -> CompactionView {
+        if let Some(m) = made {
+            let report = m
+                .fidelity
+                .as_deref()
+                .and_then(|f| serde_json::from_str::<Report>(f).ok());
+            return CompactionView {
+                entry_id: entry.id.clone(),
+                source: "compactd".into(),
+                leaf_id: Some(m.leaf_id.clone()),
+                first_kept_entry_id: Some(m.first_kept_entry_id.clone()),
+                previous_entry_id,
+                summary: Some(m.summary.clone()),
+                model: Some(m.model.clone()),
+                usage: Some(UsageView {
+                    input_tokens: m.input_tokens,
+                    output_tokens: m.output_tokens,
+                }),
+                latency_ms: Some(m.latency_ms),
+                tokens_before: m.tokens_before,
+                tokens_after: Some(m.tokens_after),
+                tokens_saved: Some(m.tokens_before - m.tokens_after),
+                created_at: Some(time::epoch_ms_to_iso(m.created_at_ms)),
+                forgotten: report.as_ref().map(|r| r.missing.clone()),
+                fidelity: report,
+                loop_detected: Some(m.loop_detected),
+                cached: Some(m.cached),
+            };
+        }
+        let (first_kept_entry_id, tokens_before) = match &entry.kind {
+            EntryKind::Compaction {
+                first_kept_entry_id,
+                message: Message::CompactionSummary { tokens_before, .. },
+                ..
+            } => (first_kept_entry_id.clone(), *tokens_before as i64),
+            EntryKind::Compaction {
+                first_kept_entry_id,
+                ..
+            } => (first_kept_entry_id.clone(), 0),
+            _ => (None, 0),
+        };
+        CompactionView {
+            entry_id: entry.id.clone(),
+            source: "upload".into(),
+            leaf_id: entry.parent_id.clone(),
+            first_kept_entry_id,
+            previous_entry_id,
+            summary: entry.summary().map(str::to_owned),
+            model: None,
+            usage: None,
+            latency_ms: None,
+            tokens_before,
+            tokens_after: None,
+            tokens_saved: None,
+            created_at: entry.timestamp.clone(),
+            fidelity: None,
+            forgotten: None,
+            loop_detected: None,
+            cached: None,
+        }
     }
 }
 

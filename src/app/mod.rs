@@ -15,11 +15,14 @@
 mod build;
 pub mod compactions;
 mod error;
+pub mod fleet;
 pub mod index;
 pub mod pins;
 pub mod plans;
+pub mod preview;
 pub mod sessions;
 mod stored_path;
+pub mod tree;
 pub mod wire;
 
 use std::sync::Arc;

@@ -184,6 +184,7 @@ impl App {
             created_at_ms: now,
             updated_at_ms: now,
             facts_version: FACTS_VERSION,
+            compaction_count: rows.iter().filter(|r| r.entry_type == "compaction").count() as i64,
         };
         let Session {
             entries,
@@ -216,6 +217,7 @@ impl App {
         who: &Identity,
         limit: i64,
         cursor: Option<&str>,
+        search: Option<&str>,
     ) -> Result<Page, AppError> {
         if !(1..=1000).contains(&limit) {
             return Err(AppError::invalid(
@@ -234,7 +236,10 @@ impl App {
                     })?,
             ),
         };
-        let sessions = self.store.list_sessions(&who.tenant, limit, after).await?;
+        let sessions = self
+            .store
+            .list_sessions(&who.tenant, limit, after, search.filter(|s| !s.is_empty()))
+            .await?;
         let next_cursor = (sessions.len() as i64 == limit)
             .then(|| {
                 sessions
@@ -382,6 +387,7 @@ pub(crate) fn appended_record(record: SessionRecord, append: &Append, now: i64) 
         byte_size: record.byte_size + bytes,
         leaf_id: append.leaf_id.clone(),
         context_tokens: append.context_tokens,
+        compaction_count: record.compaction_count + append.compactions_added(),
         updated_at_ms: now,
         ..record
     }

@@ -10,6 +10,7 @@ pub mod auth;
 mod chat;
 mod compact;
 mod compactions;
+mod console;
 mod document;
 pub mod error;
 mod json;
@@ -105,6 +106,7 @@ pub fn app(state: AppState) -> Router {
         .split_for_parts();
     let routes = documented
         .nest("/k/{key}", wires)
+        .merge(console::router())
         .fallback(error::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         // Inside routing, so the route pattern is known to the metrics.

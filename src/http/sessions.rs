@@ -36,6 +36,8 @@ pub(super) struct SessionView {
     version: u32,
     source_version: i64,
     context_tokens: i64,
+    /// Compaction entries in the session.
+    compactions: i64,
     bytes: i64,
     created_at: String,
     updated_at: String,
@@ -51,6 +53,7 @@ impl From<&SessionRecord> for SessionView {
             version: session::CURRENT_VERSION,
             source_version: r.source_version,
             context_tokens: r.context_tokens,
+            compactions: r.compaction_count,
             bytes: r.byte_size,
             created_at: time::epoch_ms_to_iso(r.created_at_ms),
             updated_at: time::epoch_ms_to_iso(r.updated_at_ms),
@@ -130,9 +133,12 @@ pub(super) struct ListQuery {
     limit: Option<i64>,
     /// `nextCursor` of the previous page.
     cursor: Option<String>,
+    /// Only sessions whose id starts with this, or whose header (its `cwd`) contains it, ignoring
+    /// ASCII case.
+    q: Option<String>,
 }
 
-/// `GET /v1/sessions?limit=&cursor=`: oldest first; `nextCursor` continues the listing.
+/// `GET /v1/sessions?limit=&cursor=&q=`: oldest first; `nextCursor` continues the listing.
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListQuery), responses(
     (status = 200, body = SessionList), (status = 422, description = "A field is missing or invalid", body = ErrorBody)))]
 pub(super) async fn list(
@@ -142,7 +148,12 @@ pub(super) async fn list(
 ) -> Result<Json<SessionList>, ApiError> {
     let page = state
         .app
-        .sessions(&who, query.limit.unwrap_or(50), query.cursor.as_deref())
+        .sessions(
+            &who,
+            query.limit.unwrap_or(50),
+            query.cursor.as_deref(),
+            query.q.as_deref(),
+        )
         .await?;
     Ok(Json(SessionList {
         sessions: page.sessions.iter().map(SessionView::from).collect(),

@@ -35,6 +35,8 @@ pub struct SessionRecord {
     /// Which derivation of the per-entry facts its rows hold (0: none yet, rows stored before
     /// facts existed).
     pub facts_version: i64,
+    /// Compaction entries in the session.
+    pub compaction_count: i64,
 }
 
 /// A stored entry: its raw line and the fields queries need.
@@ -105,6 +107,8 @@ pub struct CompactionRecord {
     pub fidelity: Option<String>,
     /// Flagged as a compaction loop.
     pub loop_detected: bool,
+    /// Every summary came from the summary cache.
+    pub cached: bool,
 }
 
 /// Text pinned to a session.
@@ -254,6 +258,28 @@ pub(crate) fn column_text(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+impl Append {
+    /// How many of the appended entries are compactions.
+    pub fn compactions_added(&self) -> i64 {
+        self.entries
+            .iter()
+            .filter(|e| e.facts.entry_type == "compaction")
+            .count() as i64
+    }
+}
+
+/// The LIKE pattern of a search text: lowercased, with `\`, `%` and `_` escaped by `\`.
+pub(crate) fn like_pattern(search: &str) -> String {
+    let mut pattern = String::with_capacity(search.len());
+    for c in search.to_lowercase().chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern
+}
+
 /// The storage interface the HTTP layer uses.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -267,12 +293,15 @@ pub trait Store: Send + Sync + 'static {
         session: &SessionRecord,
         entries: &[NewEntry],
     ) -> Result<(), StoreError>;
-    /// A tenant's sessions, oldest first, after the `(created_at_ms, session_id)` cursor.
+    /// A tenant's sessions, oldest first, after the `(created_at_ms, session_id)` cursor; with a
+    /// `search`, only those whose id starts with it or whose header (cwd) holds it, ignoring
+    /// ASCII case.
     async fn list_sessions(
         &self,
         tenant: &str,
         limit: i64,
         after: Option<(i64, String)>,
+        search: Option<&str>,
     ) -> Result<Vec<SessionRecord>, StoreError>;
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
     /// Deletes a session with its entries and compactions; `false` when there was none.

@@ -32,8 +32,8 @@ macro_rules! store_impl {
                     let mut tx = self.pool.begin().await?;
                     sqlx::query(
                         "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
-                         entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant, facts_version) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                         entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant, facts_version, compaction_count) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                     )
                     .bind(&session.session_id)
                     .bind(&session.header_id)
@@ -48,6 +48,7 @@ macro_rules! store_impl {
                     .bind(session.updated_at_ms)
                     .bind(&session.tenant)
                     .bind(session.facts_version)
+                    .bind(session.compaction_count)
                     .execute(&mut *tx)
                     .await?;
                     insert_entries(&mut tx, &session.session_id, entries).await?;
@@ -62,18 +63,24 @@ macro_rules! store_impl {
                 tenant: &str,
                 limit: i64,
                 after: Option<(i64, String)>,
+                search: Option<&str>,
             ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
+                    // A LIKE pattern of the search, its wildcards escaped: '' matches every session.
+                    let pattern = search.map_or_else(String::new, $crate::store::like_pattern);
                     Ok(sqlx::query_as(
                         "select * from sessions \
                          where tenant = $1 and (created_at_ms > $2 or (created_at_ms = $2 and session_id > $3)) \
+                         and ($5 = '' or lower(session_id) like $5 || '%' escape '\\' \
+                              or lower(header) like '%' || $5 || '%' escape '\\') \
                          order by created_at_ms, session_id limit $4",
                     )
                     .bind(tenant)
                     .bind(after_ms)
                     .bind(after_id)
                     .bind(limit)
+                    .bind(pattern)
                     .fetch_all(&self.pool)
                     .await?)
                 })
@@ -226,7 +233,7 @@ macro_rules! store_impl {
                     // updates no row and re-checks against what the winner wrote.
                     let updated = sqlx::query(
                         "update sessions set entry_count = entry_count + $1, byte_size = byte_size + $2, \
-                         leaf_id = $3, context_tokens = $4, updated_at_ms = $5 \
+                         leaf_id = $3, context_tokens = $4, updated_at_ms = $5, compaction_count = compaction_count + $8 \
                          where session_id = $6 and entry_count = $7",
                     )
                     .bind(added)
@@ -236,6 +243,7 @@ macro_rules! store_impl {
                     .bind(now_ms)
                     .bind(session_id)
                     .bind(append.expected_entry_count)
+                    .bind(append.compactions_added())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
@@ -247,8 +255,8 @@ macro_rules! store_impl {
                         sqlx::query(
                             "insert into compactions (session_id, entry_id, leaf_id, first_kept_entry_id, model, \
                              input_tokens, output_tokens, latency_ms, tokens_before, tokens_after, summary, created_at_ms, \
-                             fidelity, loop_detected) \
-                             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                             fidelity, loop_detected, cached) \
+                             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                         )
                         .bind(&c.session_id)
                         .bind(&c.entry_id)
@@ -264,6 +272,7 @@ macro_rules! store_impl {
                         .bind(c.created_at_ms)
                         .bind(c.fidelity.as_deref().map(|f| $crate::store::column_text(f).into_owned()))
                         .bind(c.loop_detected)
+                        .bind(c.cached)
                         .execute(&mut *tx)
                         .await?;
                     }

@@ -48,6 +48,7 @@ fn session(id: &str, created: i64) -> SessionRecord {
         created_at_ms: created,
         updated_at_ms: created,
         facts_version: 1,
+        compaction_count: 0,
     }
 }
 
@@ -111,14 +112,42 @@ async fn listing_is_paginated_oldest_first(store: Arc<dyn Store>) {
             .unwrap();
     }
     let ids = |page: Vec<SessionRecord>| page.into_iter().map(|s| s.session_id).collect::<Vec<_>>();
-    let first = store.list_sessions("t1", 2, None).await.unwrap();
+    let first = store.list_sessions("t1", 2, None, None).await.unwrap();
     assert_eq!(ids(first.clone()), ["c", "a"]);
     let last = first.last().unwrap();
     let second = store
-        .list_sessions("t1", 2, Some((last.created_at_ms, last.session_id.clone())))
+        .list_sessions(
+            "t1",
+            2,
+            Some((last.created_at_ms, last.session_id.clone())),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(ids(second), ["b", "d"]);
+
+    // Searching: by the start of the id, or anywhere in the header (its cwd), ignoring case;
+    // LIKE's wildcards in the search are plain characters.
+    let mut wild = session("x_1", 4);
+    wild.header = r#"{"type":"session","cwd":"/Users/Ana/100%_Done"}"#.to_owned();
+    store.insert_session(&wild, &[]).await.unwrap();
+    let search = |q: &'static str| {
+        let store = store.clone();
+        async move { ids(store.list_sessions("t1", 10, None, Some(q)).await.unwrap()) }
+    };
+    assert_eq!(search("X_").await, ["x_1"]);
+    assert_eq!(search("ana/100%_d").await, ["x_1"]);
+    assert_eq!(search("%").await, ["x_1"]);
+    assert_eq!(search("_").await, ["x_1"]);
+    assert_eq!(search("c").await, ["c", "x_1"]);
+    assert!(search("100%x").await.is_empty());
+    assert!(
+        store
+            .list_sessions("t2", 10, None, Some("x"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn entry_facts_and_line_ranges_round_trip(store: Arc<dyn Store>) {
@@ -145,6 +174,7 @@ async fn entry_facts_and_line_ranges_round_trip(store: Arc<dyn Store>) {
     // Facts derived later replace the stored ones once: the session is claimed by its version.
     let stale = SessionRecord {
         facts_version: 0,
+        compaction_count: 0,
         ..session("old", 2)
     };
     store
@@ -202,8 +232,11 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
             created_at_ms: 9,
             fidelity: Some(r#"{"anchors":3}"#.into()),
             loop_detected: true,
+            cached: true,
         }),
     };
+    let mut append = append;
+    append.entries[0].facts.entry_type = "compaction".into();
     store.append("s", &append, 77).await.unwrap();
     let stored = store.get_session("s").await.unwrap().unwrap();
     assert_eq!(
@@ -211,9 +244,10 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
             stored.entry_count,
             stored.leaf_id.as_deref(),
             stored.context_tokens,
-            stored.updated_at_ms
+            stored.updated_at_ms,
+            stored.compaction_count
         ),
-        (3, Some("e3"), 42, 77)
+        (3, Some("e3"), 42, 77, 1)
     );
     assert_eq!(
         stored.byte_size,
@@ -230,7 +264,7 @@ async fn appends_are_guarded_by_the_entry_count(store: Arc<dyn Store>) {
     // The entry made from a leaf is found by the leaf, and nothing for another leaf.
     assert_eq!(
         store.compaction_from("s", "e2").await.unwrap(),
-        Some(entry(2, "e3", Some("e2")).record())
+        Some(append.entries[0].record())
     );
     assert_eq!(store.compaction_from("s", "e1").await.unwrap(), None);
 
@@ -461,7 +495,7 @@ async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
         .await
         .unwrap();
     let listed: Vec<String> = store
-        .list_sessions("t1", 10, None)
+        .list_sessions("t1", 10, None, None)
         .await
         .unwrap()
         .into_iter()

@@ -136,7 +136,11 @@ async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
         "{body}"
     );
     assert!(
-        store.list_sessions("", 10, None).await.unwrap().is_empty(),
+        store
+            .list_sessions("", 10, None, None)
+            .await
+            .unwrap()
+            .is_empty(),
         "nothing stored"
     );
 
@@ -177,7 +181,10 @@ async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
     let response = app.post_raw("/v1/sessions?lenient=maybe", good).await;
     assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(json(response).await["error"]["param"], "lenient");
-    assert_eq!(store.list_sessions("", 10, None).await.unwrap().len(), 1);
+    assert_eq!(
+        store.list_sessions("", 10, None, None).await.unwrap().len(),
+        1
+    );
 }
 
 async fn listing_reading_and_deleting(store: Arc<dyn Store>) {

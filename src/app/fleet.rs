@@ -1,0 +1,214 @@
+//! The fleet at a glance, for the console: a tenant's summarization calls over the last day, by
+//! model and outcome, from the call log; and what this replica counted since it started (the
+//! metrics: fallbacks, redactions, cache hits, loops, tokens saved).
+
+use std::collections::BTreeMap;
+
+use super::{App, AppError};
+use crate::access::Identity;
+use crate::store::{CallRecord, now_ms};
+
+/// Calls of the call log the view reads at most (the newest).
+const MAX_CALLS: i64 = 5000;
+/// One bar per hour, for a day.
+const BUCKET_MS: i64 = 3_600_000;
+const BUCKETS: usize = 24;
+
+/// Calls in one hour, by series (a model that answered, or `failed: OUTCOME`).
+#[derive(Debug, Clone, Default)]
+pub struct Bucket {
+    pub start_ms: i64,
+    pub total: u64,
+    pub by_series: BTreeMap<String, u64>,
+}
+
+/// The calls of one series.
+#[derive(Debug, Clone, Default)]
+pub struct SeriesTotals {
+    pub name: String,
+    pub calls: u64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Median latency of its calls.
+    pub latency_p50_ms: i64,
+}
+
+/// A tenant's call log, summed.
+#[derive(Debug, Clone, Default)]
+pub struct CallTotals {
+    pub calls: u64,
+    pub failed: u64,
+    pub session_compactions: u64,
+    pub cache_hits: u64,
+    pub loops: u64,
+    pub budget_exhausted: u64,
+    /// Answered by the extractive summarizer (no model, or every model failed).
+    pub extractive: u64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// What this replica counted since it started.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaTotals {
+    pub compactions: f64,
+    pub tokens_saved: f64,
+    pub fallbacks: f64,
+    pub redactions: f64,
+    pub cache_hits: f64,
+    pub loops: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub buckets: Vec<Bucket>,
+    pub series: Vec<SeriesTotals>,
+    pub totals: CallTotals,
+    /// Calls read from the log (at most [`MAX_CALLS`]).
+    pub calls_read: usize,
+    pub replica: ReplicaTotals,
+}
+
+impl App {
+    /// `who`'s tenant's calls of the last day, and this replica's counters.
+    pub async fn fleet(&self, who: &Identity) -> Result<Fleet, AppError> {
+        let calls = self.store.calls(&who.tenant, MAX_CALLS).await?;
+        let mut fleet = summarize(&calls, now_ms());
+        let m = &self.metrics;
+        fleet.replica = ReplicaTotals {
+            compactions: m.total("compactd_compactions_total"),
+            tokens_saved: m.total("compactd_compaction_tokens_saved_total"),
+            fallbacks: m.total("compactd_fallbacks_total"),
+            redactions: m.total("compactd_redactions_total"),
+            cache_hits: m.labelled("compactd_summary_cache_total", "outcome", "hit"),
+            loops: m.total("compactd_loops_total"),
+        };
+        Ok(fleet)
+    }
+}
+
+/// The series a call counts under.
+fn series_of(call: &CallRecord) -> String {
+    match (&call.model, call.outcome.as_str()) {
+        (Some(model), "ok") => model.clone(),
+        (_, outcome) => format!("failed: {outcome}"),
+    }
+}
+
+fn summarize(calls: &[CallRecord], now: i64) -> Fleet {
+    let end = (now / BUCKET_MS + 1) * BUCKET_MS;
+    let start = end - BUCKET_MS * BUCKETS as i64;
+    let mut buckets: Vec<Bucket> = (0..BUCKETS)
+        .map(|n| Bucket {
+            start_ms: start + n as i64 * BUCKET_MS,
+            ..Bucket::default()
+        })
+        .collect();
+    let mut series: BTreeMap<String, (SeriesTotals, Vec<i64>)> = BTreeMap::new();
+    let mut totals = CallTotals::default();
+    for call in calls {
+        let name = series_of(call);
+        if call.created_at_ms >= start && call.created_at_ms < end {
+            let bucket = &mut buckets[((call.created_at_ms - start) / BUCKET_MS) as usize];
+            bucket.total += 1;
+            *bucket.by_series.entry(name.clone()).or_default() += 1;
+        }
+        let (entry, latencies) = series.entry(name.clone()).or_default();
+        entry.name = name;
+        entry.calls += 1;
+        entry.input_tokens += call.input_tokens;
+        entry.output_tokens += call.output_tokens;
+        latencies.push(call.latency_ms);
+        totals.calls += 1;
+        totals.failed += u64::from(call.outcome != "ok");
+        totals.session_compactions +=
+            u64::from(call.endpoint == "session_compaction" && call.purpose == "history");
+        totals.cache_hits += u64::from(call.cached);
+        totals.loops += u64::from(call.loop_detected);
+        totals.budget_exhausted += u64::from(call.budget_exhausted);
+        totals.extractive += u64::from(call.model.as_deref() == Some("extractive"));
+        totals.input_tokens += call.input_tokens;
+        totals.output_tokens += call.output_tokens;
+    }
+    let mut series: Vec<SeriesTotals> = series
+        .into_values()
+        .map(|(mut totals, mut latencies)| {
+            latencies.sort_unstable();
+            totals.latency_p50_ms = latencies[latencies.len() / 2];
+            totals
+        })
+        .collect();
+    series.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.name.cmp(&b.name)));
+    Fleet {
+        buckets,
+        series,
+        totals,
+        calls_read: calls.len(),
+        replica: ReplicaTotals::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(model: Option<&str>, outcome: &str, at: i64, latency: i64) -> CallRecord {
+        CallRecord {
+            endpoint: "session_compaction".into(),
+            tenant: "t".into(),
+            purpose: "history".into(),
+            session_id: None,
+            model: model.map(str::to_owned),
+            outcome: outcome.into(),
+            status: 200,
+            prompt_bytes: 10,
+            summary_bytes: 5,
+            input_tokens: 100,
+            output_tokens: 10,
+            latency_ms: latency,
+            prompt: None,
+            summary: None,
+            created_at_ms: at,
+            cached: model == Some("extractive"),
+            cached_input_tokens: 0,
+            summary_fingerprint: None,
+            loop_detected: false,
+            budget_exhausted: false,
+        }
+    }
+
+    #[test]
+    fn calls_fall_in_hourly_buckets_by_series() {
+        let now = 100 * BUCKET_MS + 10;
+        let calls = [
+            call(Some("openai:gpt"), "ok", now - 5, 300),
+            call(Some("openai:gpt"), "ok", now - BUCKET_MS, 100),
+            call(Some("extractive"), "ok", now - BUCKET_MS, 1),
+            call(None, "timeout", now - 2, 150_000),
+            // Older than a day: in the totals, in no bar.
+            call(Some("openai:gpt"), "ok", now - 30 * BUCKET_MS, 200),
+        ];
+        let fleet = summarize(&calls, now);
+        assert_eq!(fleet.buckets.len(), BUCKETS);
+        let last = fleet.buckets.last().unwrap();
+        assert_eq!(last.start_ms, 100 * BUCKET_MS);
+        assert_eq!(last.total, 2);
+        assert_eq!(last.by_series["failed: timeout"], 1);
+        assert_eq!(fleet.buckets[BUCKETS - 2].by_series["extractive"], 1);
+        assert_eq!(fleet.buckets.iter().map(|b| b.total).sum::<u64>(), 4);
+        assert_eq!(fleet.series[0].name, "openai:gpt");
+        assert_eq!(
+            (fleet.series[0].calls, fleet.series[0].latency_p50_ms),
+            (3, 200)
+        );
+        assert_eq!(
+            (
+                fleet.totals.calls,
+                fleet.totals.failed,
+                fleet.totals.cache_hits,
+                fleet.totals.extractive
+            ),
+            (5, 1, 1, 1)
+        );
+    }
+}

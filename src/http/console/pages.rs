@@ -1,0 +1,563 @@
+//! The console's pages and actions. Like the API's handlers they are thin: each reads the viewer
+//! and the request, calls the application layer, and turns the result into a page (or, for an
+//! action, a redirect to the page that shows its result).
+
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::error::PageError;
+use super::form::Form;
+use super::markdown;
+use super::viewer::Viewer;
+use super::views::{self, *};
+use crate::app::compactions::{Compacted, CompactionView};
+use crate::app::plans::settings;
+use crate::app::tree::SessionTree;
+use crate::app::{AppError, fleet, tree};
+use crate::compaction::CompactionSettings;
+use crate::compactor::CompactionRequest;
+use crate::session::time;
+use crate::store::SessionRecord;
+
+type Page = Result<Response, PageError>;
+
+const SESSIONS_PER_PAGE: i64 = 50;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ListQuery {
+    q: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `GET /ui`: the tenant's sessions, searchable by id or cwd.
+pub(super) async fn sessions(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Query(query): Query<ListQuery>,
+) -> Page {
+    let search = query.q.unwrap_or_default().trim().to_owned();
+    let page = state
+        .app
+        .sessions(
+            &viewer.identity,
+            SESSIONS_PER_PAGE,
+            query.cursor.as_deref(),
+            Some(&search),
+        )
+        .await?;
+    let next = page.next_cursor.map(|cursor| {
+        let mut link = form_urlencoded::Serializer::new(String::new());
+        if !search.is_empty() {
+            link.append_pair("q", &search);
+        }
+        link.append_pair("cursor", &cursor);
+        format!("/ui?{}", link.finish())
+    });
+    let sessions = page
+        .sessions
+        .iter()
+        .map(|record| {
+            let (title, cwd) = title_and_cwd(record);
+            SessionRow {
+                id: record.session_id.clone(),
+                title,
+                cwd,
+                size: views::size(record.byte_size),
+                entries: record.entry_count,
+                context_tokens: views::grouped(record.context_tokens),
+                compactions: record.compaction_count,
+                updated_at: time::epoch_ms_to_iso(record.updated_at_ms),
+            }
+        })
+        .collect();
+    Ok(views::render(
+        StatusCode::OK,
+        &SessionsPage {
+            chrome: Chrome::of(&viewer),
+            search,
+            sessions,
+            next,
+        },
+    ))
+}
+
+/// `POST /ui/sessions`: a session file from the upload form.
+pub(super) async fn upload(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    mut form: Multipart,
+) -> Page {
+    let mut file = None;
+    let mut lenient = false;
+    while let Some(field) = form
+        .next_field()
+        .await
+        .map_err(|e| PageError::bad_request(format!("the upload form: {}", e.body_text())))?
+    {
+        match field.name() {
+            Some("file") => {
+                file = Some(field.bytes().await.map_err(|e| {
+                    PageError::bad_request(format!("the uploaded file: {}", e.body_text()))
+                })?)
+            }
+            Some("lenient") => lenient = true,
+            _ => {}
+        }
+    }
+    let file = file
+        .filter(|bytes| !bytes.is_empty())
+        .ok_or_else(|| PageError::bad_request("file: choose a session file (.jsonl) to upload"))?;
+    let uploaded = state.app.upload(&viewer.identity, file, lenient).await?;
+    Ok(Redirect::to(&format!("/ui/sessions/{}", uploaded.record.session_id)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SessionQuery {
+    keep_recent_tokens: Option<String>,
+    reserve_tokens: Option<String>,
+    page: Option<String>,
+    notice: Option<String>,
+}
+
+/// A number from a form or a query: absent or empty is `None`; anything else must read.
+fn number(name: &str, value: Option<&str>) -> Result<Option<i64>, PageError> {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| {
+            PageError::from(AppError::invalid(
+                name,
+                format!("{name} must be a whole number, not {v:?}"),
+            ))
+        }),
+    }
+}
+
+fn plan_settings(
+    keep: Option<&str>,
+    reserve: Option<&str>,
+) -> Result<CompactionSettings, PageError> {
+    Ok(settings(
+        number("keepRecentTokens", keep)?,
+        number("reserveTokens", reserve)?,
+    )?)
+}
+
+/// `GET /ui/sessions/{id}`: the tree, the next plan for the chosen settings, compactions, pins.
+pub(super) async fn session(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(query): Query<SessionQuery>,
+) -> Page {
+    let settings = plan_settings(
+        query.keep_recent_tokens.as_deref(),
+        query.reserve_tokens.as_deref(),
+    )?;
+    let page = number("page", query.page.as_deref())?.map(|p| p.max(1) as usize - 1);
+    let who = &viewer.identity;
+    let tree = state.app.session_tree(who, &id, &settings, page).await?;
+    let compactions = state.app.compaction_history(who, &id).await?;
+    let pins = state.app.pins(who, &id).await?;
+    let notice = match query.notice.as_deref() {
+        Some("nothing") => Some("Nothing to compact with these settings.".to_owned()),
+        Some("pinned") => Some("Pinned: the next compaction carries it.".to_owned()),
+        Some("unpinned") => Some("Unpinned.".to_owned()),
+        _ => None,
+    };
+    let page = session_page(&viewer, tree, &settings, &compactions, pins, notice);
+    Ok(views::render(StatusCode::OK, &page))
+}
+
+fn session_page(
+    viewer: &Viewer,
+    tree: SessionTree,
+    settings: &CompactionSettings,
+    compactions: &[CompactionView],
+    pins: Vec<crate::store::PinRecord>,
+    notice: Option<String>,
+) -> SessionPage {
+    let id = tree.record.session_id.clone();
+    let (title, cwd) = title_and_cwd(&tree.record);
+    let parts = tree.part_tokens;
+    let total = (parts.compacted + parts.summarized + parts.prefix + parts.kept).max(1);
+    let segments = match &tree.plan.plan {
+        None => Vec::new(),
+        Some(_) => [
+            ("compacted", "behind an earlier summary", parts.compacted),
+            ("summarized", "would be summarized", parts.summarized),
+            ("prefix", "split turn's prefix", parts.prefix),
+            ("kept", "would be kept", parts.kept),
+        ]
+        .into_iter()
+        .filter(|(_, _, tokens)| *tokens > 0)
+        .map(|(part, label, tokens)| Segment {
+            part,
+            label,
+            tokens: views::grouped(tokens),
+            width: tokens * 1000 / total,
+        })
+        .collect(),
+    };
+    let plan = tree.plan.plan.as_ref().map(|plan| PlanBox {
+        first_kept_entry_id: plan.first_kept_entry_id.clone(),
+        split_turn: plan.is_split_turn,
+        tokens_before: views::grouped(plan.tokens_before as i64),
+        messages_to_summarize: plan.messages_to_summarize,
+        turn_prefix_messages: plan.turn_prefix_messages,
+        read_files: plan.read_files.len(),
+        modified_files: plan.modified_files.len(),
+    });
+    let link_to = |page: usize| {
+        format!(
+            "/ui/sessions/{id}?keepRecentTokens={}&reserveTokens={}&page={}",
+            settings.keep_recent_tokens,
+            settings.reserve_tokens,
+            page + 1
+        )
+    };
+    let rows = tree
+        .rows
+        .iter()
+        .map(|row| {
+            let part = row.part.map_or("", tree::Part::name);
+            let mut classes = vec![format!("type-{}", row.entry_type)];
+            classes.extend(row.on_path.then(|| "path".to_owned()));
+            classes.extend(row.leaf.then(|| "leaf".to_owned()));
+            classes.extend((!part.is_empty()).then(|| part.to_owned()));
+            RowView {
+                id: row.id.clone(),
+                seq: row.seq,
+                depth: row.depth.min(12),
+                kind: match (&row.entry_type[..], &row.role) {
+                    ("message", Some(role)) => role.clone(),
+                    (kind, _) => kind.to_owned(),
+                },
+                tokens: row.tokens.map(views::grouped).unwrap_or_default(),
+                classes: classes.join(" "),
+                part,
+                branches: row.branches,
+                preview: row.preview.clone(),
+                link: (row.entry_type == "compaction")
+                    .then(|| format!("/ui/sessions/{id}/compactions/{}", row.id)),
+            }
+        })
+        .collect();
+    SessionPage {
+        chrome: Chrome::of(viewer),
+        title,
+        cwd,
+        size: views::size(tree.record.byte_size),
+        entries: tree.entries,
+        path_len: tree.path_len,
+        branch_points: tree.branch_points,
+        context_tokens: views::grouped(tree.record.context_tokens),
+        keep_recent_tokens: settings.keep_recent_tokens,
+        reserve_tokens: settings.reserve_tokens,
+        plan,
+        reason: tree.plan.reason.clone(),
+        segments,
+        rows,
+        page: tree.page,
+        pages: tree.pages,
+        page_links: (0..tree.pages).map(|n| (n, link_to(n))).collect(),
+        compactions: compactions
+            .iter()
+            .map(|c| CompactionRow {
+                entry_id: c.entry_id.clone(),
+                source: c.source.clone(),
+                model: c.model.clone().unwrap_or_else(|| "—".into()),
+                tokens_before: views::grouped(c.tokens_before),
+                tokens_after: c
+                    .tokens_after
+                    .map(views::grouped)
+                    .unwrap_or_else(|| "—".into()),
+                created_at: c.created_at.clone().unwrap_or_default(),
+                on_path: tree.path_compactions.contains(&c.entry_id),
+            })
+            .collect(),
+        pins: pins
+            .into_iter()
+            .map(|p| PinRow {
+                id: p.pin_id,
+                text: p.text,
+            })
+            .collect(),
+        notice,
+        id,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CompactForm {
+    keep_recent_tokens: Option<String>,
+    reserve_tokens: Option<String>,
+    custom_instructions: Option<String>,
+}
+
+/// `POST /ui/sessions/{id}/compact`: compacts now and shows the compaction.
+pub(super) async fn compact(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(form): Form<CompactForm>,
+) -> Page {
+    let settings = plan_settings(
+        form.keep_recent_tokens.as_deref(),
+        form.reserve_tokens.as_deref(),
+    )?;
+    let request = CompactionRequest {
+        leaf_id: None,
+        settings,
+        custom_instructions: form
+            .custom_instructions
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty()),
+        pins: Vec::new(),
+    };
+    let entry_id = match state.app.compact(&viewer.identity, &id, request).await {
+        Ok(Compacted::Created { outcome, .. }) => outcome.entry.id.clone(),
+        Ok(Compacted::Existing { entry, .. }) => entry
+            .get("id")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        Err(AppError::Nothing(..)) => {
+            return Ok(Redirect::to(&format!(
+                "/ui/sessions/{id}?keepRecentTokens={}&reserveTokens={}&notice=nothing",
+                settings.keep_recent_tokens, settings.reserve_tokens
+            ))
+            .into_response());
+        }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(Redirect::to(&format!("/ui/sessions/{id}/compactions/{entry_id}")).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct PinForm {
+    text: String,
+}
+
+/// `POST /ui/sessions/{id}/pins`.
+pub(super) async fn add_pin(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(form): Form<PinForm>,
+) -> Page {
+    state.app.add_pin(&viewer.identity, &id, &form.text).await?;
+    Ok(Redirect::to(&format!("/ui/sessions/{id}?notice=pinned#pins")).into_response())
+}
+
+/// `POST /ui/sessions/{id}/pins/{pin}/delete` (forms cannot send DELETE).
+pub(super) async fn delete_pin(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path((id, pin)): Path<(String, String)>,
+) -> Page {
+    state.app.delete_pin(&viewer.identity, &id, &pin).await?;
+    Ok(Redirect::to(&format!("/ui/sessions/{id}?notice=unpinned#pins")).into_response())
+}
+
+/// `GET /ui/sessions/{id}/download`: the session file as stored.
+pub(super) async fn download(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Page {
+    let file = state.app.session_file(&viewer.identity, &id).await?;
+    // Session ids are UUIDs compactd made: safe in a header as they are.
+    let disposition = format!("attachment; filename=\"{id}.jsonl\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        file,
+    )
+        .into_response())
+}
+
+/// `GET /ui/sessions/{id}/compactions/{entry}`: the summary, its diff against the previous one
+/// of its path, the fidelity report.
+pub(super) async fn compaction(
+    State(state): State<crate::http::AppState>,
+    viewer: Viewer,
+    Path((id, entry_id)): Path<(String, String)>,
+) -> Page {
+    let history = state.app.compaction_history(&viewer.identity, &id).await?;
+    let view = history
+        .iter()
+        .find(|c| c.entry_id == entry_id)
+        .ok_or_else(|| AppError::NotFound(format!("no compaction {entry_id:?} in this session")))?;
+    let summary = view.summary.as_deref().unwrap_or_default();
+    let previous = view
+        .previous_entry_id
+        .as_ref()
+        .and_then(|p| history.iter().find(|c| &c.entry_id == p));
+    let diff = previous
+        .map(|p| markdown::diff(p.summary.as_deref().unwrap_or_default(), summary))
+        .unwrap_or_default();
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    let page = CompactionPage {
+        chrome: Chrome::of(&viewer),
+        session_id: id.clone(),
+        entry_id: view.entry_id.clone(),
+        source: view.source.clone(),
+        model: view.model.clone().unwrap_or_else(|| "— (uploaded)".into()),
+        latency: view
+            .latency_ms
+            .map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_else(|| "—".into()),
+        tokens_before: views::grouped(view.tokens_before),
+        tokens_after: view
+            .tokens_after
+            .map(views::grouped)
+            .unwrap_or_else(|| "—".into()),
+        tokens_saved: view
+            .tokens_saved
+            .map(views::grouped)
+            .unwrap_or_else(|| "—".into()),
+        cached: view.cached.map(yes_no).unwrap_or_else(|| "—".into()),
+        loop_detected: view.loop_detected.unwrap_or(false),
+        created_at: view.created_at.clone().unwrap_or_default(),
+        summary_html: markdown::to_html(summary),
+        previous_id: previous.map(|p| p.entry_id.clone()),
+        added: diff.iter().filter(|l| l.change == "added").count(),
+        removed: diff.iter().filter(|l| l.change == "removed").count(),
+        diff,
+        fidelity: view.fidelity.as_ref().map(|f| FidelityView {
+            anchors: f.anchors,
+            kept: f.kept,
+            repaired: f.repaired,
+            appended: f.appended,
+            repair_call: f.repair_call,
+        }),
+        forgotten: view
+            .forgotten
+            .iter()
+            .flatten()
+            .map(|m| {
+                let kind = serde_json::to_value(m.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                (kind, m.text.clone())
+            })
+            .collect(),
+    };
+    Ok(views::render(StatusCode::OK, &page))
+}
+
+/// `GET /ui/fleet`: calls over the last day by model and outcome; this replica's counters.
+pub(super) async fn fleet(State(state): State<crate::http::AppState>, viewer: Viewer) -> Page {
+    let fleet = state.app.fleet(&viewer.identity).await?;
+    Ok(views::render(StatusCode::OK, &fleet_page(&viewer, &fleet)))
+}
+
+fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
+    let index_of = |name: &str| {
+        fleet
+            .series
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or(0)
+    };
+    let tallest = fleet
+        .buckets
+        .iter()
+        .map(|b| b.total)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bars = fleet
+        .buckets
+        .iter()
+        .map(|bucket| Bar {
+            label: time::epoch_ms_to_iso(bucket.start_ms)[11..13].to_owned(),
+            total: bucket.total,
+            stack: bucket
+                .by_series
+                .iter()
+                .map(|(name, &calls)| (index_of(name), calls, calls * 1000 / tallest))
+                .collect(),
+        })
+        .collect();
+    let t = &fleet.totals;
+    let r = &fleet.replica;
+    let whole = |v: f64| views::grouped(v as i64);
+    FleetPage {
+        chrome: Chrome::of(viewer),
+        bars,
+        series: fleet
+            .series
+            .iter()
+            .enumerate()
+            .map(|(index, s)| SeriesRow {
+                index,
+                name: s.name.clone(),
+                calls: s.calls,
+                input_tokens: views::grouped(s.input_tokens),
+                output_tokens: views::grouped(s.output_tokens),
+                latency_p50: format!("{:.2} s", s.latency_p50_ms as f64 / 1000.0),
+            })
+            .collect(),
+        totals: vec![
+            ("Calls", views::grouped(t.calls as i64)),
+            ("Failed", views::grouped(t.failed as i64)),
+            (
+                "Session compactions",
+                views::grouped(t.session_compactions as i64),
+            ),
+            (
+                "Answered from the cache",
+                views::grouped(t.cache_hits as i64),
+            ),
+            (
+                "Answered by the extractive summarizer",
+                views::grouped(t.extractive as i64),
+            ),
+            ("Loops caught", views::grouped(t.loops as i64)),
+            (
+                "Over the daily budget",
+                views::grouped(t.budget_exhausted as i64),
+            ),
+            ("Input tokens", views::grouped(t.input_tokens)),
+            ("Output tokens", views::grouped(t.output_tokens)),
+        ],
+        replica: vec![
+            ("Compactions", whole(r.compactions)),
+            ("Tokens saved", whole(r.tokens_saved)),
+            ("Fallbacks to another model", whole(r.fallbacks)),
+            ("Secrets redacted", whole(r.redactions)),
+            ("Summary cache hits", whole(r.cache_hits)),
+            ("Loops caught", whole(r.loops)),
+        ],
+        calls_read: fleet.calls_read,
+    }
+}
+
+/// A session's title and working directory, from its header: the cwd's last component names it.
+fn title_and_cwd(record: &SessionRecord) -> (String, String) {
+    let cwd = crate::js_json::from_str::<serde_json::Value>(&record.header)
+        .ok()
+        .and_then(|h| h.get("cwd").and_then(|c| c.as_str()).map(str::to_owned))
+        .unwrap_or_default();
+    let title = cwd
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            format!(
+                "session {}",
+                &record.session_id[..8.min(record.session_id.len())]
+            )
+        });
+    (title, cwd)
+}
