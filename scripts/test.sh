@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # The test command of README.md: makes sure PostgreSQL answers (scripts/ensure-postgres.sh), then
 # runs the whole test suite. Storage tests run on PostgreSQL (a fresh database per test, created
-# from DATABASE_URL) and on SQLite. Set DATABASE_URL to use another server.
+# from DATABASE_URL) and on SQLite. Set DATABASE_URL to use another server. The console's
+# end-to-end tests drive Debian's headless chromium through chromedriver: both are installed
+# here when missing (CHROMIUM and CHROMEDRIVER name others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${DATABASE_URL:-}" ]; then
   scripts/ensure-postgres.sh
   export DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres
+fi
+if ! command -v "${CHROMEDRIVER:-chromedriver}" >/dev/null || [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "installing chromium and chromium-driver for the console's browser tests" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
 exec cargo test --locked "$@"

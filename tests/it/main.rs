@@ -28,6 +28,7 @@ mod binary;
 mod calllog;
 mod cli;
 mod conformance;
+mod console;
 mod crash;
 mod dialects;
 mod docs;

@@ -45,11 +45,7 @@ impl IntoResponse for ViewerRejection {
                     Some(reason) => format!("/ui/login?reason={reason}"),
                     None => "/ui/login".to_owned(),
                 };
-                (
-                    CookieJar::new().remove(cookie_named("")),
-                    Redirect::to(&target),
-                )
-                    .into_response()
+                (forget_key(), Redirect::to(&target)).into_response()
             }
             ViewerRejection::Page(error) => error.into_response(),
         }
@@ -154,11 +150,15 @@ pub(super) async fn login(
 
 /// `POST /ui/logout`: forgets the key.
 pub(super) async fn logout() -> Response {
-    (
-        CookieJar::new().remove(cookie_named("")),
-        Redirect::to("/ui/login"),
-    )
-        .into_response()
+    (forget_key(), Redirect::to("/ui/login")).into_response()
+}
+
+/// A jar that tells the browser to drop the key cookie. (`CookieJar::remove` only removes a
+/// cookie the jar was built with, so the removal is added explicitly.)
+fn forget_key() -> CookieJar {
+    let mut removal = cookie_named("");
+    removal.make_removal();
+    CookieJar::new().add(removal)
 }
 
 /// The key cookie with its attributes (removal needs the same name and path).
