@@ -248,7 +248,7 @@ fn the_checker_catches_every_kind_of_drift() {
         .is_err()
     );
     // Flattened parts (`allOf`) still see each other's properties, and only those.
-    let session = br#"{"id":"i","headerId":"h","leafId":null,"entryCount":0,"version":3,"sourceVersion":3,"contextTokens":0,"bytes":0,"createdAt":"c","updatedAt":"u","skippedLines":[],"repairedLines":[]}"#;
+    let session = br#"{"id":"i","headerId":"h","leafId":null,"entryCount":0,"version":3,"sourceVersion":3,"contextTokens":0,"compactions":0,"bytes":0,"createdAt":"c","updatedAt":"u","skippedLines":[],"repairedLines":[]}"#;
     assert!(
         check("POST", "/v1/sessions", 201, json, session).is_ok(),
         "{:?}",
