@@ -9,6 +9,7 @@
 //! refused, so another site cannot act through a browser on a loopback compactd.
 
 mod error;
+mod fleet;
 mod form;
 mod markdown;
 mod pages;
@@ -34,7 +35,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/ui", get(pages::sessions))
         .route("/ui/login", get(viewer::login_page).post(viewer::login))
         .route("/ui/logout", post(viewer::logout))
-        .route("/ui/fleet", get(pages::fleet))
+        .route("/ui/fleet", get(fleet::fleet))
         .route("/ui/sessions", post(pages::upload))
         .route("/ui/sessions/{id}", get(pages::session))
         .route("/ui/sessions/{id}/compact", post(pages::compact))

@@ -1,0 +1,99 @@
+//! The fleet page: a tenant's calls of the last day by model and outcome, and this replica's
+//! counters, as bars and tables.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::pages::Page;
+use super::viewer::Viewer;
+use super::views::{self, Bar, Chrome, FleetPage, SeriesRow};
+use crate::app::fleet;
+use crate::session::time;
+
+/// `GET /ui/fleet`: calls over the last day by model and outcome; this replica's counters.
+pub(super) async fn fleet(State(state): State<crate::http::AppState>, viewer: Viewer) -> Page {
+    let fleet = state.app.fleet(&viewer.identity).await?;
+    Ok(views::render(StatusCode::OK, &fleet_page(&viewer, &fleet)))
+}
+
+fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
+    let index_of = |name: &str| {
+        fleet
+            .series
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or(0)
+    };
+    let tallest = fleet
+        .buckets
+        .iter()
+        .map(|b| b.total)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bars = fleet
+        .buckets
+        .iter()
+        .map(|bucket| Bar {
+            label: time::epoch_ms_to_iso(bucket.start_ms)[11..13].to_owned(),
+            total: bucket.total,
+            stack: bucket
+                .by_series
+                .iter()
+                .map(|(name, &calls)| (index_of(name), calls, calls * 1000 / tallest))
+                .collect(),
+        })
+        .collect();
+    let t = &fleet.totals;
+    let r = &fleet.replica;
+    let whole = |v: f64| views::grouped(v as i64);
+    FleetPage {
+        chrome: Chrome::of(viewer),
+        bars,
+        series: fleet
+            .series
+            .iter()
+            .enumerate()
+            .map(|(index, s)| SeriesRow {
+                index,
+                name: s.name.clone(),
+                calls: s.calls,
+                input_tokens: views::grouped(s.input_tokens),
+                output_tokens: views::grouped(s.output_tokens),
+                latency_p50: format!("{:.2} s", s.latency_p50_ms as f64 / 1000.0),
+            })
+            .collect(),
+        totals: vec![
+            ("Calls", views::grouped(t.calls as i64)),
+            ("Failed", views::grouped(t.failed as i64)),
+            (
+                "Session compactions",
+                views::grouped(t.session_compactions as i64),
+            ),
+            (
+                "Answered from the cache",
+                views::grouped(t.cache_hits as i64),
+            ),
+            (
+                "Answered by the extractive summarizer",
+                views::grouped(t.extractive as i64),
+            ),
+            ("Loops caught", views::grouped(t.loops as i64)),
+            (
+                "Over the daily budget",
+                views::grouped(t.budget_exhausted as i64),
+            ),
+            ("Input tokens", views::grouped(t.input_tokens)),
+            ("Output tokens", views::grouped(t.output_tokens)),
+        ],
+        replica: vec![
+            ("Compactions", whole(r.compactions)),
+            ("Tokens saved", whole(r.tokens_saved)),
+            ("Fallbacks to another model", whole(r.fallbacks)),
+            ("Secrets redacted", whole(r.redactions)),
+            ("Summary cache hits", whole(r.cache_hits)),
+            ("Loops caught", whole(r.loops)),
+        ],
+        calls_read: fleet.calls_read,
+    }
+}
