@@ -44,6 +44,7 @@ impl Bench {
             .send(
                 self.client
                     .post(format!("{}/v1/sessions", self.url))
+                    .header("content-type", "application/x-ndjson")
                     .body(bytes.to_vec()),
             )
             .await;
@@ -61,6 +62,7 @@ impl Bench {
             .send(
                 self.client
                     .post(format!("{}/v1/sessions/{id}/entries", self.url))
+                    .header("content-type", "application/x-ndjson")
                     .body(format!("{line}\n")),
             )
             .await;
@@ -75,6 +77,7 @@ impl Bench {
             let post = self
                 .client
                 .post(format!("{}/v1/plan", self.url))
+                .header("content-type", "application/x-ndjson")
                 .body(file.to_vec());
             posted.push(self.send(post).await.0);
         }

@@ -24,7 +24,7 @@ median_ms() { # URL: median of $requests GETs, in ms
 
 page_times() { # label file
   local id
-  id=$(curl -s "$base/v1/sessions" --data-binary @"$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  id=$(curl -s "$base/v1/sessions" -H 'content-type: application/x-ndjson' --data-binary @"$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   curl -s -o /dev/null -X POST "$base/v1/sessions/$id/compactions" -H 'content-type: application/json' -d '{"keepRecentTokens": 1000}'
   local entry
   entry=$(curl -s "$base/v1/sessions/$id/compactions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["compactions"][-1]["entryId"])')

@@ -60,6 +60,17 @@ pub struct AccessConfig {
     /// Requests per minute per API key (and for all anonymous callers together); 0: no limit.
     #[arg(long, env = "COMPACTD_RATE_LIMIT_PER_MINUTE", default_value = "600")]
     pub rate_limit_per_minute: u32,
+
+    /// Host names besides localhost and IP addresses that requests may be sent to
+    /// (comma-separated, e.g. `compactd.internal`): a Host not served is 421, so that a web page
+    /// whose name re-resolves to this compactd (DNS rebinding) cannot use it.
+    #[arg(long, env = "COMPACTD_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Web origins (`https://tool.example`, comma-separated) whose pages may call the API
+    /// through a browser; requests from any other site are refused.
+    #[arg(long, env = "COMPACTD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
 }
 
 /// The database, and the limits of what is stored in it.

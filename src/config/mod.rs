@@ -61,6 +61,16 @@ impl ServeConfig {
         }
     }
 
+    /// Which Host names and Origins the listener serves (see [`crate::http::browser`]).
+    pub fn browser_policy(&self) -> crate::http::browser::BrowserPolicy {
+        crate::http::browser::BrowserPolicy::new(
+            self.http.listen.ip().is_loopback(),
+            self.anonymous_allowed(),
+            &self.access.allowed_hosts,
+            &self.access.allowed_origins,
+        )
+    }
+
     /// A configuration with every default and no keys, for tests and embedding.
     pub fn defaults() -> ServeConfig {
         defaults::<ServeConfig>()

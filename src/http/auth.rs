@@ -93,7 +93,7 @@ impl FromRequestParts<AppState> for Caller {
 
 /// The summarization routes agents call (`/v1/compact`, `/v1/chat/completions`, also under
 /// `/k/{key}/`): they never answer 401 or 403.
-fn is_agent_wire(path: &str) -> bool {
+pub(super) fn is_agent_wire(path: &str) -> bool {
     let path = path.trim_end_matches('/');
     path.ends_with("/v1/compact") || path.ends_with("/v1/chat/completions")
 }

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::json::{JsonBody, QueryParams, RawBody, SessionId};
+use super::json::{JsonBody, JsonlBody, OptionalJsonBody, QueryParams, SessionId};
 use crate::app::compactions::{Compacted, CompactionView, UsageView, usage_view};
 use crate::app::plans::{ContextView, settings};
 use crate::app::sessions::ReplaceNotice;
@@ -52,7 +52,7 @@ pub(super) async fn plan_upload(
     State(state): State<AppState>,
     _caller: Caller,
     QueryParams(query): QueryParams<PlanQuery>,
-    RawBody(body): RawBody,
+    JsonlBody(body): JsonlBody,
 ) -> Result<Json<PlanOutcome>, ApiError> {
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
     let plan = state
@@ -171,14 +171,9 @@ pub(super) async fn compact(
     State(state): State<AppState>,
     Caller(who): Caller,
     SessionId(id): SessionId,
-    RawBody(raw): RawBody,
-) -> Result<(StatusCode, Json<CompactionResponse>), ApiError> {
     // Every field is optional, and so is the body.
-    let body: CompactBody = if raw.iter().all(u8::is_ascii_whitespace) {
-        CompactBody::default()
-    } else {
-        super::json::decode(&raw)?
-    };
+    OptionalJsonBody(body): OptionalJsonBody<CompactBody>,
+) -> Result<(StatusCode, Json<CompactionResponse>), ApiError> {
     let request = CompactionRequest {
         leaf_id: body.leaf_id,
         settings: settings(body.keep_recent_tokens, body.reserve_tokens)?,

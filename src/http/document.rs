@@ -41,15 +41,19 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = routes().split_for_parts().1;
     for (path, item) in document.paths.paths.iter_mut() {
-        if !path.starts_with("/v1/") {
-            continue;
-        }
         let posts = item.post.is_some();
         for operation in [&mut item.get, &mut item.post, &mut item.delete]
             .into_iter()
             .flatten()
         {
-            add_common_responses(path, posts, operation);
+            add_response(
+                operation,
+                "421",
+                "The Host header names a host this listener does not serve (`host_not_allowed`): see COMPACTD_ALLOWED_HOSTS",
+            );
+            if path.starts_with("/v1/") {
+                add_common_responses(path, posts, operation);
+            }
         }
     }
     document
@@ -64,9 +68,12 @@ pub(super) static DOCUMENT: LazyLock<serde_json::Value> =
 fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
     let agent_wire = path == "/v1/compact" || path == "/v1/chat/completions";
     let mut common = Vec::new();
-    if !agent_wire {
+    if agent_wire {
+        common.push(("400", "Sent by a web page on another site through a browser (`cross_site_request`), or not valid"));
+    } else {
         // The agent wires answer 404 instead: agents read 401 as their provider key failing.
         common.push(("401", "No usable API key: beyond loopback one is required (`Authorization: Bearer KEY` or `/k/KEY/` before the path)"));
+        common.push(("403", "Sent by a web page on another site through a browser (`cross_site_request`): see COMPACTD_ALLOWED_ORIGINS"));
     }
     if path.contains("{id}") {
         common.push((
@@ -76,6 +83,10 @@ fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
     }
     if posts {
         common.push(("413", "The body is over COMPACTD_MAX_BODY_BYTES"));
+        common.push((
+            "415",
+            "The body's Content-Type is not JSON (`application/json`; session files `application/x-ndjson`) (`unsupported_media_type`)",
+        ));
     }
     common.extend([
         (
@@ -96,22 +107,27 @@ fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
         ),
     ]);
     for (status, description) in common {
-        operation
-            .responses
-            .responses
-            .entry(status.to_owned())
-            .or_insert_with(|| {
-                RefOr::T(
-                    ResponseBuilder::new()
-                        .description(description)
-                        .content(
-                            "application/json",
-                            ContentBuilder::new()
-                                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                                .build(),
-                        )
-                        .build(),
-                )
-            });
+        add_response(operation, status, description);
     }
+}
+
+/// Documents an error response of `operation`, unless its own documentation says more.
+fn add_response(operation: &mut Operation, status: &str, description: &str) {
+    operation
+        .responses
+        .responses
+        .entry(status.to_owned())
+        .or_insert_with(|| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        });
 }

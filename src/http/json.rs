@@ -1,9 +1,14 @@
-//! Request bodies: read as bytes under the body limit and decoded as JSON whatever the
-//! `Content-Type` (pi-family agents always send JSON), with errors that say what and where.
+//! Request bodies: read as bytes under the body limit and decoded as JSON, with errors that say
+//! what and where. A body must say what it is: JSON bodies `application/json`, session files
+//! NDJSON (`application/x-ndjson`; `application/jsonl` and `application/json` are taken too), else
+//! 415. That is what every agent sends, and it is what a web page cannot send to another site
+//! without the browser asking first (a CORS preflight compactd never grants): `text/plain`,
+//! forms and bodies without a type are what a page can send blindly.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::extract::{FromRef, FromRequest, Request};
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -12,7 +17,7 @@ use super::error::ApiError;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BodyLimit(pub usize);
 
-/// A JSON request body; rejections are [`ApiError`]s.
+/// A JSON request body (`application/json`), a JSON object; rejections are [`ApiError`]s.
 pub(super) struct JsonBody<T>(pub T);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
@@ -24,17 +29,151 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let BodyLimit(limit) = BodyLimit::from_ref(state);
-        let bytes =
-            Bytes::from_request(request, state)
-                .await
-                .map_err(|rejection| match rejection {
-                    BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                        ApiError::PayloadTooLarge { limit }
-                    }
-                    other => ApiError::bad_request("unreadable_body", other.body_text()),
-                })?;
-        decode(&bytes).map(JsonBody)
+        require_type(request.headers(), Media::Json)?;
+        let bytes = read(request, state).await?;
+        decode_object(&bytes).map(JsonBody)
+    }
+}
+
+/// A JSON object body that may also be empty (`T::default()`), as for a compaction whose every
+/// field is optional. A non-empty body must be `application/json`; an empty one may have no type.
+pub(super) struct OptionalJsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for OptionalJsonBody<T>
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+    T: DeserializeOwned + Default,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let typed = request.headers().contains_key(header::CONTENT_TYPE);
+        if typed {
+            require_type(request.headers(), Media::Json)?;
+        }
+        let bytes = read(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        if !typed {
+            require_type(&HeaderMap::new(), Media::Json)?;
+        }
+        decode_object(&bytes).map(OptionalJsonBody)
+    }
+}
+
+/// A session file or lines of one (NDJSON) under the body limit.
+pub(super) struct JsonlBody(pub Bytes);
+
+impl<S> FromRequest<S> for JsonlBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        require_type(request.headers(), Media::Jsonl)?;
+        read(request, state).await.map(JsonlBody)
+    }
+}
+
+/// What a body is declared to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Media {
+    Json,
+    Jsonl,
+}
+
+/// 415 unless the `Content-Type` says `media` (parameters such as `charset` are ignored).
+fn require_type(headers: &HeaderMap, media: Media) -> Result<(), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let essence = declared.as_deref().map(|v| {
+        v.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+    });
+    let json = |t: &str| {
+        t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
+    };
+    let accepted = match (&essence, media) {
+        (Some(t), Media::Json) => json(t),
+        (Some(t), Media::Jsonl) => {
+            json(t)
+                || matches!(
+                    t.as_str(),
+                    "application/x-ndjson"
+                        | "application/ndjson"
+                        | "application/jsonl"
+                        | "application/x-jsonl"
+                        | "application/jsonlines"
+                        | "application/x-jsonlines"
+                        | "application/json-lines"
+                )
+        }
+        (None, _) => false,
+    };
+    if accepted {
+        return Ok(());
+    }
+    let (wanted, example) = match media {
+        Media::Json => ("JSON", "application/json"),
+        Media::Jsonl => ("a session file (JSON lines)", "application/x-ndjson"),
+    };
+    let got = match &declared {
+        Some(value) => format!("Content-Type {value:?}"),
+        None => "no Content-Type".to_owned(),
+    };
+    Err(ApiError::Invalid {
+        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        code: "unsupported_media_type",
+        message: format!(
+            "the body must be {wanted}, sent with Content-Type: {example}; this request has {got}"
+        ),
+        param: Some("Content-Type".into()),
+    })
+}
+
+/// The body's bytes under the body limit.
+async fn read<S>(request: Request, state: &S) -> Result<Bytes, ApiError>
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    let BodyLimit(limit) = BodyLimit::from_ref(state);
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| match rejection {
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                ApiError::PayloadTooLarge { limit }
+            }
+            other => ApiError::bad_request("unreadable_body", other.body_text()),
+        })
+}
+
+/// [`decode`] of a body that must be a JSON object: an array or a bare value is a 400 (serde would
+/// read an array of the fields' values as the object).
+pub(super) fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        Some(b'{') | None => decode(bytes),
+        Some(b'[') => Err(ApiError::bad_request(
+            "invalid_json",
+            "the body must be a JSON object ({…}), not an array",
+        )),
+        Some(_) => {
+            // Not JSON at all, or a bare value: say which.
+            decode::<serde_json::Value>(bytes)?;
+            Err(ApiError::bad_request(
+                "invalid_json",
+                "the body must be a JSON object ({…}), not a bare value",
+            ))
+        }
     }
 }
 
@@ -111,30 +250,6 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         .end()
         .map_err(|e| syntax(&e, "trailing characters after the JSON document"))?;
     Ok(value)
-}
-
-/// A raw request body (JSONL uploads) under the body limit.
-pub(super) struct RawBody(pub Bytes);
-
-impl<S> FromRequest<S> for RawBody
-where
-    S: Send + Sync,
-    BodyLimit: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let BodyLimit(limit) = BodyLimit::from_ref(state);
-        Bytes::from_request(request, state)
-            .await
-            .map(RawBody)
-            .map_err(|rejection| match rejection {
-                BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                    ApiError::PayloadTooLarge { limit }
-                }
-                other => ApiError::bad_request("unreadable_body", other.body_text()),
-            })
-    }
 }
 
 /// Query parameters decoded into `T`; a bad one is a 422 naming it.

@@ -7,8 +7,10 @@
 //!    for health checks and INFO otherwise; headers and bodies are never logged;
 //! 4. requests refused before their body is read: a URI over 8 KiB (414), a declared
 //!    `Content-Length` over the body limit (413);
-//! 5. a time limit for the whole request (504, JSON like every error);
-//! 6. the body-size limit, for bodies that declare no length.
+//! 5. a Host this listener does not serve (421, DNS rebinding), then a browser's request from
+//!    another site outside the console (403; 400 on the agent wires), see [`super::browser`];
+//! 6. a time limit for the whole request (504, JSON like every error);
+//! 7. the body-size limit, for bodies that declare no length.
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -30,12 +32,24 @@ const MAX_REQUEST_ID: usize = 128;
 
 /// Wraps `router` in the layers, in the order documented above (`Router::layer` puts each new
 /// layer outside the ones before it, so they are added innermost first).
-pub(super) fn around(router: Router, limits: Limits) -> Router {
+pub(super) fn around(
+    router: Router,
+    limits: Limits,
+    browser: std::sync::Arc<super::browser::BrowserPolicy>,
+) -> Router {
     router
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(axum::middleware::from_fn(move |request, next| {
             time_limit(request, next, limits.request_timeout)
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            browser.clone(),
+            super::browser::refuse_cross_site,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            browser,
+            super::browser::check_host,
+        ))
         .layer(axum::middleware::from_fn(move |request, next| {
             refuse_early(request, next, limits.max_body_bytes)
         }))

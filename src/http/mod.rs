@@ -7,6 +7,7 @@
 //! and `/openapi.json` cannot disagree.
 
 pub mod auth;
+pub mod browser;
 mod chat;
 mod compact;
 mod compactions;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub app: App,
     pub access: Arc<Access>,
     pub limits: HttpLimits,
+    /// Which Host names and Origins are served (see [`browser`]).
+    pub browser: Arc<browser::BrowserPolicy>,
 }
 
 impl FromRef<AppState> for BodyLimit {
@@ -90,6 +93,7 @@ impl AppState {
             app: App::build(&config.summarizers, &config.storage, store)?,
             access: Arc::new(Access::new(config.access_policy())),
             limits: HttpLimits::from(&config.http),
+            browser: Arc::new(config.browser_policy()),
         })
     }
 }
@@ -97,6 +101,7 @@ impl AppState {
 /// The router with every route and layer. Pure: tests drive it without a socket.
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
+    let browser = state.browser.clone();
     let (documented, _) = document::routes().split_for_parts();
     // The remote-endpoint wire sends no headers: the key can come in the path instead. These
     // copies are the same operations, so they are not documented twice.
@@ -116,7 +121,7 @@ pub fn app(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state);
-    let routes = middleware::around(routes, limits);
+    let routes = middleware::around(routes, limits, browser);
     // Clients write `…/chat/completions/` (oh-my-pi accepts a trailing slash) and `//v1/…`:
     // the path is normalized before routing, so every route answers with or without them.
     Router::new().fallback_service(NormalizePathLayer::trim_trailing_slash().layer(routes))

@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::json::{QueryParams, RawBody, SessionId};
+use super::json::{JsonlBody, QueryParams, SessionId};
 use crate::app::sessions::ReplaceNotice;
 use crate::session::{self, LineIssue, time};
 use crate::store::SessionRecord;
@@ -112,7 +112,7 @@ pub(super) async fn upload(
     State(state): State<AppState>,
     Caller(who): Caller,
     QueryParams(query): QueryParams<UploadQuery>,
-    RawBody(body): RawBody,
+    JsonlBody(body): JsonlBody,
 ) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
     let uploaded = state.app.upload(&who, body, query.lenient).await?;
     Ok((
@@ -214,7 +214,7 @@ pub(super) async fn append(
     State(state): State<AppState>,
     Caller(who): Caller,
     SessionId(id): SessionId,
-    RawBody(body): RawBody,
+    JsonlBody(body): JsonlBody,
 ) -> Result<Json<Appended>, ApiError> {
     let appended = state.app.append(&who, &id, &body).await?;
     Ok(Json(Appended {

@@ -47,7 +47,10 @@ async fn call(
         request = request.bearer_auth(key);
     }
     if let Some(body) = body {
-        request = request.body(body);
+        // Only session files are posted here.
+        request = request
+            .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+            .body(body);
     }
     let response = request.send().await.unwrap();
     let status = response.status();
@@ -418,6 +421,7 @@ fn keys_stay_out_of_logs_metrics_and_errors() {
             client
                 .post(format!("{base}/k/{key}/v1/chat/completions"))
                 .bearer_auth("sk-provider-secret")
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body("{bad"),
             // Paths that do not begin with `/k/`, or do not spell it in lower case.
             client

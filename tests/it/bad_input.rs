@@ -620,10 +620,19 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
     ];
 
     for (what, method, path, body, status, code, kind) in cases {
+        // Each body with the type its route documents.
+        let route = path.split('?').next().unwrap_or_default();
+        let jsonl = route == "/v1/sessions" || route == "/v1/plan" || route.ends_with("/entries");
+        let content_type = if jsonl {
+            "application/x-ndjson"
+        } else {
+            "application/json"
+        };
         let response = app
             .send(
                 app.client
                     .request(method, format!("{}{path}", app.url))
+                    .header(reqwest::header::CONTENT_TYPE, content_type)
                     .body(body),
             )
             .await;

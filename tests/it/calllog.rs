@@ -74,6 +74,7 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
             app.client
                 .post(url("/v1/sessions"))
                 .bearer_auth(&key)
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
                 .body(crate::fixture("large-session.jsonl")),
         )
         .await

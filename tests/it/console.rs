@@ -3,99 +3,21 @@
 //! `scripts/test.sh` installs both when they are missing. Screenshots of the main pages are
 //! written to `target/console-screenshots/` (not committed).
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compactd::access::new_key;
 use compactd::store::{Store, now_ms};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
+use crate::browser::Driver;
 use crate::support::{TestApp, config};
 
 on_both_backends!(a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it);
 
 /// How long a page may take to appear (a compaction of a 2 MB session on a loaded machine).
 const PAGE_WAIT: Duration = Duration::from_secs(90);
-
-/// `chromedriver` on a free port, stopped when dropped.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Driver {
-    fn start() -> Driver {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let binary = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
-        let child = Command::new(&binary)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start {binary} ({e}): scripts/test.sh installs Debian's chromium-driver"
-                )
-            });
-        let driver = Driver {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        // Ready when it accepts connections.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "chromedriver did not start listening"
-            );
-            std::thread::yield_now();
-        }
-        driver
-    }
-
-    async fn browser(&self) -> Client {
-        let binary = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-        let capabilities = json!({
-            "goog:chromeOptions": {
-                "binary": binary,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1300,1400"],
-            }
-        });
-        let Value::Object(capabilities) = capabilities else {
-            unreachable!()
-        };
-        // chromedriver may accept connections a moment before it takes sessions.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            match ClientBuilder::new(connector)
-                .capabilities(capabilities.clone())
-                .connect(&self.url)
-                .await
-            {
-                Ok(client) => return client,
-                Err(error) if Instant::now() > deadline => {
-                    panic!("no browser session from chromedriver: {error}")
-                }
-                Err(_) => tokio::task::yield_now().await,
-            }
-        }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A browser on compactd's console.
 struct Console {
@@ -202,7 +124,15 @@ async fn api(
         .request(method, format!("{}{path}", app.url))
         .bearer_auth(key);
     if let Some(body) = body {
-        request = request.body(body);
+        // JSON lines to append, or a JSON object.
+        let content_type = if path.ends_with("/entries") {
+            "application/x-ndjson"
+        } else {
+            "application/json"
+        };
+        request = request
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body);
     }
     let response = request.send().await.unwrap();
     assert!(
@@ -564,6 +494,7 @@ async fn anonymous_on_loopback_guarded_against_other_sites() {
     let client = &app.client;
     let created: Value = client
         .post(format!("{}/v1/sessions", app.url))
+        .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
         .body(crate::fixture("before-compaction.jsonl"))
         .send()
         .await

@@ -69,6 +69,7 @@ async fn uploads_survive_kill_9(database_url: &str) {
         let upload = tokio::spawn(async move {
             reqwest::Client::new()
                 .post(format!("{base}/v1/sessions"))
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
                 .body(body)
                 .send()
                 .await
@@ -106,6 +107,7 @@ async fn compaction_killed_mid_summary_stores_nothing(database_url: &str) {
     let client = reqwest::Client::new();
     let session: Value = client
         .post(format!("{}/v1/sessions", server.base))
+        .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
         .body(super::fixture("large-session.jsonl"))
         .send()
         .await

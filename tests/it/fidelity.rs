@@ -352,6 +352,7 @@ async fn pins_belong_to_the_sessions_tenant(store: Arc<dyn Store>) {
             &keys[0],
             app.client
                 .post(format!("{}/v1/sessions", app.url))
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
                 .body(format!("{header}\n")),
         ))
         .await

@@ -62,7 +62,7 @@ async fn hundreds_of_slow_connections_do_not_lock_other_clients_out() {
                 return;
             };
             let mut reported = false;
-            for byte in b"POST /v1/compact HTTP/1.1\r\nHost: x\r\nX-Slow: "
+            for byte in b"POST /v1/compact HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
                 .iter()
                 .cycle()
             {
@@ -109,7 +109,7 @@ async fn errors_the_http_layer_makes_are_json_too() {
     // A URI over compactd's limit, and one over hyper's own 64 KiB limit.
     for length in [10_000, 70_000] {
         let request = format!(
-            "GET /v1/sessions/{} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /v1/sessions/{} HTTP/1.1\r\nHost: localhost\r\n\r\n",
             "a".repeat(length)
         );
         let (status, body) = parse_answer(&raw(&app.url, request.as_bytes(), wait).await);
@@ -118,7 +118,7 @@ async fn errors_the_http_layer_makes_are_json_too() {
     }
     // Headers over hyper's buffer.
     let request = format!(
-        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
         "b".repeat(600_000)
     );
     let (status, body) = parse_answer(&raw(&app.url, request.as_bytes(), wait).await);
@@ -136,7 +136,7 @@ async fn errors_the_http_layer_makes_are_json_too() {
     let (status, body) = parse_answer(
         &raw(
             &app.url,
-            b"GET /v1/sessions/%C3%28/entries HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /v1/sessions/%C3%28/entries HTTP/1.1\r\nHost: localhost\r\n\r\n",
             wait,
         )
         .await,
@@ -150,7 +150,7 @@ async fn errors_the_http_layer_makes_are_json_too() {
     let (status, body) = parse_answer(
         &raw(
             &app.url,
-            b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n",
+            b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 999999999\r\n\r\n",
             wait,
         )
         .await,
@@ -164,7 +164,7 @@ async fn errors_the_http_layer_makes_are_json_too() {
     let (status, body) = parse_answer(
         &raw(
             &app.url,
-            b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"type\"",
+            b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n{\"type\"",
             wait,
         )
         .await,

@@ -25,6 +25,8 @@ macro_rules! on_both_backends {
 mod access;
 mod bad_input;
 mod binary;
+mod browser;
+mod browser_attacks;
 mod calllog;
 mod cli;
 mod conformance;

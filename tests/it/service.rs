@@ -552,7 +552,7 @@ async fn bad_requests_get_clear_json_errors() {
         ),
     ];
     for (path, body, status, code, param) in cases {
-        let response = app.post_raw(path, body).await;
+        let response = app.post_json_text(path, body).await;
         assert_eq!(response.status(), status, "{path} {code}");
         let json = json_of(response).await;
         assert_eq!(json["error"]["code"], code, "{json}");

@@ -760,8 +760,12 @@ async fn nothing_to_compact_is_a_409(store: Arc<dyn Store>) {
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let view = upload(&app, v3_session(2, 10)).await;
     let id = view["id"].as_str().unwrap();
+    // No body at all: every field has a default.
     let response = app
-        .post_raw(&format!("/v1/sessions/{id}/compactions"), "")
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions/{id}/compactions", app.url)),
+        )
         .await;
     assert_eq!(response.status(), StatusCode::CONFLICT);
     let body = json(response).await;

@@ -135,9 +135,34 @@ impl TestApp {
             .await
     }
 
+    /// Posts a session file or lines of one, as NDJSON.
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
-        self.send(self.client.post(format!("{}{path}", self.url)).body(body))
-            .await
+        self.post_typed(path, "application/x-ndjson", body).await
+    }
+
+    /// Posts text as a JSON body, well-formed or not.
+    pub async fn post_json_text(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        self.post_typed(path, "application/json", body).await
+    }
+
+    /// Posts `body` with this `Content-Type`.
+    pub async fn post_typed(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        self.send(
+            self.client
+                .post(format!("{}{path}", self.url))
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(body),
+        )
+        .await
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
@@ -182,6 +207,8 @@ pub fn config() -> ServeConfig {
     config.summarizers.first_token_timeout = secs(5.0);
     config.summarizers.deadline = secs(20.0);
     config.storage.database_url = Some(compactd::config::Secret::new("sqlite::memory:"));
+    // The name in-process requests are sent to (see `TestApp::in_process`).
+    config.access.allowed_hosts = vec!["in-process.compactd.invalid".into()];
     config
 }
 
