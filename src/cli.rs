@@ -328,6 +328,16 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
     if args.write && args.session.file == Path::new("-") {
         return Err(CliError("--write needs a file, not standard input".into()));
     }
+    for pin in &args.pins {
+        crate::app::pins::check_pin(pin).map_err(|e| CliError(format!("--pin: {e}")))?;
+    }
+    if args.pins.len() > crate::app::pins::MAX_PINS {
+        return Err(CliError(format!(
+            "--pin: {} pins, over the limit of {}",
+            args.pins.len(),
+            crate::app::pins::MAX_PINS
+        )));
+    }
     let session = load(&args.session)?;
     let request = crate::compactor::CompactionRequest {
         leaf_id: args.session.leaf.clone(),
@@ -368,26 +378,15 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
 }
 
 /// Appends `line` to the session file. A file read from an older format is rewritten whole, as
-/// v3, through a temporary file and a rename so that a crash leaves the old file intact.
+/// v3, atomically (see [`crate::files::replace`]): a crash leaves the old file intact, and its
+/// permissions are kept.
 fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError(format!("cannot write {}: {e}", file.display()));
     if session.source_version >= crate::session::CURRENT_VERSION {
-        let existing = std::fs::read(file).map_err(failed)?;
-        let mut handle = std::fs::OpenOptions::new()
-            .append(true)
-            .open(file)
-            .map_err(failed)?;
-        if !existing.is_empty() && !existing.ends_with(b"\n") {
-            handle.write_all(b"\n").map_err(failed)?;
-        }
-        handle
-            .write_all(format!("{line}\n").as_bytes())
-            .map_err(failed)?;
-        handle.sync_all().map_err(failed)
+        crate::files::append_line(file, line).map_err(failed)
     } else {
-        let temporary = file.with_extension("jsonl.compactd-tmp");
-        std::fs::write(&temporary, session.to_jsonl() + line + "\n").map_err(failed)?;
-        std::fs::rename(&temporary, file).map_err(failed)
+        let contents = session.to_jsonl() + line + "\n";
+        crate::files::replace(file, contents.as_bytes()).map_err(failed)
     }
 }
 

@@ -11,7 +11,8 @@
 //! * [`summarizer`]: the summarizer backends (OpenAI-compatible, Anthropic, extractive) and the
 //!   fallback chain with retries, deadline and back-pressure.
 //! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
-//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`].
+//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`]; [`files`] writes a
+//!   user's session file in place safely.
 
 pub mod access;
 pub mod app;
@@ -20,6 +21,7 @@ pub mod compaction;
 pub mod compactor;
 pub mod config;
 pub mod fidelity;
+pub mod files;
 pub mod http;
 pub mod js_json;
 pub mod metrics;

@@ -4,13 +4,30 @@
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::store::{PinRecord, now_ms};
+use crate::store::{PinAdded, PinRecord, now_ms};
 
 /// Longest pin, in characters: a rule or a fact, not a document.
 pub const MAX_PIN_CHARS: usize = 2000;
 
 /// Most pins a session may have: each is carried by every summary.
 pub const MAX_PINS: usize = 50;
+
+/// A pin's text as stored (trimmed), or why it cannot be one: the same rule for the API, the
+/// console and `compactd compact --pin`.
+pub fn check_pin(text: &str) -> Result<&str, AppError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(AppError::invalid("text", "text: the pin is empty"));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_PIN_CHARS {
+        return Err(AppError::invalid(
+            "text",
+            format!("text: the pin is {chars} characters, over the limit of {MAX_PIN_CHARS}"),
+        ));
+    }
+    Ok(text)
+}
 
 impl App {
     /// Pins `text` to `who`'s session; `false` with the pin it already has when the text is
@@ -21,38 +38,25 @@ impl App {
         id: &str,
         text: &str,
     ) -> Result<(PinRecord, bool), AppError> {
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(AppError::invalid("text", "text: the pin is empty"));
-        }
-        let chars = text.chars().count();
-        if chars > MAX_PIN_CHARS {
-            return Err(AppError::invalid(
-                "text",
-                format!("text: the pin is {chars} characters, over the limit of {MAX_PIN_CHARS}"),
-            ));
-        }
+        let text = check_pin(text)?;
         self.session(who, id).await?;
-        let pins = self.store.pins(id).await?;
-        if let Some(same) = pins.iter().find(|p| p.text == text) {
-            return Ok((same.clone(), false));
-        }
-        if pins.len() >= MAX_PINS {
-            return Err(AppError::Conflict {
-                code: "too_many_pins",
-                message: format!(
-                    "the session has {MAX_PINS} pins, the most it may have; delete one first"
-                ),
-            });
-        }
         let pin = PinRecord {
             pin_id: crate::access::random_id(),
             session_id: id.to_owned(),
             text: text.to_owned(),
             created_at_ms: now_ms(),
         };
-        self.store.add_pin(&pin).await?;
-        Ok((pin, true))
+        match self.store.add_pin(&pin, MAX_PINS as i64).await? {
+            PinAdded::Added => Ok((pin, true)),
+            PinAdded::Existing(same) => Ok((same, false)),
+            PinAdded::Full => Err(AppError::Conflict {
+                code: "too_many_pins",
+                message: format!(
+                    "the session has {MAX_PINS} pins, the most it may have; delete one first"
+                ),
+            }),
+            PinAdded::NoSession => Err(AppError::NotFound(format!("no session with id {id:?}"))),
+        }
     }
 
     /// The pins of `who`'s session, oldest first.

@@ -120,6 +120,18 @@ pub struct PinRecord {
     pub created_at_ms: i64,
 }
 
+/// What [`Store::add_pin`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinAdded {
+    Added,
+    /// The session has this text pinned already: that pin.
+    Existing(PinRecord),
+    /// The session has the most pins it may have.
+    Full,
+    /// No such session.
+    NoSession,
+}
+
 /// An API key, as stored: its SHA-256, never its text.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeyRecord {
@@ -348,7 +360,9 @@ pub trait Store: Send + Sync + 'static {
         session_id: &str,
         leaf_id: &str,
     ) -> Result<Option<EntryRecord>, StoreError>;
-    async fn add_pin(&self, pin: &PinRecord) -> Result<(), StoreError>;
+    /// Pins text to a session unless it has this text pinned already or `max_pins` pins, checked
+    /// and written in one transaction (concurrent adds take turns).
+    async fn add_pin(&self, pin: &PinRecord, max_pins: i64) -> Result<PinAdded, StoreError>;
     /// A session's pins, oldest first.
     async fn pins(&self, session_id: &str) -> Result<Vec<PinRecord>, StoreError>;
     /// Removes a pin; `false` when the session has no such pin.

@@ -318,18 +318,55 @@ macro_rules! store_impl {
                 .await
             }
 
-            async fn add_pin(&self, pin: &$crate::store::PinRecord) -> Result<(), $crate::store::StoreError> {
+            async fn add_pin(
+                &self,
+                pin: &$crate::store::PinRecord,
+                max_pins: i64,
+            ) -> Result<$crate::store::PinAdded, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    // Concurrent adds to one session take turns on its row (PostgreSQL's row
+                    // lock; SQLite's write lock), so the count and the duplicate check below see
+                    // every pin committed before.
+                    let locked = sqlx::query(
+                        "update sessions set updated_at_ms = updated_at_ms where session_id = $1",
+                    )
+                    .bind(&pin.session_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if locked == 0 {
+                        return Ok($crate::store::PinAdded::NoSession);
+                    }
+                    let text = $crate::store::column_text(&pin.text).into_owned();
+                    let same: Option<$crate::store::PinRecord> = sqlx::query_as(
+                        "select * from pins where session_id = $1 and text = $2",
+                    )
+                    .bind(&pin.session_id)
+                    .bind(&text)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(same) = same {
+                        return Ok($crate::store::PinAdded::Existing(same));
+                    }
+                    let count: i64 = sqlx::query_scalar("select count(*) from pins where session_id = $1")
+                        .bind(&pin.session_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if count >= max_pins {
+                        return Ok($crate::store::PinAdded::Full);
+                    }
                     sqlx::query(
                         "insert into pins (pin_id, session_id, text, created_at_ms) values ($1, $2, $3, $4)",
                     )
                     .bind(&pin.pin_id)
                     .bind(&pin.session_id)
-                    .bind($crate::store::column_text(&pin.text).into_owned())
+                    .bind(&text)
                     .bind(pin.created_at_ms)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await?;
-                    Ok(())
+                    tx.commit().await?;
+                    Ok($crate::store::PinAdded::Added)
                 })
                 .await
             }

@@ -30,6 +30,7 @@ on_both_backends!(
     the_call_log_takes_rows,
     budgets_cached_summaries_and_fingerprints_are_kept,
     pins_belong_to_their_session,
+    concurrent_pins_keep_the_limit_and_are_not_doubled,
     keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
 );
 
@@ -519,9 +520,25 @@ async fn pins_belong_to_their_session(store: Arc<dyn Store>) {
         text: format!("keep {id}\0"),
         created_at_ms: at,
     };
-    store.add_pin(&pin("p2", "s", 2)).await.unwrap();
-    store.add_pin(&pin("p1", "s", 1)).await.unwrap();
-    store.add_pin(&pin("p3", "other", 1)).await.unwrap();
+    for (id, session, at) in [("p2", "s", 2), ("p1", "s", 1), ("p3", "other", 1)] {
+        assert_eq!(
+            store.add_pin(&pin(id, session, at), 50).await.unwrap(),
+            PinAdded::Added
+        );
+    }
+    assert_eq!(
+        store.add_pin(&pin("p9", "nowhere", 1), 50).await.unwrap(),
+        PinAdded::NoSession
+    );
+    // The same text again is the pin it has; past the most pins, none is added.
+    match store.add_pin(&pin("p1", "s", 5), 50).await.unwrap() {
+        PinAdded::Existing(same) => assert_eq!(same.pin_id, "p1"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        store.add_pin(&pin("p4", "s", 4), 2).await.unwrap(),
+        PinAdded::Full
+    );
     let pins = store.pins("s").await.unwrap();
     let ids: Vec<&str> = pins.iter().map(|p| p.pin_id.as_str()).collect();
     assert_eq!(ids, ["p1", "p2"], "oldest first, this session's only");
@@ -541,4 +558,53 @@ async fn pins_belong_to_their_session(store: Arc<dyn Store>) {
         "pins go with the session"
     );
     assert_eq!(store.pins("other").await.unwrap().len(), 1);
+}
+
+/// 40 + 30 concurrent adds of distinct texts stop at the limit; 12 concurrent adds of one text
+/// make one pin.
+async fn concurrent_pins_keep_the_limit_and_are_not_doubled(store: Arc<dyn Store>) {
+    store
+        .insert_session(&session("s", 1), &[entry(0, "e1", None)])
+        .await
+        .unwrap();
+    store
+        .insert_session(&session("t", 1), &[entry(0, "e1", None)])
+        .await
+        .unwrap();
+    let add = |session: &'static str, id: String, text: String| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let pin = PinRecord {
+                pin_id: id,
+                session_id: session.into(),
+                text,
+                created_at_ms: 1,
+            };
+            // SQLite may answer "busy" to a writer that waited too long: such an add is refused,
+            // never half-done, and the caller would be told 503.
+            store.add_pin(&pin, 50).await.ok()
+        })
+    };
+    let mut tasks = Vec::new();
+    for batch in [40, 30] {
+        for n in 0..batch {
+            tasks.push(add(
+                "s",
+                format!("{batch}-{n}"),
+                format!("rule {batch}-{n}"),
+            ));
+        }
+    }
+    for n in 0..12 {
+        tasks.push(add("t", format!("same-{n}"), "one rule".into()));
+    }
+    let mut added = 0;
+    for task in tasks {
+        if task.await.unwrap() == Some(PinAdded::Added) {
+            added += 1;
+        }
+    }
+    assert_eq!(store.pins("s").await.unwrap().len(), 50);
+    assert_eq!(store.pins("t").await.unwrap().len(), 1);
+    assert_eq!(added, 51, "50 distinct pins and one of the same text");
 }

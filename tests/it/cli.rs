@@ -301,6 +301,74 @@ fn compact_prints_the_entry_and_write_appends_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A rewrite keeps a private file private and never writes through a link planted at the
+/// temporary name an older version used; a pin over the API's limit is refused as the API does.
+#[cfg(unix)]
+#[test]
+fn write_keeps_the_files_mode_ignores_planted_links_and_pins_have_the_apis_limits() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("write-safely");
+    let data_dir = dir.join("data");
+    let env = [("COMPACTD_DATA_DIR", data_dir.to_str().unwrap())];
+    let old = dir.join("v1.jsonl");
+    std::fs::write(
+        &old,
+        std::fs::read(fixture_path("large-session.jsonl")).unwrap(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = dir.join("someone-elses");
+    std::fs::write(&elsewhere, "keep").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("v1.jsonl.compactd-tmp")).unwrap();
+
+    let long_pin = "x".repeat(2001);
+    let (code, _, stderr) = compactd_env(
+        &[
+            "compact",
+            old.to_str().unwrap(),
+            "--write",
+            "--pin",
+            &long_pin,
+        ],
+        &env,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("2001 characters, over the limit of 2000"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = compactd_env(
+        &["compact", old.to_str().unwrap(), "--write", "--pin", "  "],
+        &env,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("the pin is empty"), "{stderr}");
+
+    let (code, _, stderr) = compactd_env(
+        &[
+            "compact",
+            old.to_str().unwrap(),
+            "--write",
+            "--pin",
+            "keep the API stable",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mode = std::fs::metadata(&old).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the rewrite widened the file's permissions");
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+    let rewritten = std::fs::read_to_string(&old).unwrap();
+    assert!(rewritten.contains("keep the API stable"));
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn migrate_applies_the_migrations_of_the_configured_database() {
     let dir = temp_dir("migrate");

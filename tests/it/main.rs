@@ -42,6 +42,7 @@ mod javascript;
 mod local_model;
 mod ops;
 mod owned_pg;
+mod races;
 mod redaction;
 mod savings;
 mod scale;
