@@ -244,7 +244,17 @@ fn invalid(error: String) -> CliError {
 fn serve(config: ServeConfig) -> Result<(), CliError> {
     config.validate().map_err(invalid)?;
     init_tracing(&config.logging);
-    runtime()?.block_on(async {
+    let open_files = crate::http::server::raise_open_file_limit();
+    tracing::debug!(open_files, "open-file limit");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.http.worker_threads {
+        builder.worker_threads(threads.get());
+    }
+    let runtime = builder
+        .enable_all()
+        .build()
+        .map_err(|e| CliError(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
         let state = crate::http::AppState::from_config(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;

@@ -1,4 +1,4 @@
-//! Compacting stored sessions and summarizing their branches, and the history of compactions.
+//! Compacting stored sessions and summarizing their branches (their history: [`super::history`]).
 //!
 //! One compaction per leaf: requests for the same leaf of the same session wait for the one in
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
@@ -17,9 +17,8 @@ use crate::compaction::NothingReason;
 use crate::compactor::{
     self, BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest,
 };
-use crate::fidelity::{Missing, Report};
 use crate::pipeline::Endpoint;
-use crate::session::{EntryKind, Message, Session, time};
+use crate::session::Session;
 use crate::store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
 use crate::summarizer::TokenUsage;
 
@@ -72,47 +71,6 @@ pub struct BranchSummarized {
 pub struct UsageView {
     pub input_tokens: i64,
     pub output_tokens: i64,
-}
-
-/// A compaction on record: one compactd wrote (with model, usage and savings) or one that came
-/// with the upload.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CompactionView {
-    pub entry_id: String,
-    /// `compactd` or `upload`.
-    pub source: String,
-    /// The leaf it was made from (its parent).
-    pub leaf_id: Option<String>,
-    pub first_kept_entry_id: Option<String>,
-    /// The compaction before it on its path: the summary this one replaced.
-    pub previous_entry_id: Option<String>,
-    pub summary: Option<String>,
-    /// The model(s) that wrote it; `null` for uploaded ones.
-    pub model: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_ms: Option<i64>,
-    pub tokens_before: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_after: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_saved: Option<i64>,
-    pub created_at: Option<String>,
-    /// What the fidelity gate found and did (compactions compactd wrote).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Report>,
-    /// The anchors of the replaced history this summary does not keep: what the agent will no
-    /// longer know.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub forgotten: Option<Vec<Missing>>,
-    /// Flagged as a compaction loop (compactions compactd wrote).
-    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
-    pub loop_detected: Option<bool>,
-    /// Every summary came from the summary cache (compactions compactd wrote).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cached: Option<bool>,
 }
 
 /// The position of the compaction entry already made from the leaf at `leaf_seq`, if any (the
@@ -296,118 +254,6 @@ impl App {
             outcome,
             session: appended_record(loaded.record, &append, now),
         })
-    }
-
-    /// Every compaction on record for `who`'s session, oldest first. Found by the session's
-    /// facts; only the compaction entries' lines are read.
-    pub async fn compaction_history(
-        &self,
-        who: &Identity,
-        id: &str,
-    ) -> Result<Vec<CompactionView>, AppError> {
-        let record = self.session(who, id).await?;
-        let view = self.index(&record).await?;
-        let found: Vec<(usize, Option<String>)> = {
-            let snapshot = view.read();
-            (0..view.count())
-                .filter(|&seq| snapshot.fact(seq).entry_type == "compaction")
-                .map(|seq| {
-                    let previous = snapshot
-                        .path(seq)
-                        .into_iter()
-                        .rev()
-                        .skip(1)
-                        .find(|&p| snapshot.fact(p).entry_type == "compaction")
-                        .map(|p| snapshot.fact(p).entry_id.clone());
-                    (seq, previous)
-                })
-                .collect()
-        };
-        let made = self.store.compactions(id).await?;
-        let mut views = Vec::with_capacity(found.len());
-        for (seq, previous) in found {
-            let lines = self.store.entry_lines(id, seq as i64, seq as i64).await?;
-            let Some((_, raw)) = lines.first() else {
-                continue;
-            };
-            let entry = crate::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
-                AppError::Internal(anyhow::anyhow!(
-                    "a stored compaction entry does not read: {e}"
-                ))
-            })?;
-            let made = made.iter().find(|m| m.entry_id == entry.id);
-            views.push(CompactionView::of(&entry, made, previous));
-        }
-        Ok(views)
-    }
-}
-
-impl CompactionView {
-    /// The view of a compaction entry, with compactd's record of it if compactd wrote it.
-    fn of(
-        entry: &crate::session::Entry,
-        made: Option<&CompactionRecord>,
-        previous_entry_id: Option<String>,
-    ) -> CompactionView {
-        if let Some(m) = made {
-            let report = m
-                .fidelity
-                .as_deref()
-                .and_then(|f| serde_json::from_str::<Report>(f).ok());
-            return CompactionView {
-                entry_id: entry.id.clone(),
-                source: "compactd".into(),
-                leaf_id: Some(m.leaf_id.clone()),
-                first_kept_entry_id: Some(m.first_kept_entry_id.clone()),
-                previous_entry_id,
-                summary: Some(m.summary.clone()),
-                model: Some(m.model.clone()),
-                usage: Some(UsageView {
-                    input_tokens: m.input_tokens,
-                    output_tokens: m.output_tokens,
-                }),
-                latency_ms: Some(m.latency_ms),
-                tokens_before: m.tokens_before,
-                tokens_after: Some(m.tokens_after),
-                tokens_saved: Some(m.tokens_before - m.tokens_after),
-                created_at: Some(time::epoch_ms_to_iso(m.created_at_ms)),
-                forgotten: report.as_ref().map(|r| r.missing.clone()),
-                fidelity: report,
-                loop_detected: Some(m.loop_detected),
-                cached: Some(m.cached),
-            };
-        }
-        let (first_kept_entry_id, tokens_before) = match &entry.kind {
-            EntryKind::Compaction {
-                first_kept_entry_id,
-                message: Message::CompactionSummary { tokens_before, .. },
-                ..
-            } => (first_kept_entry_id.clone(), *tokens_before as i64),
-            EntryKind::Compaction {
-                first_kept_entry_id,
-                ..
-            } => (first_kept_entry_id.clone(), 0),
-            _ => (None, 0),
-        };
-        CompactionView {
-            entry_id: entry.id.clone(),
-            source: "upload".into(),
-            leaf_id: entry.parent_id.clone(),
-            first_kept_entry_id,
-            previous_entry_id,
-            summary: entry.summary().map(str::to_owned),
-            model: None,
-            usage: None,
-            latency_ms: None,
-            tokens_before,
-            tokens_after: None,
-            tokens_saved: None,
-            created_at: entry.timestamp.clone(),
-            fidelity: None,
-            forgotten: None,
-            loop_detected: None,
-            cached: None,
-        }
     }
 }
 

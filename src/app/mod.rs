@@ -5,7 +5,8 @@
 //! * [`plans`]: what a compaction would cut, and the context the LLM sees, of stored sessions and
 //!   of session files.
 //! * [`compactions`]: compact a stored session or summarize a branch of it — leaf locks, dedupe of
-//!   concurrent requests, the optimistic append and its retry, the stored record — and the history.
+//!   concurrent requests, the optimistic append and its retry, the stored record; [`history`]
+//!   the compactions on record, a page at a time.
 //! * [`pins`]: text pinned to a session, carried verbatim by every later compaction.
 //! * [`wire`]: summarize an agent's rendered prompt (the two remote-endpoint wires).
 //!
@@ -14,8 +15,10 @@
 
 mod build;
 pub mod compactions;
+pub mod cpu;
 mod error;
 pub mod fleet;
+pub mod history;
 pub mod index;
 pub mod pins;
 pub mod plans;

@@ -6,8 +6,10 @@ use serde_json::Value;
 const PREVIEW_CHARS: usize = 140;
 
 /// A one-line preview of a stored entry line: the message's first text, a summary, a label or a
-/// setting; `""` for a line that does not read.
-pub fn of_line(line: &str) -> String {
+/// setting; `""` for a line that does not read. Secrets in it are replaced by `redactor`'s
+/// placeholders (before it is shortened, so no part of one shows): the console shows previews,
+/// and a page is text that leaves compactd as a prompt does.
+pub fn of_line(line: &str, redactor: Option<&crate::redact::Redactor>) -> String {
     let Ok(entry) = crate::js_json::from_str::<Value>(line) else {
         return String::new();
     };
@@ -26,7 +28,11 @@ pub fn of_line(line: &str) -> String {
         Some("custom") => text("customType"),
         _ => None,
     };
-    shorten(&found.unwrap_or_default())
+    let text = found.unwrap_or_default();
+    match redactor {
+        Some(redactor) => shorten(&redactor.redact(&text, &mut Default::default())),
+        None => shorten(&text),
+    }
 }
 
 /// The text of a message: its content, or what a tool call or bash execution did.
@@ -119,13 +125,26 @@ mod tests {
             ("not json", ""),
         ];
         for (line, want) in cases {
-            assert_eq!(of_line(line), want, "{line}");
+            assert_eq!(of_line(line, None), want, "{line}");
         }
         let long = format!(
             r#"{{"type":"message","id":"f","message":{{"role":"user","content":"{}"}}}}"#,
             "word ".repeat(100)
         );
-        assert_eq!(of_line(&long).chars().count(), 141);
-        assert!(of_line(&long).ends_with('…'));
+        assert_eq!(of_line(&long, None).chars().count(), 141);
+        assert!(of_line(&long, None).ends_with('…'));
+    }
+
+    #[test]
+    fn previews_never_show_a_secret_or_a_part_of_one() {
+        let redactor = crate::redact::Redactor::new(None).unwrap();
+        let secret = &crate::redact::samples::all(3)[5].secret;
+        // The secret straddles the preview's cut.
+        let line = serde_json::json!({"type": "message", "id": "s", "message": {"role": "user",
+            "content": format!("{} {secret}", "w".repeat(130))}})
+        .to_string();
+        let preview = of_line(&line, Some(&redactor));
+        assert!(!preview.contains(&secret[..8]), "{preview}");
+        assert!(of_line(&line, None).contains(&secret[..8]));
     }
 }

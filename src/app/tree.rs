@@ -81,7 +81,7 @@ pub struct SessionTree {
     pub plan: PlanOutcome,
     pub part_tokens: PartTokens,
     /// The compactions on the active path, by entry id.
-    pub path_compactions: Vec<String>,
+    pub path_compactions: std::collections::HashSet<String>,
 }
 
 impl App {
@@ -115,9 +115,10 @@ impl App {
                     .await?
                     .into_iter()
                     .collect();
+                let redactor = self.pipeline.redactor();
                 for row in &mut tree.rows {
                     if let Some(line) = lines.get(&(row.seq as i64)) {
-                        row.preview = super::preview::of_line(line);
+                        row.preview = super::preview::of_line(line, redactor);
                     }
                 }
             }
@@ -144,7 +145,7 @@ struct Layout {
     path_len: usize,
     branch_points: usize,
     part_tokens: PartTokens,
-    path_compactions: Vec<String>,
+    path_compactions: std::collections::HashSet<String>,
 }
 
 /// Places every entry: depth-first from the roots, the active path's child first, so that the

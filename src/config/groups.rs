@@ -26,9 +26,16 @@ pub struct HttpConfig {
     #[arg(long = "request-timeout-secs", env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value = "170", value_parser = values::seconds)]
     pub request_timeout: Duration,
 
-    /// Connections open at once; more wait in the listen backlog until one closes.
-    #[arg(long, env = "COMPACTD_MAX_CONNECTIONS", default_value = "1024")]
-    pub max_connections: NonZeroUsize,
+    /// Connections open at once; unset: derived from the open-file limit (raised to its hard
+    /// limit at start), half of it less 512 for the database, files and upstreams, at most
+    /// 65536. Past the cap the connections that have been idle longest are closed for new ones.
+    #[arg(long, env = "COMPACTD_MAX_CONNECTIONS")]
+    pub max_connections: Option<NonZeroUsize>,
+
+    /// Threads of the async runtime; unset: one per CPU. CPU-heavy work (parsing, planning,
+    /// redacting, rendering) runs on separate blocking threads whatever this says.
+    #[arg(long, env = "COMPACTD_WORKER_THREADS")]
+    pub worker_threads: Option<NonZeroUsize>,
 
     /// Time a client has to send a request's line and headers, in seconds; a slower connection is
     /// closed.

@@ -11,7 +11,8 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{JsonBody, JsonlBody, OptionalJsonBody, QueryParams, SessionId};
-use crate::app::compactions::{Compacted, CompactionView, UsageView, usage_view};
+use crate::app::compactions::{Compacted, UsageView, usage_view};
+use crate::app::history::{CompactionView, HistoryRange};
 use crate::app::plans::{ContextView, settings};
 use crate::app::sessions::ReplaceNotice;
 use crate::app::wire::StagesView;
@@ -226,22 +227,70 @@ pub(super) async fn compact(
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct CompactionHistory {
     compactions: Vec<CompactionView>,
+    /// `cursor` of the next page; `null` on the last.
+    next_cursor: Option<String>,
+    /// Compactions in the whole session.
+    total: usize,
 }
 
-/// `GET /v1/sessions/{id}/compactions`: every compaction on record, oldest first: the ones
-/// compactd wrote (with model, usage and savings) and the ones that came with the upload.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct HistoryQuery {
+    /// Compactions per page, 1 to 1000 (default 100).
+    limit: Option<i64>,
+    /// `nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// `GET /v1/sessions/{id}/compactions?limit=&cursor=`: the compactions on record, oldest first,
+/// a page at a time: the ones compactd wrote (with model, usage and savings) and the ones that
+/// came with the upload.
 #[utoipa::path(get, path = "/v1/sessions/{id}/compactions", tag = "compaction",
-    params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, body = CompactionHistory), (status = 404, body = ErrorBody)))]
+    params(("id" = String, Path, description = "Session id"), HistoryQuery),
+    responses((status = 200, body = CompactionHistory), (status = 404, body = ErrorBody),
+        (status = 422, description = "A bad limit or cursor", body = ErrorBody)))]
 pub(super) async fn history(
     State(state): State<AppState>,
     Caller(who): Caller,
     SessionId(id): SessionId,
+    QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<CompactionHistory>, ApiError> {
+    let max = crate::app::history::MAX_HISTORY_PAGE as i64;
+    let limit = match query.limit {
+        None => 100,
+        Some(n) if (1..=max).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::unprocessable(
+                "limit",
+                format!("limit must be between 1 and {max}, not {n}"),
+            ));
+        }
+    };
+    let after = match query.cursor.as_deref() {
+        None | Some("") => None,
+        Some(cursor) => Some(cursor.parse::<usize>().map_err(|_| {
+            ApiError::unprocessable("cursor", "cursor: not a cursor this endpoint gave")
+        })?),
+    };
+    let page = state
+        .app
+        .compaction_history(
+            &who,
+            &id,
+            HistoryRange {
+                after,
+                limit,
+                newest: false,
+            },
+        )
+        .await?;
     Ok(Json(CompactionHistory {
-        compactions: state.app.compaction_history(&who, &id).await?,
+        compactions: page.compactions,
+        next_cursor: page.next_cursor,
+        total: page.total,
     }))
 }
 

@@ -22,6 +22,7 @@ pub mod server;
 mod sessions;
 
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +59,10 @@ impl From<&HttpConfig> for HttpLimits {
         HttpLimits {
             max_body_bytes: config.max_body_bytes,
             request_timeout: config.request_timeout,
-            max_connections: config.max_connections.get(),
+            max_connections: config.max_connections.map_or_else(
+                || server::connection_cap(server::open_file_limit()),
+                NonZeroUsize::get,
+            ),
             header_timeout: config.header_timeout,
         }
     }

@@ -1,7 +1,11 @@
 //! The connection loop: compactd's own instead of `axum::serve`, for what that does not bound.
 //!
-//! * **A cap on open connections** (`COMPACTD_MAX_CONNECTIONS`): past it, new connections wait
-//!   in the kernel's backlog until one closes, instead of costing a task and buffers each.
+//! * **A cap on open connections** (`COMPACTD_MAX_CONNECTIONS`, by default derived from the
+//!   open-file limit): at the cap, the connection that has been idle longest — no request in
+//!   flight: a keep-alive connection between requests, or one that never sent a byte — is
+//!   closed to make room for the new one, so that a crowd of half-open connections cannot lock
+//!   `/healthz` and everyone else out. Only when every connection is busy do new ones wait in
+//!   the kernel's backlog.
 //! * **A deadline for the request head** (`COMPACTD_HEADER_TIMEOUT_SECS`): a client that opens
 //!   connections and sends a header byte every few seconds (slowloris) loses them when the
 //!   deadline passes, so it cannot hold the cap against everyone else.
@@ -11,12 +15,14 @@
 //! * Graceful shutdown: on the signal, stop accepting, let requests in flight finish for up to the
 //!   grace period, then return.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -25,6 +31,29 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+/// Raises the soft limit of open files to the hard limit (a default of 1024 lets a thousand
+/// half-open connections lock everyone out); returns the soft limit in force afterwards.
+pub fn raise_open_file_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(error) => {
+            tracing::warn!(%error, "the open-file limit could not be raised");
+            open_file_limit()
+        }
+    }
+}
+
+/// The soft limit of open files of this process.
+pub fn open_file_limit() -> u64 {
+    rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+}
+
+/// Connections allowed for `open_files` descriptors: each may need a second one (an upstream
+/// call); 512 are kept for the database pool, files and the listener; at most 65536.
+pub fn connection_cap(open_files: u64) -> usize {
+    (open_files.saturating_sub(512) / 2).clamp(64, 65_536) as usize
+}
 
 /// Limits of the connection loop.
 #[derive(Debug, Clone, Copy)]
@@ -56,35 +85,59 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let service = TowerToHyperService::new(router);
+    let open = Arc::new(OpenConnections::default());
     tokio::pin!(shutdown);
     loop {
-        // A free slot first: at the cap, connections wait in the backlog, not in memory.
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-            () = &mut shutdown => break,
-        };
         let (stream, _peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // Out of file descriptors and the like: wait a moment rather than spin.
+                    // Out of file descriptors and the like: free an idle one, wait a moment.
                     tracing::warn!(%error, "accepting a connection failed");
+                    open.close_longest_idle();
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        // A slot for it: at the cap, the longest-idle connection makes room; when every one is
+        // busy, this one waits (and the next ones in the kernel's backlog, not in memory).
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                open.close_longest_idle();
+                tokio::select! {
+                    permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(JsonErrors::new(stream));
+        let (key, conn) = open.add();
+        let service = TowerToHyperService::new(tracked(router.clone(), conn.clone()));
         let connection = builder
-            .serve_connection_with_upgrades(io, service.clone())
+            .serve_connection_with_upgrades(io, service)
             .into_owned();
         let connection = graceful.watch(connection);
+        let open = open.clone();
         tokio::spawn(async move {
-            // A connection ends in an error whenever a client goes away early; nothing to report.
-            let _ = connection.await;
+            tokio::pin!(connection);
+            loop {
+                tokio::select! {
+                    // A connection ends in an error whenever a client goes away early; nothing
+                    // to report.
+                    _ = &mut connection => break,
+                    () = conn.close.notified() => {
+                        // Asked to make room: only if no request started meanwhile.
+                        if conn.busy.load(Ordering::Acquire) == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            open.remove(key);
             drop(permit);
         });
     }
@@ -96,6 +149,119 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// The open connections, for finding the one that has been idle longest.
+#[derive(Default)]
+struct OpenConnections {
+    next: AtomicU64,
+    conns: std::sync::Mutex<HashMap<u64, Arc<Conn>>>,
+}
+
+/// One open connection: requests in flight, when it last finished one, and how to close it.
+struct Conn {
+    busy: AtomicUsize,
+    /// Microseconds since the process's clock start when it last became idle.
+    idle_since: AtomicU64,
+    close: tokio::sync::Notify,
+}
+
+fn clock_us() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+impl OpenConnections {
+    fn add(&self) -> (u64, Arc<Conn>) {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            busy: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(clock_us()),
+            close: tokio::sync::Notify::new(),
+        });
+        self.lock().insert(key, conn.clone());
+        (key, conn)
+    }
+
+    fn remove(&self, key: u64) {
+        self.lock().remove(&key);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the connection idle the longest (no request in flight) to close. A scan of the open
+    /// connections, made only at the cap.
+    fn close_longest_idle(&self) {
+        let conns = self.lock();
+        // Ties (connections accepted in the same microsecond) go to the one accepted first.
+        let idle = conns
+            .iter()
+            .filter(|(_, c)| c.busy.load(Ordering::Acquire) == 0)
+            .min_by_key(|(key, c)| (c.idle_since.load(Ordering::Relaxed), **key));
+        if let Some((_, conn)) = idle {
+            conn.close.notify_one();
+        }
+    }
+}
+
+/// Marks its connection busy while a request is handled and its response body is sent.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn new(conn: Arc<Conn>) -> Busy {
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(conn)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.idle_since.store(clock_us(), Ordering::Relaxed);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// `router` for one connection: each request marks it busy until its response body is done (a
+/// streamed answer keeps it busy to its end).
+#[derive(Clone)]
+struct Tracked {
+    router: Router,
+    conn: Arc<Conn>,
+}
+
+fn tracked(router: Router, conn: Arc<Conn>) -> Tracked {
+    Tracked { router, conn }
+}
+
+impl<B> tower::Service<axum::http::Request<B>> for Tracked
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<axum::response::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        let busy = Busy::new(self.conn.clone());
+        let answer = tower::ServiceExt::oneshot(self.router.clone(), request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| {
+                axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+                    let _ = &busy;
+                    frame
+                }))
+            }))
+        })
+    }
 }
 
 /// A connection whose writes are watched for the few answers hyper makes by itself (a request it

@@ -127,6 +127,11 @@ impl Pipeline {
         }
     }
 
+    /// The redaction stage's rules, when redaction is on (the console redacts what it shows).
+    pub fn redactor(&self) -> Option<&crate::redact::Redactor> {
+        self.stages.redactor.as_ref()
+    }
+
     /// The same pipeline with these stages around the chain.
     pub fn with_stages(mut self, stages: Stages) -> Self {
         self.stages = stages;

@@ -8,6 +8,12 @@
 //! format (`COMPACTD_REDACT_RULES`). They run as gitleaks runs them: one Aho-Corasick pass over
 //! the text finds the rules whose keywords occur, only those rules' regexes run, then the secret
 //! is picked out of the match and checked against the rule's entropy and allowlists.
+//!
+//! Text that holds JSON written inside a string (tool arguments, a command that printed JSON:
+//! `{\"api_key\": \"sk-…\"}`) is searched a second time through an *unescaped view* of the same
+//! length, where each escape's backslash is a space: rules that expect a quote right after a key
+//! name, or a line break before an assignment, then see one, and every finding's position is the
+//! same in the original text.
 
 mod rules;
 pub mod samples;
@@ -27,8 +33,7 @@ static OWN: &str = include_str!("compactd.toml");
 /// The built-in rules, compiled on first use (once per process).
 static BUILTIN: LazyLock<Arc<Compiled>> = LazyLock::new(|| {
     let mut set = rules::parse(GITLEAKS).expect("the vendored gitleaks rules compile");
-    let own = rules::parse(OWN).expect("compactd's rules compile");
-    set.rules.extend(own.rules);
+    set.merge(rules::parse(OWN).expect("compactd's rules compile"));
     Arc::new(Compiled::new(set))
 });
 
@@ -160,6 +165,38 @@ fn find_rule(rule: &Rule, text: &str, global: &[&Allowlist], out: &mut Vec<Findi
     }
 }
 
+/// `text` with the backslash of each escape (`\"`, `\'`, `\/`, `\\`, `\n`, `\r`, `\t`) and the
+/// letter of `\n`, `\r`, `\t` turned into spaces, byte for byte in place, so positions carry over;
+/// `None` when the text has no such escape.
+fn unescaped_view(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let first = memchr::memchr(b'\\', bytes)?;
+    let mut view = bytes.to_vec();
+    let mut changed = false;
+    let mut i = first;
+    while i + 1 < view.len() {
+        if view[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match bytes[i + 1] {
+            b'"' | b'\'' | b'/' => {
+                view[i] = b' ';
+                changed = true;
+            }
+            b'\\' | b'n' | b'r' | b't' => {
+                view[i] = b' ';
+                view[i + 1] = b' ';
+                changed = true;
+            }
+            _ => {}
+        }
+        i += 2;
+    }
+    // Only ASCII bytes were replaced by ASCII: still UTF-8.
+    changed.then(|| String::from_utf8(view).expect("ASCII replaced by ASCII"))
+}
+
 /// The placeholders of one summarization: the same secret gets the same placeholder in every
 /// text of it (system prompt, prompt, pins, the answer). Never printed: it holds the originals.
 #[derive(Default)]
@@ -229,6 +266,12 @@ impl Redactor {
         self.builtin.find(text, &global, &mut found);
         if let Some(extra) = &self.extra {
             extra.find(text, &global, &mut found);
+        }
+        if let Some(view) = unescaped_view(text) {
+            self.builtin.find(&view, &global, &mut found);
+            if let Some(extra) = &self.extra {
+                extra.find(&view, &global, &mut found);
+            }
         }
         // Where two rules find the same secret, the specific rule names it, not a generic one.
         found.sort_by(|a, b| {

@@ -10,6 +10,10 @@ use serde::Deserialize;
 struct File {
     #[serde(default)]
     allowlist: Option<AllowlistSpec>,
+    /// gitleaks 8.25's top-level `[[allowlists]]`, each for the rules named in `targetRules`
+    /// (any file's rules) or, without it, for every rule.
+    #[serde(default)]
+    allowlists: Vec<AllowlistSpec>,
     #[serde(default)]
     rules: Vec<RuleSpec>,
 }
@@ -36,6 +40,9 @@ struct AllowlistSpec {
     stopwords: Vec<String>,
     regex_target: Option<String>,
     condition: Option<String>,
+    /// Top-level allowlists only: the ids of the rules it applies to.
+    #[serde(default)]
+    target_rules: Vec<String>,
     /// Path and commit allowlists do not apply to text that is no file.
     #[serde(default)]
     paths: Vec<String>,
@@ -49,7 +56,7 @@ pub(super) enum Target {
     Line,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Allowlist {
     regexes: Vec<Regex>,
     stopwords: Vec<String>,
@@ -99,6 +106,8 @@ pub(super) struct Rule {
     pub entropy: Option<f64>,
     pub keywords: Vec<String>,
     pub allowlists: Vec<Allowlist>,
+    /// Which targeted allowlists were added already (so a merge adds each once).
+    targeted_applied: Vec<Vec<String>>,
 }
 
 /// The rules of one file and its global allowlist.
@@ -106,6 +115,28 @@ pub(super) struct Rule {
 pub(super) struct RuleSet {
     pub rules: Vec<Rule>,
     pub allowlists: Vec<Allowlist>,
+    /// Allowlists for the rules of these ids, wherever they are defined (see [`RuleSet::merge`]).
+    pub targeted: Vec<(Vec<String>, Allowlist)>,
+}
+
+impl RuleSet {
+    /// Adds `other`'s rules and allowlists to this set, and gives every rule the targeted
+    /// allowlists of both that name it.
+    pub(super) fn merge(&mut self, other: RuleSet) {
+        self.rules.extend(other.rules);
+        self.allowlists.extend(other.allowlists);
+        self.targeted.extend(other.targeted);
+        for (targets, list) in &self.targeted {
+            for rule in &mut self.rules {
+                if targets.contains(&rule.id) && !rule.targeted_applied.contains(targets) {
+                    rule.allowlists.push(list.clone());
+                }
+            }
+        }
+        for rule in &mut self.rules {
+            rule.targeted_applied = self.targeted.iter().map(|(t, _)| t.clone()).collect();
+        }
+    }
 }
 
 fn compile(pattern: &str) -> Result<Regex, regex::Error> {
@@ -214,6 +245,14 @@ pub(super) fn parse(text: &str) -> Result<RuleSet, String> {
     if let Some(global) = file.allowlist {
         set.allowlists.extend(allowlist(global, "allowlist")?);
     }
+    for spec in file.allowlists {
+        let targets = spec.target_rules.clone();
+        match (allowlist(spec, "allowlists")?, targets.is_empty()) {
+            (Some(list), true) => set.allowlists.push(list),
+            (Some(list), false) => set.targeted.push((targets, list)),
+            (None, _) => {}
+        }
+    }
     for spec in file.rules {
         let Some(pattern) = spec.regex else { continue };
         let regex = compile(&pattern).map_err(|e| format!("rule {}: {e}", spec.id))?;
@@ -228,8 +267,11 @@ pub(super) fn parse(text: &str) -> Result<RuleSet, String> {
             entropy: spec.entropy,
             keywords: spec.keywords.iter().map(|k| k.to_lowercase()).collect(),
             allowlists,
+            targeted_applied: Vec::new(),
         });
     }
+    // A file's own targeted allowlists apply to its own rules too.
+    set.merge(RuleSet::default());
     Ok(set)
 }
 

@@ -140,3 +140,99 @@ pub fn all(seed: u64) -> Vec<Sample> {
     );
     out
 }
+
+/// Ordinary code and tool output that hold no secret but are full of what looks random —
+/// checksums, digests, commit ids, UUIDs, base64 test data, lock files, integrity hashes,
+/// identifiers named like secrets — for measuring false positives (the redaction stage should
+/// find nothing here). Seeded: the same text for the same seed.
+pub fn ordinary_code(seed: u64) -> String {
+    const HEX: &[u8] = b"0123456789abcdef";
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut g = Gen(fastrand::Rng::with_seed(seed));
+    let mut out = String::new();
+    let mut push = |line: String| {
+        out.push_str(&line);
+        out.push('\n');
+    };
+    for n in 0..8 {
+        let (a, b, c) = (g.of(HEX, 64), g.of(HEX, 40), g.of(HEX, 32));
+        let uuid = format!(
+            "{}-{}-4{}-a{}-{}",
+            g.of(HEX, 8),
+            g.of(HEX, 4),
+            g.of(HEX, 3),
+            g.of(HEX, 3),
+            g.of(HEX, 12)
+        );
+        let b64 = g.of(B64, 88);
+        let short = g.of(HEX, 7);
+        let data = g.of(B64, 60);
+        // Cargo.lock, package-lock.json, go.sum, pip hashes, Docker digests.
+        push(format!(
+            "[[package]]\nname = \"crate{n}\"\nversion = \"1.{n}.0\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{a}\""
+        ));
+        push(format!(
+            "    \"node_modules/pkg{n}\": {{\n      \"version\": \"2.{n}.1\",\n      \"resolved\": \"https://registry.npmjs.org/pkg{n}/-/pkg{n}-2.{n}.1.tgz\",\n      \"integrity\": \"sha512-{b64}\"\n    }},"
+        ));
+        push(format!(
+            "github.com/acme/mod{n} v0.{n}.0 h1:{}=",
+            g.of(B64, 43)
+        ));
+        push(format!("requests==2.3{n}.0 --hash=sha256:{a}"));
+        push(format!("FROM debian@sha256:{a}"));
+        // Git, CI and build output.
+        push(format!(
+            "commit {b}\nMerge: {short} {}\nAuthor: Dev <dev@example.com>",
+            g.of(HEX, 7)
+        ));
+        push(format!("[main {short}] fix the parser ({n} files changed)"));
+        push(format!(
+            "   Compiling crate{n} v1.{n}.0\n    Finished `release` profile in {n}.2{n}s"
+        ));
+        push(format!("etag: \"{c}\"\nx-request-id: {uuid}"));
+        // Code with ids, test vectors and names that say key, token or secret.
+        push(format!("let session_id = Uuid::parse_str(\"{uuid}\")?;"));
+        push(format!("assert_eq!(sha256_hex(b\"hello {n}\"), \"{a}\");"));
+        push(format!(
+            "const SAMPLE_PNG: &str = \"data:image/png;base64,{data}\";"
+        ));
+        push(format!("expect(encode(input)).toBe(\"{data}==\");"));
+        push(format!(
+            "let cache_key = format!(\"{{}}-{{}}\", tenant, \"{c}\");"
+        ));
+        push(format!(
+            "    token_count: {n}{n}{n},\n    max_tokens: 4096,\n    secret_len: SECRET_LEN,"
+        ));
+        push(format!(
+            "const API_KEY_HEADER: &str = \"x-api-key\";\nlet api_key = std::env::var(\"OPENAI_API_KEY\")?;"
+        ));
+        push(format!(
+            "pub const PRIVATE_KEY_LEN: usize = {n}2;\nstatic NEXT_TOKEN: AtomicUsize = AtomicUsize::new({n});"
+        ));
+        push(format!(
+            "if (password.length < {n}) {{ throw new Error(\"password too short\"); }}"
+        ));
+        push(format!(
+            "def verify_token(token: str) -> bool:\n    return hmac.compare_digest(token, expected_token)"
+        ));
+        push(format!(
+            "src/lib.rs:{n}2:5: warning: unused variable: `secret_key`"
+        ));
+        push(format!(
+            "<link rel=\"stylesheet\" href=\"/assets/app.{}.css\">",
+            g.of(HEX, 20)
+        ));
+        push(format!(
+            "color: #{}; border-color: #{};",
+            g.of(HEX, 6),
+            g.of(HEX, 6)
+        ));
+        push(format!(
+            "OPENAI_API_KEY=your-key-here\nDATABASE_URL=postgres://localhost/dev_{n}"
+        ));
+        push(format!(
+            "    ok {n} - parses {uuid}\nrunning 3 tests\ntest tokens::estimate ... ok"
+        ));
+    }
+    out
+}

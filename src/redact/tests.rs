@@ -85,6 +85,15 @@ fn the_real_sessions_hold_no_secrets_and_keep_their_text() {
         "before-compaction.jsonl",
         "omp-requests/before.jsonl",
         "omp-requests/large.jsonl",
+        "omp-requests-18.3/before.jsonl",
+        "omp-requests-18.3/large.jsonl",
+        "agent-requests/claude-code-2.1.330.jsonl",
+        "agent-requests/codex-0.169.0-custom-provider.jsonl",
+        "agent-requests/codex-0.169.0-openai-provider.jsonl",
+        "agent-requests/opencode-1.18.33.jsonl",
+        "pi15/s0000.jsonl",
+        "pi15/s0001.jsonl",
+        "pi15/s0002.jsonl",
     ] {
         let text = std::fs::read_to_string(root.join(name)).unwrap();
         let found = redactor.find(&text);
@@ -137,4 +146,175 @@ fn braces_that_open_no_repetition_are_literals_as_in_go() {
         r"a{2,3}[{]\{x\{,}"
     );
     assert_eq!(super::rules::go_braces(r"[]{]{1}"), r"[\]{]{1}");
+}
+
+/// Secrets written the way tools and code write them, which gitleaks' rules alone miss: inside
+/// JSON-escaped strings (tool arguments, tool output that printed JSON), in code, in URLs with an
+/// empty user, and provider keys one character too short or too long or wrapped in punctuation.
+pub(super) fn shapes_tools_write(seed: u64) -> Vec<(String, String)> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut of = |alphabet: &[u8], n: usize| -> String {
+        (0..n)
+            .map(|_| alphabet[rng.usize(..alphabet.len())] as char)
+            .collect()
+    };
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const HEX: &[u8] = b"0123456789abcdef";
+    const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let openai = format!("sk-proj-{}", of(URLSAFE, 48));
+    let hf = format!("hf_{}", of(ALNUM, 34));
+    let npm = format!("npm_{}", of(ALNUM, 36));
+    let mailgun = format!("key-{}", of(HEX, 32));
+    let discord = format!("M{}.{}.{}", of(ALNUM, 25), of(URLSAFE, 6), of(URLSAFE, 38));
+    let redis = of(ALNUM, 18);
+    let pg = of(ALNUM, 12);
+    let mut cases = vec![
+        (openai.clone(), format!(r#"{{\"api_key\": \"{openai}\"}}"#)),
+        (
+            openai.clone(),
+            format!(
+                r#"[Tool result]: {{"config": "{{\"api_key\":\"{openai}\",\"model\":\"gpt\"}}"}}"#
+            ),
+        ),
+        (hf.clone(), format!(r#"{{\"HF_TOKEN\":\"{hf}\"}}"#)),
+        (
+            npm.clone(),
+            format!(r#"{{\"//registry.npmjs.org/:_authToken\":\"{npm}\"}}"#),
+        ),
+        (
+            mailgun.clone(),
+            format!(r#"requests.post(url, auth=("api", "{mailgun}"), data=msg)"#),
+        ),
+        (discord.clone(), format!("client.run('{discord}')")),
+        (
+            redis.clone(),
+            format!("REDIS_URL=redis://:{redis}@cache:6379/0"),
+        ),
+        (
+            pg.clone(),
+            format!("connect(\"postgres://:{pg}@db.internal/app\")"),
+        ),
+        (
+            pg.clone(),
+            format!(r#"{{\"url\": \"postgresql://app:{pg}@db/app\"}}"#),
+        ),
+    ];
+    // Near misses of unmistakable prefixes: one short, one long, wrapped in punctuation.
+    for (prefix, alphabet, n) in [
+        ("sk-ant-api03-", URLSAFE, 93),
+        ("ghp_", ALNUM, 36),
+        ("github_pat_", ALNUM, 82),
+        ("xoxb-", ALNUM, 40),
+        ("AKIA", UPPER, 16),
+        ("glpat-", ALNUM, 20),
+        ("hf_", ALNUM, 34),
+    ] {
+        for len in [n - 1, n + 1] {
+            let key = format!("{prefix}{}", of(alphabet, len));
+            cases.push((key.clone(), format!("token = \"{key}\";")));
+            cases.push((key.clone(), format!("(see '{key}'), then")));
+            cases.push((key.clone(), format!("<{key}>.")));
+        }
+    }
+    cases
+}
+
+#[test]
+fn secrets_in_the_shapes_tools_write_are_found() {
+    let redactor = redactor();
+    for seed in [1, 2, 3, 4] {
+        for (secret, text) in shapes_tools_write(seed) {
+            let mut names = Placeholders::default();
+            let redacted = redactor.redact(&text, &mut names);
+            assert!(
+                !redacted.contains(&secret),
+                "left in: {redacted} (from {text})"
+            );
+            assert!(redacted.contains("[REDACTED:"), "{redacted}");
+        }
+    }
+}
+
+#[test]
+fn the_unescaped_view_keeps_every_position() {
+    let text = r#"a\"b\\c\nd\u00e9 é\t"#;
+    let view = super::unescaped_view(text).unwrap();
+    assert_eq!(view.len(), text.len());
+    assert_eq!(view, r#"a "b  c  d\u00e9 é  "#);
+    assert!(super::unescaped_view("no escapes here").is_none());
+}
+
+#[test]
+fn ordinary_code_has_no_secrets() {
+    // Checksums, digests, commit ids, UUIDs, base64 data, lock files and identifiers that say
+    // key, token or secret: nothing is a secret, nothing is found.
+    let redactor = redactor();
+    for seed in 0..20 {
+        let text = samples::ordinary_code(seed);
+        let found = redactor.find(&text);
+        assert!(
+            found.is_empty(),
+            "seed {seed}: {:?}",
+            found
+                .iter()
+                .map(|f| format!("{} {:?}", f.rule, &text[f.start..f.end]))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn compactds_own_sources_have_no_secrets() {
+    // compactd's own code, lock file, docs and scripts: real ordinary code (the redaction rules,
+    // their samples and tests excepted, which hold secrets on purpose).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let redactor = redactor();
+    let mut files = vec![
+        root.join("Cargo.lock"),
+        root.join("README.md"),
+        root.join("BENCHMARKS.md"),
+    ];
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    for dir in ["src", "migrations", "templates", "scripts", "prompts"] {
+        walk(&root.join(dir), &mut files);
+    }
+    let mut scanned = 0;
+    for file in files {
+        if file.starts_with(root.join("src/redact")) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        scanned += 1;
+        // A test that secrets never print holds one on purpose.
+        let deliberate = |f: &super::Finding| {
+            file.ends_with("src/config/mod.rs") && &text[f.start..f.end] == "pw-secret"
+        };
+        let found: Vec<_> = redactor
+            .find(&text)
+            .into_iter()
+            .filter(|f| !deliberate(f))
+            .collect();
+        assert!(
+            found.is_empty(),
+            "{}: {:?}",
+            file.display(),
+            found
+                .iter()
+                .map(|f| format!("{} {:?}", f.rule, &text[f.start..f.end]))
+                .collect::<Vec<_>>()
+        );
+    }
+    assert!(scanned > 100, "{scanned}");
 }

@@ -351,6 +351,18 @@ pub trait Store: Send + Sync + 'static {
         append: &Append,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+    /// The raw lines at these positions (at most a page of them), with their positions, ascending.
+    async fn lines_at(
+        &self,
+        session_id: &str,
+        seqs: &[i64],
+    ) -> Result<Vec<(i64, String)>, StoreError>;
+    /// compactd's records of these compaction entries (those it wrote; at most a page of them).
+    async fn compactions_of(
+        &self,
+        session_id: &str,
+        entry_ids: &[String],
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
     /// The compactions compactd wrote for a session, oldest first.
     async fn compactions(&self, session_id: &str) -> Result<Vec<CompactionRecord>, StoreError>;
     /// The entry of the first compaction compactd made from `leaf_id`, if any: what a request

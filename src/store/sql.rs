@@ -297,6 +297,52 @@ macro_rules! store_impl {
                 .await
             }
 
+            async fn lines_at(
+                &self,
+                session_id: &str,
+                seqs: &[i64],
+            ) -> Result<Vec<(i64, String)>, $crate::store::StoreError> {
+                if seqs.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $crate::store::within(self.deadline, async {
+                    let mut query = sqlx::QueryBuilder::<$db>::new(
+                        "select seq, raw from entries where session_id = ",
+                    );
+                    query.push_bind(session_id).push(" and seq in (");
+                    let mut list = query.separated(", ");
+                    for seq in seqs {
+                        list.push_bind(*seq);
+                    }
+                    query.push(") order by seq");
+                    Ok(query.build_query_as().fetch_all(&self.pool).await?)
+                })
+                .await
+            }
+
+            async fn compactions_of(
+                &self,
+                session_id: &str,
+                entry_ids: &[String],
+            ) -> Result<Vec<$crate::store::CompactionRecord>, $crate::store::StoreError> {
+                if entry_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $crate::store::within(self.deadline, async {
+                    let mut query = sqlx::QueryBuilder::<$db>::new(
+                        "select * from compactions where session_id = ",
+                    );
+                    query.push_bind(session_id).push(" and entry_id in (");
+                    let mut list = query.separated(", ");
+                    for id in entry_ids {
+                        list.push_bind(id.as_str());
+                    }
+                    query.push(")");
+                    Ok(query.build_query_as().fetch_all(&self.pool).await?)
+                })
+                .await
+            }
+
             async fn compaction_from(
                 &self,
                 session_id: &str,

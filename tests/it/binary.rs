@@ -33,6 +33,12 @@ impl Served {
     /// Starts `compactd serve` with `env` (listening on `127.0.0.1:0` unless `COMPACTD_LISTEN` is
     /// given) and waits until it serves. The log filter always lets the serving line through.
     pub fn start(env: &[(&str, &str)]) -> Served {
+        Served::start_with_open_files(env, None)
+    }
+
+    /// [`Served::start`] with the soft limit of open files set to `open_files` first (as a
+    /// shell's `ulimit -Sn` leaves it for the programs it starts).
+    pub fn start_with_open_files(env: &[(&str, &str)], open_files: Option<u64>) -> Served {
         let filter = env
             .iter()
             .find(|(name, _)| *name == "COMPACTD_LOG")
@@ -47,7 +53,22 @@ impl Served {
             env.push(("COMPACTD_LISTEN", "127.0.0.1:0"));
         }
         env.push(("COMPACTD_LOG", &filter));
-        let mut child = compactd(&["serve"], &env)
+        let mut command = match open_files {
+            None => compactd(&["serve"], &env),
+            Some(limit) => {
+                let mut command = compactd(&[], &env);
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -Sn {limit} && exec \"$0\" serve",))
+                    .arg(command.get_program())
+                    .env_clear()
+                    .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))));
+                command = shell;
+                command
+            }
+        };
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -88,6 +109,11 @@ impl Served {
             logs,
             reader: Some(reader),
         }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process (SIGKILL: no shutdown of any kind) and returns everything it logged.

@@ -45,7 +45,7 @@ fn parse_answer(answer: &str) -> (u16, Value) {
 #[tokio::test]
 async fn hundreds_of_slow_connections_do_not_lock_other_clients_out() {
     let mut config = config();
-    config.http.max_connections = std::num::NonZeroUsize::new(8).unwrap();
+    config.http.max_connections = std::num::NonZeroUsize::new(8);
     config.http.header_timeout = secs(1.0);
     let app = TestApp::spawn(config).await;
     let address = app.url.trim_start_matches("http://").to_owned();

@@ -30,6 +30,7 @@ mod browser_attacks;
 mod calllog;
 mod cli;
 mod conformance;
+mod connections;
 mod console;
 mod crash;
 mod dialects;

@@ -12,7 +12,8 @@ use super::form::Form;
 use super::markdown;
 use super::viewer::Viewer;
 use super::views::{self, *};
-use crate::app::compactions::{Compacted, CompactionView};
+use crate::app::compactions::Compacted;
+use crate::app::history::{HistoryPage, HistoryRange};
 use crate::app::plans::settings;
 use crate::app::tree::SessionTree;
 use crate::app::{AppError, tree};
@@ -145,6 +146,9 @@ fn plan_settings(
     )?)
 }
 
+/// Compactions a session page lists (the latest).
+const COMPACTIONS_SHOWN: usize = 50;
+
 /// `GET /ui/sessions/{id}`: the tree, the next plan for the chosen settings, compactions, pins.
 pub(super) async fn session(
     State(state): State<crate::http::AppState>,
@@ -159,7 +163,19 @@ pub(super) async fn session(
     let page = number("page", query.page.as_deref())?.map(|p| p.max(1) as usize - 1);
     let who = &viewer.identity;
     let tree = state.app.session_tree(who, &id, &settings, page).await?;
-    let compactions = state.app.compaction_history(who, &id).await?;
+    // The latest compactions; the API pages through all of them.
+    let compactions = state
+        .app
+        .compaction_history(
+            who,
+            &id,
+            HistoryRange {
+                after: None,
+                limit: COMPACTIONS_SHOWN,
+                newest: true,
+            },
+        )
+        .await?;
     let pins = state.app.pins(who, &id).await?;
     let notice = match query.notice.as_deref() {
         Some("nothing") => Some("Nothing to compact with these settings.".to_owned()),
@@ -175,7 +191,7 @@ fn session_page(
     viewer: &Viewer,
     tree: SessionTree,
     settings: &CompactionSettings,
-    compactions: &[CompactionView],
+    compactions: &HistoryPage,
     pins: Vec<crate::store::PinRecord>,
     notice: Option<String>,
 ) -> SessionPage {
@@ -263,8 +279,11 @@ fn session_page(
         page: tree.page,
         pages: tree.pages,
         page_links: (0..tree.pages).map(|n| (n, link_to(n))).collect(),
+        compactions_total: compactions.total,
         compactions: compactions
+            .compactions
             .iter()
+            .rev()
             .map(|c| CompactionRow {
                 entry_id: c.entry_id.clone(),
                 source: c.source.clone(),
@@ -389,16 +408,13 @@ pub(super) async fn compaction(
     viewer: Viewer,
     Path((id, entry_id)): Path<(String, String)>,
 ) -> Page {
-    let history = state.app.compaction_history(&viewer.identity, &id).await?;
-    let view = history
-        .iter()
-        .find(|c| c.entry_id == entry_id)
-        .ok_or_else(|| AppError::NotFound(format!("no compaction {entry_id:?} in this session")))?;
+    let (view, previous) = state
+        .app
+        .compaction_detail(&viewer.identity, &id, &entry_id)
+        .await?;
+    let view = &view;
+    let previous = previous.as_ref();
     let summary = view.summary.as_deref().unwrap_or_default();
-    let previous = view
-        .previous_entry_id
-        .as_ref()
-        .and_then(|p| history.iter().find(|c| &c.entry_id == p));
     let diff = previous
         .map(|p| markdown::diff(p.summary.as_deref().unwrap_or_default(), summary))
         .unwrap_or_default();

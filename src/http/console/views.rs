@@ -174,7 +174,10 @@ pub(super) struct SessionPage {
     pub pages: usize,
     /// Links to the other pages of the tree (`page`, `href`).
     pub page_links: Vec<(usize, String)>,
+    /// The latest compactions, newest first.
     pub compactions: Vec<CompactionRow>,
+    /// Compactions in the session.
+    pub compactions_total: usize,
     pub pins: Vec<PinRow>,
     pub notice: Option<String>,
 }
