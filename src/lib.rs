@@ -20,6 +20,7 @@ pub mod cli;
 pub mod compaction;
 pub mod compactor;
 pub mod config;
+pub mod cpu;
 pub mod fidelity;
 pub mod files;
 pub mod http;

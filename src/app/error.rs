@@ -44,6 +44,12 @@ impl AppError {
     }
 }
 
+impl From<crate::cpu::CpuError> for AppError {
+    fn from(error: crate::cpu::CpuError) -> Self {
+        AppError::Internal(anyhow::Error::new(error))
+    }
+}
+
 impl From<crate::compactor::CompactError> for AppError {
     fn from(error: crate::compactor::CompactError) -> Self {
         use crate::compactor::CompactError;

@@ -138,7 +138,7 @@ impl App {
                 .collect()
         };
         let records = self.store.compactions_of(id, &ids).await?;
-        let compactions = super::cpu::off_runtime(move || {
+        let compactions = crate::cpu::off_runtime(move || {
             let mut views = Vec::with_capacity(page.len());
             for ((seq, previous), (_, raw)) in page.into_iter().zip(lines) {
                 let entry =

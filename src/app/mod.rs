@@ -15,7 +15,6 @@
 
 mod build;
 pub mod compactions;
-pub mod cpu;
 mod error;
 pub mod fleet;
 pub mod history;

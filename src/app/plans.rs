@@ -46,7 +46,13 @@ impl App {
         leaf_id: Option<&str>,
     ) -> Result<PlanOutcome, AppError> {
         let stored = self.load_path(who, id, leaf_id).await?;
-        Ok(stored.rebase(plan_of(&stored.session, settings, None)?))
+        let settings = *settings;
+        // Planning walks the whole path read: off the runtime's threads.
+        crate::cpu::off_runtime(move || {
+            let plan = plan_of(&stored.session, &settings, None)?;
+            Ok(stored.rebase(plan))
+        })
+        .await?
     }
 
     /// The plan of a session file; nothing is stored.
@@ -58,7 +64,8 @@ impl App {
         leaf_id: Option<&str>,
     ) -> Result<PlanOutcome, AppError> {
         let session = parse(bytes, self.parse_options(lenient)).await?;
-        plan_of(&session, settings, leaf_id)
+        let (settings, leaf_id) = (*settings, leaf_id.map(str::to_owned));
+        crate::cpu::off_runtime(move || plan_of(&session, &settings, leaf_id.as_deref())).await?
     }
 
     /// What the LLM sees at `leaf_id` (the leaf by default), as JSON messages.
@@ -69,11 +76,14 @@ impl App {
         leaf_id: Option<&str>,
     ) -> Result<ContextView, AppError> {
         let stored = self.load_path(who, id, leaf_id).await?;
-        let path = stored
-            .session
-            .active_path(None)
-            .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
-        Ok(ContextView::of(&build_session_context(&path)))
+        crate::cpu::off_runtime(move || {
+            let path = stored
+                .session
+                .active_path(None)
+                .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
+            Ok(ContextView::of(&build_session_context(&path)))
+        })
+        .await?
     }
 }
 

@@ -102,9 +102,8 @@ pub(crate) async fn parse(
     bytes: impl AsRef<[u8]> + Send + 'static,
     options: ParseOptions,
 ) -> Result<Session, AppError> {
-    tokio::task::spawn_blocking(move || Session::parse(bytes.as_ref(), options))
-        .await
-        .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+    crate::cpu::off_runtime(move || Session::parse(bytes.as_ref(), options))
+        .await?
         .map_err(AppError::InvalidSession)
 }
 

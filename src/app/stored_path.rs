@@ -149,7 +149,9 @@ impl App {
         let mut parsing = Vec::new();
         for &seq in settings {
             let lines = self.store.entry_lines(id, seq as i64, seq as i64).await?;
-            parsing.push(tokio::task::spawn_blocking(move || parse_lines(lines)));
+            parsing.push(tokio::spawn(crate::cpu::off_runtime(move || {
+                parse_lines(lines)
+            })));
         }
         for slice in tail.chunks(TAIL_SLICE_ENTRIES) {
             let (low, high) = (slice[0], slice[slice.len() - 1]);
@@ -161,13 +163,17 @@ impl App {
                     slice.iter().map(|&s| s as i64).collect();
                 lines.retain(|(seq, _)| wanted.contains(seq));
             }
-            parsing.push(tokio::task::spawn_blocking(move || parse_lines(lines)));
+            parsing.push(tokio::spawn(crate::cpu::off_runtime(move || {
+                parse_lines(lines)
+            })));
         }
         let mut entries = Vec::with_capacity(settings.len() + tail.len());
         for task in parsing {
             let parsed = task
                 .await
-                .map_err(|e| AppError::Internal(anyhow::anyhow!("the session reader failed: {e}")))?
+                .map_err(|e| {
+                    AppError::Internal(anyhow::anyhow!("the session reader failed: {e}"))
+                })??
                 .map_err(|e| {
                     AppError::Internal(anyhow::anyhow!(
                         "session {id}: a stored line no longer reads: {e}"

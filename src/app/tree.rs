@@ -97,10 +97,16 @@ impl App {
         let plan = self.plan(who, id, settings, None).await?;
         let record = self.session(who, id).await?;
         let view = self.index(&record).await?;
-        let mut tree = {
-            let snapshot = view.read();
-            layout(&snapshot, view.count(), &plan, page)
+        // Laying out every entry of the session is linear in its size: off the runtime.
+        let (laid, plan) = {
+            let view = view.clone();
+            crate::cpu::off_runtime(move || {
+                let snapshot = view.read();
+                (layout(&snapshot, view.count(), &plan, page), plan)
+            })
+            .await?
         };
+        let mut tree = laid;
         if let (Some(first), Some(last)) = (tree.rows.first(), tree.rows.last()) {
             let (from, to) = (
                 tree.rows.iter().map(|r| r.seq).min().unwrap_or(first.seq),

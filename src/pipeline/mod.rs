@@ -215,7 +215,7 @@ impl Pipeline {
         let started = Instant::now();
         // Nothing below sees the secrets: not the models, the cache key, the gate's anchors (which
         // are appended to summaries), nor the call log.
-        let (job, mut placeholders) = self.redact(job);
+        let (job, mut placeholders) = self.redact(job).await;
         let job = job.as_ref();
         let result = self
             .summarize_redacted(run, job, &mut placeholders, deadline, started)

@@ -90,7 +90,7 @@ impl Link {
             }
             Link::Extractive => {
                 let request = request.clone();
-                tokio::task::spawn_blocking(move || extractive::summarize(&request))
+                crate::cpu::off_runtime(move || extractive::summarize(&request))
                     .await
                     .map_err(|_| AttemptError::Malformed("the extractive summarizer failed".into()))
             }

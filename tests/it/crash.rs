@@ -176,7 +176,7 @@ fn sqlite_url(name: &str) -> (std::path::PathBuf, String) {
 }
 
 /// A fresh database on the PostgreSQL server of `DATABASE_URL`.
-async fn postgres_url(name: &str) -> String {
+pub async fn postgres_url(name: &str) -> String {
     use sqlx::Connection;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL (scripts/test.sh sets it)");
     let database = format!("compactd_crash_{name}_{}", std::process::id());

@@ -41,6 +41,7 @@ mod fixtures;
 mod hostile;
 mod javascript;
 mod local_model;
+mod long_history;
 mod ops;
 mod owned_pg;
 mod races;
