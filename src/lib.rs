@@ -32,6 +32,7 @@ pub mod redact;
 pub mod session;
 pub mod store;
 pub mod summarizer;
+pub mod throttle;
 pub mod transcript;
 
 #[cfg(test)]

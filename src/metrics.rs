@@ -34,6 +34,7 @@ pub struct Metrics {
     pub redactions: IntCounterVec,
     pub summary_cache: IntCounterVec,
     pub budget_exhausted: IntCounter,
+    pub budget_unchecked: IntCounter,
     pub loops: IntCounterVec,
     pub upstream_cached_tokens: IntCounterVec,
 }
@@ -166,6 +167,10 @@ impl Metrics {
                 "compactd_budget_exhausted_total",
                 "Summaries the extractive summarizer wrote because the tenant's daily token budget \
                  was spent.",
+            ),
+            budget_unchecked: counter(
+                "compactd_budget_unchecked_total",
+                "Budget checks the store could not answer (applied as COMPACTD_BUDGET_WHEN_STORE_DOWN says).",
             ),
             loops: counter_vec(
                 "compactd_loops_total",

@@ -36,7 +36,12 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         let calls = CallLog::spawn(store.clone(), storage.store_text, metrics.clone());
         let pipeline = build_pipeline(summarizers, &prompts, metrics.clone(), calls.clone())?
-            .with_stages(build_stages(&summarizers.stages, store.clone())?);
+            .with_stages(build_stages(
+                &summarizers.stages,
+                store.clone(),
+                calls.clone(),
+                metrics.clone(),
+            )?);
         Ok(App::new(
             store,
             Arc::new(pipeline),
@@ -76,7 +81,12 @@ pub fn build_pipeline(
 }
 
 /// The stages around the chain: redaction, the summary cache, budgets, loop detection.
-pub fn build_stages(config: &StagesConfig, store: Arc<dyn Store>) -> anyhow::Result<Stages> {
+pub fn build_stages(
+    config: &StagesConfig,
+    store: Arc<dyn Store>,
+    calls: CallLog,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Stages> {
     let redactor = if config.redact {
         let extra = config.extra_rules().map_err(anyhow::Error::msg)?;
         Some(
@@ -90,7 +100,12 @@ pub fn build_stages(config: &StagesConfig, store: Arc<dyn Store>) -> anyhow::Res
         redactor,
         cache: (config.cache_bytes > 0)
             .then(|| SummaryCache::new(store.clone(), config.cache_bytes, config.cache_ttl)),
-        budgets: Some(Budgets::new(store.clone())),
+        budgets: Some(Budgets::new(
+            store.clone(),
+            calls,
+            config.budget_when_store_down,
+            metrics,
+        )),
         loops: Some(Loops::new(
             store,
             config.loop_window,

@@ -34,6 +34,16 @@ pub struct StagesConfig {
     #[arg(long = "loop-window-secs", env = "COMPACTD_LOOP_WINDOW_SECS", default_value = "300", value_parser = values::seconds)]
     pub loop_window: Duration,
 
+    /// What a tenant's daily budget does when the store cannot say what was used: `open` (not
+    /// enforced meanwhile) or `closed` (the extractive summarizer answers).
+    #[arg(
+        long,
+        env = "COMPACTD_BUDGET_WHEN_STORE_DOWN",
+        default_value = "open",
+        value_enum
+    )]
+    pub budget_when_store_down: crate::pipeline::budget::WhenStoreDown,
+
     /// "Little new content": a conversation of fewer estimated tokens than this.
     #[arg(long, env = "COMPACTD_LOOP_NEW_TOKENS", default_value = "8000")]
     pub loop_new_tokens: u64,

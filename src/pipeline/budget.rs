@@ -2,11 +2,26 @@
 //! the current UTC day have used its budget (input plus output tokens of model calls, as the call
 //! log records them; cache hits and the extractive summarizer cost nothing), its summaries come
 //! from the extractive summarizer — the agent is never left without one — and say so.
+//!
+//! Concurrent calls cannot all slip under the line: a call **reserves** its estimated cost (the
+//! prompt's tokens plus its output cap) before it reaches a model and holds it until its call-log
+//! row is queued, and what a tenant has used counts the store's rows, the rows the call log has
+//! not written yet, and the reservations in flight. So a budget is exceeded by at most one
+//! call's estimate.
+//!
+//! When the store cannot say what was used, `COMPACTD_BUDGET_WHEN_STORE_DOWN` decides: `open`
+//! (the default: summaries keep their model, the budget is not enforced meanwhile) or `closed`
+//! (the extractive summarizer answers); either way `compactd_budget_unchecked_total` counts it
+//! and a warning is logged at most once a minute.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::metrics::Metrics;
+use crate::pipeline::calllog::CallLog;
 use crate::store::{Store, now_ms};
+use crate::throttle::Throttle;
 
 /// How long a tenant's budget setting is remembered before it is read again (a change made with
 /// `compactd keys budget` applies within this time).
@@ -20,32 +35,101 @@ pub fn day_start_ms() -> i64 {
     now - now.rem_euclid(DAY_MS)
 }
 
+/// What a budget check does when the store does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WhenStoreDown {
+    /// Not enforced meanwhile: summaries keep their model.
+    #[default]
+    Open,
+    /// Enforced as spent: the extractive summarizer answers.
+    Closed,
+}
+
+/// What the budget says of a call.
+#[derive(Debug)]
+pub enum Decision {
+    /// No budget, or within it: go ahead (holding the reservation, if any, until the call is
+    /// logged).
+    Go(Option<Reservation>),
+    /// Spent: the extractive summarizer answers.
+    Spent,
+}
+
+/// Tokens reserved for a call in flight; released when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    ledger: Arc<Ledger>,
+    tenant: String,
+    tokens: i64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.ledger.add(&self.tenant, -self.tokens);
+    }
+}
+
+/// Reservations in flight, per tenant.
+#[derive(Debug, Default)]
+struct Ledger(Mutex<HashMap<String, i64>>);
+
+impl Ledger {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, tenant: &str, tokens: i64) {
+        let mut reserved = self.lock();
+        let left = reserved.entry(tenant.to_owned()).or_default();
+        *left += tokens;
+        if *left <= 0 {
+            reserved.remove(tenant);
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Budgets {
     store: Arc<dyn Store>,
     settings: moka::future::Cache<String, Option<i64>>,
+    calls: CallLog,
+    ledger: Arc<Ledger>,
+    when_down: WhenStoreDown,
+    metrics: Arc<Metrics>,
+    unchecked: Arc<Throttle>,
 }
 
 impl std::fmt::Debug for Budgets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Budgets").finish_non_exhaustive()
+        f.debug_struct("Budgets")
+            .field("when_down", &self.when_down)
+            .finish_non_exhaustive()
     }
 }
 
 impl Budgets {
-    pub fn new(store: Arc<dyn Store>) -> Budgets {
+    pub fn new(
+        store: Arc<dyn Store>,
+        calls: CallLog,
+        when_down: WhenStoreDown,
+        metrics: Arc<Metrics>,
+    ) -> Budgets {
         Budgets {
             store,
             settings: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(SETTING_TTL)
                 .build(),
+            calls,
+            ledger: Arc::default(),
+            when_down,
+            metrics,
+            unchecked: Arc::new(Throttle::new()),
         }
     }
 
-    /// Whether `tenant` has spent its budget today. Store trouble does not take summaries away:
-    /// the budget is then not enforced for this call.
-    pub async fn exhausted(&self, tenant: &str) -> bool {
+    /// Whether `tenant` may make a call estimated at `estimate` tokens; reserves them if so.
+    pub async fn reserve(&self, tenant: &str, estimate: u64) -> Decision {
         let store = self.store.clone();
         let owned = tenant.to_owned();
         let setting = self
@@ -54,22 +138,47 @@ impl Budgets {
             .await;
         let daily = match setting {
             Ok(Some(daily)) => daily,
-            Ok(None) => return false,
-            Err(error) => {
-                tracing::warn!(error = %error, "budget not checked: the store did not answer");
-                return false;
-            }
+            Ok(None) => return Decision::Go(None),
+            Err(error) => return self.store_down(&error.to_string()),
         };
-        match self
+        let stored = match self
             .store
             .upstream_tokens_since(tenant, day_start_ms())
             .await
         {
-            Ok(used) => used >= daily,
-            Err(error) => {
-                tracing::warn!(error = %error, "budget not checked: the store did not answer");
-                false
-            }
+            Ok(used) => used,
+            Err(error) => return self.store_down(&error.to_string()),
+        };
+        // The check and the reservation under one lock: concurrent calls see each other.
+        let mut reserved = self.ledger.lock();
+        let in_flight = reserved.get(tenant).copied().unwrap_or(0);
+        let used = stored + self.calls.unwritten_tokens(tenant) + in_flight;
+        if used >= daily {
+            return Decision::Spent;
+        }
+        let tokens = estimate.min(i64::MAX as u64) as i64;
+        *reserved.entry(tenant.to_owned()).or_default() += tokens;
+        drop(reserved);
+        Decision::Go(Some(Reservation {
+            ledger: self.ledger.clone(),
+            tenant: tenant.to_owned(),
+            tokens,
+        }))
+    }
+
+    fn store_down(&self, error: &str) -> Decision {
+        self.metrics.budget_unchecked.inc();
+        if let Some(n) = self.unchecked.hit() {
+            tracing::warn!(
+                error,
+                checks = n,
+                when_down = ?self.when_down,
+                "budgets not checked: the store did not answer (COMPACTD_BUDGET_WHEN_STORE_DOWN)"
+            );
+        }
+        match self.when_down {
+            WhenStoreDown::Open => Decision::Go(None),
+            WhenStoreDown::Closed => Decision::Spent,
         }
     }
 }

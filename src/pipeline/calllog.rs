@@ -1,17 +1,27 @@
 //! The call log: one row per summarization, success or failure, whoever asked (endpoint, tenant,
 //! session, purpose, model, outcome, latency, tokens). Rows are written by a background task
-//! from a bounded queue, so that a slow or stopped database never delays or fails a summary:
-//! when the queue is full a row is dropped, and counted.
+//! from a bounded queue, in batches (one transaction each: as many rows as have queued while the
+//! last batch was written, up to [`BATCH`]), so that the log keeps up with the service's peak
+//! rate and a slow or stopped database never delays or fails a summary. A row that cannot be
+//! queued (the queue full) or written (the store down) is dropped, counted in
+//! `compactd_call_log_dropped_total`, and logged at most once a minute.
+//!
+//! Until its batch is written, a row's upstream tokens are counted here per tenant
+//! ([`CallLog::unwritten_tokens`]): the daily budgets add them to what the store has.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::events::{Event, Observer, Run};
 use crate::store::{CallRecord, Store, now_ms};
+use crate::throttle::Throttle;
 
 /// Rows waiting to be written, at most.
-const QUEUE: usize = 1024;
+const QUEUE: usize = 65_536;
+/// Rows written in one transaction, at most.
+const BATCH: usize = 2_000;
 
 enum Message {
     Row(Box<CallRecord>),
@@ -19,11 +29,46 @@ enum Message {
     Flush(oneshot::Sender<()>),
 }
 
+/// What the writer and the queueing side share.
+#[derive(Default)]
+struct Shared {
+    /// Upstream tokens of the rows queued and not yet written (or dropped), per tenant.
+    unwritten: Mutex<HashMap<String, i64>>,
+    dropped_queue_full: Throttle,
+    dropped_store: Throttle,
+}
+
+impl Shared {
+    fn add(&self, tenant: &str, tokens: i64) {
+        if tokens == 0 {
+            return;
+        }
+        let mut unwritten = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
+        let left = unwritten.entry(tenant.to_owned()).or_default();
+        *left += tokens;
+        if *left <= 0 {
+            unwritten.remove(tenant);
+        }
+    }
+}
+
+/// The upstream tokens a row counts against its tenant's budget (as the store sums them: model
+/// calls, not cache hits or the extractive summarizer).
+fn budget_tokens(call: &CallRecord) -> i64 {
+    let free = call.cached || call.model.as_deref().is_none_or(|m| m == "extractive");
+    if free {
+        0
+    } else {
+        call.input_tokens + call.output_tokens
+    }
+}
+
 #[derive(Clone)]
 pub struct CallLog {
     sender: mpsc::Sender<Message>,
     store_text: bool,
     metrics: Arc<crate::metrics::Metrics>,
+    shared: Arc<Shared>,
 }
 
 impl CallLog {
@@ -33,25 +78,19 @@ impl CallLog {
         store_text: bool,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> CallLog {
-        let (sender, mut receiver) = mpsc::channel::<Message>(QUEUE);
-        tokio::spawn(async move {
-            while let Some(message) = receiver.recv().await {
-                match message {
-                    Message::Row(call) => {
-                        if let Err(error) = store.log_call(&call).await {
-                            tracing::debug!(error = %error, "call log row not written");
-                        }
-                    }
-                    Message::Flush(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-        });
+        let (sender, receiver) = mpsc::channel::<Message>(QUEUE);
+        let shared = Arc::new(Shared::default());
+        tokio::spawn(write_batches(
+            receiver,
+            store,
+            shared.clone(),
+            metrics.clone(),
+        ));
         CallLog {
             sender,
             store_text,
             metrics,
+            shared,
         }
     }
 
@@ -63,10 +102,64 @@ impl CallLog {
         }
     }
 
+    /// Upstream tokens of `tenant`'s rows queued and not yet in the store.
+    pub fn unwritten_tokens(&self, tenant: &str) -> i64 {
+        let unwritten = self
+            .shared
+            .unwritten
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        unwritten.get(tenant).copied().unwrap_or(0)
+    }
+
     fn queue(&self, call: CallRecord) {
+        let (tenant, tokens) = (call.tenant.clone(), budget_tokens(&call));
+        self.shared.add(&tenant, tokens);
         if self.sender.try_send(Message::Row(Box::new(call))).is_err() {
+            self.shared.add(&tenant, -tokens);
             self.metrics.call_log_dropped.inc();
-            tracing::warn!("call log queue full: row dropped");
+            if let Some(n) = self.shared.dropped_queue_full.hit() {
+                tracing::warn!(rows = n, "call log queue full: rows dropped");
+            }
+        }
+    }
+}
+
+/// The writer: takes what has queued (at least one message), writes the rows in one batch,
+/// answers the flushes that came after them, and starts over.
+async fn write_batches(
+    mut receiver: mpsc::Receiver<Message>,
+    store: Arc<dyn Store>,
+    shared: Arc<Shared>,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
+    let mut rows: Vec<CallRecord> = Vec::with_capacity(BATCH);
+    let mut flushes = Vec::new();
+    while let Some(first) = receiver.recv().await {
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Row(call) => rows.push(*call),
+                Message::Flush(done) => flushes.push(done),
+            }
+            if rows.len() < BATCH {
+                next = receiver.try_recv().ok();
+            }
+        }
+        if !rows.is_empty() {
+            if let Err(error) = store.log_calls(&rows).await {
+                metrics.call_log_dropped.inc_by(rows.len() as u64);
+                if let Some(n) = shared.dropped_store.hit() {
+                    tracing::warn!(%error, batches = n, "call log rows not written: the store did not take them");
+                }
+            }
+            for call in &rows {
+                shared.add(&call.tenant, -budget_tokens(call));
+            }
+            rows.clear();
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
         }
     }
 }

@@ -217,8 +217,18 @@ impl Pipeline {
         // are appended to summaries), nor the call log.
         let (job, mut placeholders) = self.redact(job).await;
         let job = job.as_ref();
+        // The budget's reservation is held until the call-log row is queued (by `Finished`), so
+        // that what the call used is always counted somewhere.
+        let mut reservation = None;
         let result = self
-            .summarize_redacted(run, job, &mut placeholders, deadline, started)
+            .summarize_redacted(
+                run,
+                job,
+                &mut placeholders,
+                &mut reservation,
+                deadline,
+                started,
+            )
             .await
             .map(|mut summary| {
                 summary.flags.redactions = placeholders.total();
@@ -240,6 +250,7 @@ impl Pipeline {
                 latency: started.elapsed(),
             },
         );
+        drop(reservation);
         result
     }
 
@@ -249,6 +260,7 @@ impl Pipeline {
         run: Run<'_>,
         job: &Job,
         placeholders: &mut crate::redact::Placeholders,
+        reservation: &mut Option<budget::Reservation>,
         deadline: Instant,
         started: Instant,
     ) -> Result<Summary, SummarizeError> {
@@ -272,7 +284,19 @@ impl Pipeline {
             }
         }
         let exhausted = match &self.stages.budgets {
-            Some(budgets) => budgets.exhausted(&context.tenant).await,
+            Some(budgets) => {
+                let request = &job.request;
+                // One call's cost: the prompt's tokens (4 characters each) and the output cap.
+                let estimate = (request.system_prompt.len() + request.prompt.len()) as u64 / 4
+                    + request.max_tokens;
+                match budgets.reserve(&context.tenant, estimate).await {
+                    budget::Decision::Go(reserved) => {
+                        *reservation = reserved;
+                        false
+                    }
+                    budget::Decision::Spent => true,
+                }
+            }
             None => false,
         };
         if exhausted {

@@ -379,7 +379,8 @@ pub trait Store: Send + Sync + 'static {
     async fn pins(&self, session_id: &str) -> Result<Vec<PinRecord>, StoreError>;
     /// Removes a pin; `false` when the session has no such pin.
     async fn delete_pin(&self, session_id: &str, pin_id: &str) -> Result<bool, StoreError>;
-    async fn log_call(&self, call: &CallRecord) -> Result<(), StoreError>;
+    /// Writes call-log rows, all or none, in one transaction.
+    async fn log_calls(&self, calls: &[CallRecord]) -> Result<(), StoreError>;
     /// Upstream tokens (input plus output, cache hits and the extractive summarizer excluded)
     /// of `tenant`'s calls since `since_ms`.
     async fn upstream_tokens_since(&self, tenant: &str, since_ms: i64) -> Result<i64, StoreError>;

@@ -449,38 +449,46 @@ macro_rules! store_impl {
                 .await
             }
 
-            async fn log_call(&self, call: &$crate::store::CallRecord) -> Result<(), $crate::store::StoreError> {
+            async fn log_calls(&self, calls: &[$crate::store::CallRecord]) -> Result<(), $crate::store::StoreError> {
+                if calls.is_empty() {
+                    return Ok(());
+                }
                 $crate::store::within(self.deadline, async {
-                    sqlx::query(
-                        "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
-                         summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
-                         tenant, purpose, cached, cached_input_tokens, summary_fingerprint, loop_detected, \
-                         budget_exhausted) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-                         $19, $20)",
-                    )
-                    .bind(&call.endpoint)
-                    .bind(&call.session_id)
-                    .bind(call.model.as_deref().map(|m| $crate::store::column_text(m).into_owned()))
-                    .bind(&call.outcome)
-                    .bind(call.status)
-                    .bind(call.prompt_bytes)
-                    .bind(call.summary_bytes)
-                    .bind(call.input_tokens)
-                    .bind(call.output_tokens)
-                    .bind(call.latency_ms)
-                    .bind(call.prompt.as_deref().map(|p| $crate::store::column_text(p).into_owned()))
-                    .bind(call.summary.as_deref().map(|p| $crate::store::column_text(p).into_owned()))
-                    .bind(call.created_at_ms)
-                    .bind($crate::store::column_text(&call.tenant).into_owned())
-                    .bind(&call.purpose)
-                    .bind(call.cached)
-                    .bind(call.cached_input_tokens)
-                    .bind(&call.summary_fingerprint)
-                    .bind(call.loop_detected)
-                    .bind(call.budget_exhausted)
-                    .execute(&self.pool)
-                    .await?;
+                    let mut tx = self.pool.begin().await?;
+                    // 20 parameters a row: 500 rows stay under both servers' parameter limits.
+                    for chunk in calls.chunks(500) {
+                        let mut query = sqlx::QueryBuilder::<$db>::new(
+                            "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
+                             summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
+                             tenant, purpose, cached, cached_input_tokens, summary_fingerprint, loop_detected, \
+                             budget_exhausted) ",
+                        );
+                        let text = |t: Option<&str>| t.map(|t| $crate::store::column_text(t).into_owned());
+                        query.push_values(chunk, |mut row, call| {
+                            row.push_bind(call.endpoint.clone())
+                                .push_bind(call.session_id.clone())
+                                .push_bind(text(call.model.as_deref()))
+                                .push_bind(call.outcome.clone())
+                                .push_bind(call.status)
+                                .push_bind(call.prompt_bytes)
+                                .push_bind(call.summary_bytes)
+                                .push_bind(call.input_tokens)
+                                .push_bind(call.output_tokens)
+                                .push_bind(call.latency_ms)
+                                .push_bind(text(call.prompt.as_deref()))
+                                .push_bind(text(call.summary.as_deref()))
+                                .push_bind(call.created_at_ms)
+                                .push_bind($crate::store::column_text(&call.tenant).into_owned())
+                                .push_bind(call.purpose.clone())
+                                .push_bind(call.cached)
+                                .push_bind(call.cached_input_tokens)
+                                .push_bind(call.summary_fingerprint.clone())
+                                .push_bind(call.loop_detected)
+                                .push_bind(call.budget_exhausted);
+                        });
+                        query.build().execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
                     Ok(())
                 })
                 .await

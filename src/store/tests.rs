@@ -339,21 +339,34 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         loop_detected: false,
         budget_exhausted: false,
     };
-    store.log_call(&call).await.unwrap();
+    store.log_calls(std::slice::from_ref(&call)).await.unwrap();
     let second = CallRecord {
         prompt: Some("p\0".into()),
         summary: Some("s".into()),
         created_at_ms: 2,
         ..call.clone()
     };
-    store.log_call(&second).await.unwrap();
     store
-        .log_call(&CallRecord {
-            tenant: "team-b".into(),
-            ..call.clone()
-        })
+        .log_calls(std::slice::from_ref(&second))
         .await
         .unwrap();
+    store
+        .log_calls(&[CallRecord {
+            tenant: "team-b".into(),
+            ..call.clone()
+        }])
+        .await
+        .unwrap();
+    // A batch of more rows than one statement carries goes in whole.
+    let batch: Vec<CallRecord> = (0..1200)
+        .map(|n| CallRecord {
+            tenant: "team-c".into(),
+            created_at_ms: n,
+            ..call.clone()
+        })
+        .collect();
+    store.log_calls(&batch).await.unwrap();
+    assert_eq!(store.calls("team-c", 5000).await.unwrap().len(), 1200);
     // Newest first, the tenant's only; NUL in a stored prompt is replaced, as in every column.
     let read = store.calls("team-a", 10).await.unwrap();
     assert_eq!(read.len(), 2);
@@ -402,7 +415,7 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
         row("extractive", false, 40, None),
         row("openai:m", false, 5, None),
     ] {
-        store.log_call(&call).await.unwrap();
+        store.log_calls(std::slice::from_ref(&call)).await.unwrap();
     }
     assert_eq!(
         store.upstream_tokens_since("team-a", 10).await.unwrap(),

@@ -14,7 +14,9 @@ use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config,
 
 on_both_backends!(
     every_caller_leaves_a_true_row,
-    a_failed_call_leaves_a_row_too
+    a_failed_call_leaves_a_row_too,
+    a_burst_of_calls_keeps_every_row,
+    a_flood_of_rows_is_written_in_batches_without_a_drop
 );
 
 /// The tenant's rows once there are `count` of them, oldest first.
@@ -191,4 +193,80 @@ async fn a_failed_call_leaves_a_row_too(store: Arc<dyn Store>) {
     assert_eq!(row.model, None);
     assert_eq!((row.input_tokens, row.summary_bytes), (0, 0));
     assert!(row.prompt_bytes >= PROMPT.len() as i64);
+}
+
+/// Thousands of summarizations at once (what a fleet sends at its peak): the rows are written in
+/// batches and every one is kept.
+async fn a_burst_of_calls_keeps_every_row(store: Arc<dyn Store>) {
+    const CALLS: usize = 1500;
+    let mut config = crate::support::config();
+    config.summarizers.max_concurrent_per_key = 0;
+    config.summarizers.max_queue = CALLS;
+    config.summarizers.stages.cache_bytes = 0;
+    config.access.rate_limit_per_minute = 0;
+    let app = Arc::new(TestApp::handlers_with_store(config, store.clone()));
+    let mut tasks = Vec::new();
+    for n in 0..CALLS {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let prompt =
+                format!("<conversation>\n[User]: fix bug {n} in src/lib.rs\n</conversation>");
+            app.post("/v1/compact", &compact_body(&prompt))
+                .await
+                .status()
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), StatusCode::OK);
+    }
+    let started = Instant::now();
+    loop {
+        let kept = store.calls("", 10 * CALLS as i64).await.unwrap().len();
+        if kept == CALLS {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{kept} of {CALLS} rows kept"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.metric("compactd_call_log_dropped_total").await, 0.0);
+}
+
+/// 30,000 rows at once, faster than any database takes single inserts: queued, written in
+/// batches, none dropped; a store that refuses them counts every row it lost.
+async fn a_flood_of_rows_is_written_in_batches_without_a_drop(store: Arc<dyn Store>) {
+    use compactd::pipeline::calllog::CallLog;
+    use compactd::pipeline::{Context, Endpoint, Event, Observer, Purpose, Run, SummarizeError};
+    use compactd::summarizer::{ChainError, SummaryRequest};
+    const ROWS: usize = 30_000;
+    let metrics = Arc::new(compactd::metrics::Metrics::new());
+    let log = CallLog::spawn(store.clone(), false, metrics.clone());
+    let context = Context::new(Endpoint::Compact, "flood", None);
+    let request = SummaryRequest {
+        system_prompt: "s".into(),
+        prompt: "p".into(),
+        max_tokens: 1,
+    };
+    let failed = SummarizeError::Chain(ChainError::DeadlineExceeded);
+    for _ in 0..ROWS {
+        log.observe(
+            Run {
+                context: &context,
+                purpose: Purpose::Prompt,
+            },
+            &Event::Finished {
+                request: &request,
+                outcome: Err(&failed),
+                latency: Duration::from_millis(1),
+            },
+        );
+    }
+    log.flush().await;
+    assert_eq!(metrics.call_log_dropped.get(), 0);
+    assert_eq!(
+        store.calls("flood", 2 * ROWS as i64).await.unwrap().len(),
+        ROWS
+    );
 }

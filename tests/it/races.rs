@@ -6,9 +6,12 @@ use compactd::store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, config};
+use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, config};
 
-on_both_backends!(pins_hold_their_limit_and_uniqueness_under_concurrent_adds);
+on_both_backends!(
+    pins_hold_their_limit_and_uniqueness_under_concurrent_adds,
+    a_budget_with_one_token_left_lets_one_call_through
+);
 
 const SESSION: &str = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/w\"}\n{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
 
@@ -85,4 +88,135 @@ async fn pins_hold_their_limit_and_uniqueness_under_concurrent_adds(store: Arc<d
         *s,
         StatusCode::CREATED | StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE
     )));
+}
+
+/// A tenant one token short of its daily budget, and eight compactions at once: at most one
+/// reaches the model (the budget is exceeded by at most one call's estimate); the others are
+/// answered by the extractive summarizer and say so.
+async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store>) {
+    // The model takes a moment, so the eight overlap.
+    let fake = FakeUpstream::start(
+        vec![],
+        Reply::openai(&crate::support::answer("done")).after(std::time::Duration::from_millis(300)),
+    )
+    .await;
+    let mut config = chain_config(&fake, "openai:gpt-test", true);
+    config.summarizers.stages.cache_bytes = 0;
+    let app = Arc::new(TestApp::with_store(config, store.clone()).await);
+    store.set_budget("", Some(1000), 1).await.unwrap();
+    let spent = compactd::store::CallRecord {
+        endpoint: "/v1/compact".into(),
+        tenant: String::new(),
+        purpose: "prompt".into(),
+        session_id: None,
+        model: Some("openai:gpt-test".into()),
+        outcome: "ok".into(),
+        status: 200,
+        prompt_bytes: 10,
+        summary_bytes: 10,
+        input_tokens: 900,
+        output_tokens: 99,
+        latency_ms: 1,
+        prompt: None,
+        summary: None,
+        created_at_ms: compactd::store::now_ms(),
+        cached: false,
+        cached_input_tokens: 0,
+        summary_fingerprint: None,
+        loop_detected: false,
+        budget_exhausted: false,
+    };
+    store.log_calls(&[spent]).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            // The same prompt (the cache is off): the model's answer keeps its anchors, so no
+            // repair call is made.
+            let answer: Value = app
+                .post("/v1/compact", &compact_body(crate::support::PROMPT))
+                .await
+                .json()
+                .await
+                .unwrap();
+            answer
+        }));
+    }
+    let mut exhausted = 0;
+    for task in tasks {
+        let answer = task.await.unwrap();
+        if answer["budgetExhausted"] == true {
+            assert_eq!(answer["model"], "extractive", "{answer}");
+            exhausted += 1;
+        }
+    }
+    assert!(
+        fake.received().len() <= 1,
+        "{} calls reached the model with one token left",
+        fake.received().len()
+    );
+    assert!(exhausted >= 7, "{exhausted}");
+}
+
+/// When the store cannot say what a tenant used, COMPACTD_BUDGET_WHEN_STORE_DOWN decides, and
+/// each unchecked budget is counted.
+async fn budgets_follow_the_setting_when_the_store_is_down(
+    store: Arc<dyn Store>,
+    close: impl AsyncFnOnce(),
+) {
+    use compactd::pipeline::budget::WhenStoreDown;
+    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
+    store.set_budget("", Some(1_000_000), 1).await.unwrap();
+    let app_with = |when| {
+        let mut config = chain_config(&fake, "openai:gpt-test", true);
+        config.summarizers.stages.cache_bytes = 0;
+        config.summarizers.stages.budget_when_store_down = when;
+        TestApp::handlers_with_store(config, store.clone())
+    };
+    let (open, closed) = (
+        app_with(WhenStoreDown::Open),
+        app_with(WhenStoreDown::Closed),
+    );
+    close().await;
+    let prompt = "<conversation>\n[User]: fix src/lib.rs\n</conversation>";
+    let answer: Value = open
+        .post("/v1/compact", &compact_body(prompt))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["model"], "openai:gpt-test", "{answer}");
+    assert_eq!(answer["budgetExhausted"], false);
+    assert_eq!(open.metric("compactd_budget_unchecked_total").await, 1.0);
+    let answer: Value = closed
+        .post("/v1/compact", &compact_body(prompt))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["model"], "extractive", "{answer}");
+    assert_eq!(answer["budgetExhausted"], true);
+    assert_eq!(closed.metric("compactd_budget_unchecked_total").await, 1.0);
+}
+
+#[sqlx::test(migrations = false)]
+async fn budgets_when_the_store_is_down_postgres(pool: sqlx::PgPool) {
+    let store = Arc::new(
+        compactd::store::PgStore::from_pool(pool.clone())
+            .await
+            .unwrap(),
+    );
+    budgets_follow_the_setting_when_the_store_is_down(store, async move || pool.close().await)
+        .await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn budgets_when_the_store_is_down_sqlite(pool: sqlx::SqlitePool) {
+    let store = Arc::new(
+        compactd::store::SqliteStore::from_pool(pool.clone())
+            .await
+            .unwrap(),
+    );
+    budgets_follow_the_setting_when_the_store_is_down(store, async move || pool.close().await)
+        .await;
 }
