@@ -230,11 +230,20 @@ impl App {
                 cursor
                     .split_once('.')
                     .and_then(|(ms, id)| Some((ms.parse::<i64>().ok()?, id.to_owned())))
+                    // Ids never hold NUL (and PostgreSQL cannot compare text holding one).
+                    .filter(|(_, id)| !id.contains('\0'))
                     .ok_or_else(|| {
                         AppError::invalid("cursor", "cursor is not one this API returned")
                     })?,
             ),
         };
+        // No id or cwd holds NUL: such a search matches nothing (and is not sent to the store).
+        if search.is_some_and(|s| s.contains('\0')) {
+            return Ok(Page {
+                sessions: Vec::new(),
+                next_cursor: None,
+            });
+        }
         let sessions = self
             .store
             .list_sessions(&who.tenant, limit, after, search.filter(|s| !s.is_empty()))

@@ -107,6 +107,11 @@ pub struct StorageConfig {
     #[arg(long = "db-statement-timeout-secs", env = "COMPACTD_DB_STATEMENT_TIMEOUT_SECS", default_value = "10", value_parser = values::seconds)]
     pub db_statement_timeout: Duration,
 
+    /// Longest a statement may wait for a lock held elsewhere (PostgreSQL's `lock_timeout`: a
+    /// table locked by a migration or by hand) before the request answers 503, in seconds.
+    #[arg(long = "db-lock-timeout-secs", env = "COMPACTD_DB_LOCK_TIMEOUT_SECS", default_value = "1", value_parser = values::seconds)]
+    pub db_lock_timeout: Duration,
+
     /// Longest JSONL line accepted in uploads and appends, in bytes.
     #[arg(long, env = "COMPACTD_MAX_LINE_BYTES", default_value = "8388608")]
     pub max_line_bytes: usize,
@@ -153,6 +158,7 @@ impl StorageConfig {
             max_connections: self.db_max_connections.get(),
             acquire_timeout: self.db_acquire_timeout,
             statement_timeout: self.db_statement_timeout,
+            lock_timeout: self.db_lock_timeout,
         }
     }
 }

@@ -86,7 +86,7 @@ impl BrowserPolicy {
                 return true;
             }
         }
-        self.hosts.iter().any(|allowed| *allowed == name)
+        self.hosts.contains(&name)
     }
 
     /// Whether a browser sent this request from another site: its `Origin` is neither this

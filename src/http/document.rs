@@ -78,9 +78,10 @@ fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
     if path.contains("{id}") {
         common.push((
             "400",
-            "The session id in the path is not valid (`invalid_path`)",
+            "The session id in the path is not valid (`invalid_path`), or a query parameter holds NUL (`invalid_query`)",
         ));
     }
+    common.push(("400", "A query parameter holds NUL (`invalid_query`)"));
     if posts {
         common.push(("413", "The body is over COMPACTD_MAX_BODY_BYTES"));
         common.push((

@@ -263,6 +263,15 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        // NUL is in no id, cursor or setting, and PostgreSQL text cannot hold it.
+        if let Some((name, _)) = form_urlencoded_parse(query).find(|(_, v)| v.contains('\0')) {
+            return Err(ApiError::Invalid {
+                status: axum::http::StatusCode::BAD_REQUEST,
+                code: "invalid_query",
+                message: format!("query parameter {name}: holds a NUL character"),
+                param: Some(name.into_owned()),
+            });
+        }
         let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
         serde_path_to_error::deserialize(deserializer)
             .map(QueryParams)

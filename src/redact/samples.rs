@@ -203,18 +203,20 @@ pub fn ordinary_code(seed: u64) -> String {
         push(format!(
             "    token_count: {n}{n}{n},\n    max_tokens: 4096,\n    secret_len: SECRET_LEN,"
         ));
-        push(format!(
+        push(
             "const API_KEY_HEADER: &str = \"x-api-key\";\nlet api_key = std::env::var(\"OPENAI_API_KEY\")?;"
-        ));
+                .to_owned(),
+        );
         push(format!(
             "pub const PRIVATE_KEY_LEN: usize = {n}2;\nstatic NEXT_TOKEN: AtomicUsize = AtomicUsize::new({n});"
         ));
         push(format!(
             "if (password.length < {n}) {{ throw new Error(\"password too short\"); }}"
         ));
-        push(format!(
+        push(
             "def verify_token(token: str) -> bool:\n    return hmac.compare_digest(token, expected_token)"
-        ));
+                .to_owned(),
+        );
         push(format!(
             "src/lib.rs:{n}2:5: warning: unused variable: `secret_key`"
         ));
@@ -235,4 +237,77 @@ pub fn ordinary_code(seed: u64) -> String {
         ));
     }
     out
+}
+
+/// Secrets written the way tools and code write them, which gitleaks' rules alone miss:
+/// `(the secret, a text holding it)`. Inside
+/// JSON-escaped strings (tool arguments, tool output that printed JSON), in code, in URLs with an
+/// empty user, and provider keys one character too short or too long or wrapped in punctuation.
+pub fn tool_shapes(seed: u64) -> Vec<(String, String)> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut of = |alphabet: &[u8], n: usize| -> String {
+        (0..n)
+            .map(|_| alphabet[rng.usize(..alphabet.len())] as char)
+            .collect()
+    };
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const HEX: &[u8] = b"0123456789abcdef";
+    const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let openai = format!("sk-proj-{}", of(URLSAFE, 48));
+    let hf = format!("hf_{}", of(ALNUM, 34));
+    let npm = format!("npm_{}", of(ALNUM, 36));
+    let mailgun = format!("key-{}", of(HEX, 32));
+    let discord = format!("M{}.{}.{}", of(ALNUM, 25), of(URLSAFE, 6), of(URLSAFE, 38));
+    let redis = of(ALNUM, 18);
+    let pg = of(ALNUM, 12);
+    let mut cases = vec![
+        (openai.clone(), format!(r#"{{\"api_key\": \"{openai}\"}}"#)),
+        (
+            openai.clone(),
+            format!(
+                r#"[Tool result]: {{"config": "{{\"api_key\":\"{openai}\",\"model\":\"gpt\"}}"}}"#
+            ),
+        ),
+        (hf.clone(), format!(r#"{{\"HF_TOKEN\":\"{hf}\"}}"#)),
+        (
+            npm.clone(),
+            format!(r#"{{\"//registry.npmjs.org/:_authToken\":\"{npm}\"}}"#),
+        ),
+        (
+            mailgun.clone(),
+            format!(r#"requests.post(url, auth=("api", "{mailgun}"), data=msg)"#),
+        ),
+        (discord.clone(), format!("client.run('{discord}')")),
+        (
+            redis.clone(),
+            format!("REDIS_URL=redis://:{redis}@cache:6379/0"),
+        ),
+        (
+            pg.clone(),
+            format!("connect(\"postgres://:{pg}@db.internal/app\")"),
+        ),
+        (
+            pg.clone(),
+            format!(r#"{{\"url\": \"postgresql://app:{pg}@db/app\"}}"#),
+        ),
+    ];
+    // Near misses of unmistakable prefixes: one short, one long, wrapped in punctuation.
+    for (prefix, alphabet, n) in [
+        ("sk-ant-api03-", URLSAFE, 93),
+        ("ghp_", ALNUM, 36),
+        ("github_pat_", ALNUM, 82),
+        ("xoxb-", ALNUM, 40),
+        ("AKIA", UPPER, 16),
+        ("glpat-", ALNUM, 20),
+        ("hf_", ALNUM, 34),
+    ] {
+        for len in [n - 1, n + 1] {
+            let key = format!("{prefix}{}", of(alphabet, len));
+            cases.push((key.clone(), format!("token = \"{key}\";")));
+            cases.push((key.clone(), format!("(see '{key}'), then")));
+            cases.push((key.clone(), format!("<{key}>.")));
+        }
+    }
+    cases
 }

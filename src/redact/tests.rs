@@ -148,83 +148,11 @@ fn braces_that_open_no_repetition_are_literals_as_in_go() {
     assert_eq!(super::rules::go_braces(r"[]{]{1}"), r"[\]{]{1}");
 }
 
-/// Secrets written the way tools and code write them, which gitleaks' rules alone miss: inside
-/// JSON-escaped strings (tool arguments, tool output that printed JSON), in code, in URLs with an
-/// empty user, and provider keys one character too short or too long or wrapped in punctuation.
-pub(super) fn shapes_tools_write(seed: u64) -> Vec<(String, String)> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut of = |alphabet: &[u8], n: usize| -> String {
-        (0..n)
-            .map(|_| alphabet[rng.usize(..alphabet.len())] as char)
-            .collect()
-    };
-    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    const HEX: &[u8] = b"0123456789abcdef";
-    const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let openai = format!("sk-proj-{}", of(URLSAFE, 48));
-    let hf = format!("hf_{}", of(ALNUM, 34));
-    let npm = format!("npm_{}", of(ALNUM, 36));
-    let mailgun = format!("key-{}", of(HEX, 32));
-    let discord = format!("M{}.{}.{}", of(ALNUM, 25), of(URLSAFE, 6), of(URLSAFE, 38));
-    let redis = of(ALNUM, 18);
-    let pg = of(ALNUM, 12);
-    let mut cases = vec![
-        (openai.clone(), format!(r#"{{\"api_key\": \"{openai}\"}}"#)),
-        (
-            openai.clone(),
-            format!(
-                r#"[Tool result]: {{"config": "{{\"api_key\":\"{openai}\",\"model\":\"gpt\"}}"}}"#
-            ),
-        ),
-        (hf.clone(), format!(r#"{{\"HF_TOKEN\":\"{hf}\"}}"#)),
-        (
-            npm.clone(),
-            format!(r#"{{\"//registry.npmjs.org/:_authToken\":\"{npm}\"}}"#),
-        ),
-        (
-            mailgun.clone(),
-            format!(r#"requests.post(url, auth=("api", "{mailgun}"), data=msg)"#),
-        ),
-        (discord.clone(), format!("client.run('{discord}')")),
-        (
-            redis.clone(),
-            format!("REDIS_URL=redis://:{redis}@cache:6379/0"),
-        ),
-        (
-            pg.clone(),
-            format!("connect(\"postgres://:{pg}@db.internal/app\")"),
-        ),
-        (
-            pg.clone(),
-            format!(r#"{{\"url\": \"postgresql://app:{pg}@db/app\"}}"#),
-        ),
-    ];
-    // Near misses of unmistakable prefixes: one short, one long, wrapped in punctuation.
-    for (prefix, alphabet, n) in [
-        ("sk-ant-api03-", URLSAFE, 93),
-        ("ghp_", ALNUM, 36),
-        ("github_pat_", ALNUM, 82),
-        ("xoxb-", ALNUM, 40),
-        ("AKIA", UPPER, 16),
-        ("glpat-", ALNUM, 20),
-        ("hf_", ALNUM, 34),
-    ] {
-        for len in [n - 1, n + 1] {
-            let key = format!("{prefix}{}", of(alphabet, len));
-            cases.push((key.clone(), format!("token = \"{key}\";")));
-            cases.push((key.clone(), format!("(see '{key}'), then")));
-            cases.push((key.clone(), format!("<{key}>.")));
-        }
-    }
-    cases
-}
-
 #[test]
 fn secrets_in_the_shapes_tools_write_are_found() {
     let redactor = redactor();
     for seed in [1, 2, 3, 4] {
-        for (secret, text) in shapes_tools_write(seed) {
+        for (secret, text) in samples::tool_shapes(seed) {
             let mut names = Placeholders::default();
             let redacted = redactor.redact(&text, &mut names);
             assert!(

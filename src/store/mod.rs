@@ -432,6 +432,8 @@ pub struct StoreConfig {
     pub acquire_timeout: Duration,
     /// Longest a statement may run (PostgreSQL's `statement_timeout`).
     pub statement_timeout: Duration,
+    /// Longest a statement may wait for a lock (PostgreSQL's `lock_timeout`).
+    pub lock_timeout: Duration,
 }
 
 impl StoreConfig {

@@ -30,8 +30,14 @@ impl PgStore {
         config: &super::StoreConfig,
     ) -> anyhow::Result<PgStore> {
         let statement_timeout = format!("{}ms", config.statement_timeout.as_millis().max(1));
+        // A lock held elsewhere (a table locked by a migration, by hand, by a long transaction)
+        // costs a read or a write this long, then a 503 with Retry-After.
+        let lock_timeout = format!("{}ms", config.lock_timeout.as_millis().max(1));
         let options = options
-            .options([("statement_timeout", statement_timeout.as_str())])
+            .options([
+                ("statement_timeout", statement_timeout.as_str()),
+                ("lock_timeout", lock_timeout.as_str()),
+            ])
             .log_statements(tracing::log::LevelFilter::Trace);
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)

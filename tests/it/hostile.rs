@@ -443,6 +443,7 @@ async fn pg_store(pool: &sqlx::PgPool, statement_timeout: Duration) -> Arc<dyn S
         max_connections: 4,
         acquire_timeout: Duration::from_secs(1),
         statement_timeout,
+        lock_timeout: Duration::from_secs(1),
     };
     Arc::new(
         compactd::store::PgStore::connect_with(options, &config)
@@ -501,4 +502,50 @@ async fn a_lock_held_elsewhere_costs_a_bounded_wait_and_a_503(pool: sqlx::PgPool
     );
     holder.rollback().await.unwrap();
     assert_eq!(upload(&app).await.0, StatusCode::CREATED);
+}
+
+/// A read of a session whose rows are locked elsewhere (a migration, an operator's `lock table`)
+/// answers 503 with Retry-After after the lock timeout (a second), not after the statement
+/// timeout; NUL in a query parameter is a 400, not a database error.
+#[sqlx::test(migrations = false)]
+async fn a_locked_read_answers_503_within_the_lock_timeout(pool: sqlx::PgPool) {
+    // A statement timeout far above the bound below: only the lock timeout can answer in time.
+    let store = pg_store(&pool, Duration::from_secs(60)).await;
+    let app = TestApp::with_store(config(), store).await;
+    let (status, _, body) = upload(&app).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = body["id"].as_str().unwrap().to_owned();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("lock table entries in access exclusive mode")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let asked = std::time::Instant::now();
+    let read = tokio::time::timeout(
+        Duration::from_secs(20),
+        app.get(&format!("/v1/sessions/{id}/entries")),
+    )
+    .await
+    .expect("the read waited for the statement timeout");
+    eprintln!("answered in {:?}", asked.elapsed());
+    let status = read.status();
+    let retry = read
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body: Value = read.json().await.unwrap();
+    expect_storage_unavailable(status, retry.as_deref(), &body);
+    holder.rollback().await.unwrap();
+    assert_eq!(
+        app.get(&format!("/v1/sessions/{id}/entries"))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    for query in ["cursor=%00", "cursor=1.%00", "q=%00", "limit=1%00"] {
+        let answer = app.get(&format!("/v1/sessions?{query}")).await;
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{query}");
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_query", "{query}");
+    }
 }

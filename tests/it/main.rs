@@ -32,6 +32,7 @@ mod cli;
 mod conformance;
 mod connections;
 mod console;
+mod console_errors;
 mod crash;
 mod dialects;
 mod docs;

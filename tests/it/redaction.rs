@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, metric_sample};
 
-on_both_backends!(secrets_never_leave_and_never_land);
+on_both_backends!(
+    secrets_never_leave_and_never_land,
+    secrets_as_tools_write_them_reach_no_model_no_summary_no_page
+);
 
 fn line(id: &str, parent: Option<&str>, message: Value) -> String {
     json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-22T10:00:00.000Z",
@@ -234,4 +237,112 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
         .unwrap();
     assert_eq!(answered["redactions"], 0);
     assert!(fake.received()[0].body.to_string().contains(&github.secret));
+}
+
+/// Secrets as tools write them (inside JSON-escaped strings in tool arguments and output, in code,
+/// in URLs without a user, provider keys a character off), planted in a session that is then
+/// compacted: absent from what the upstream receives, the summary, the stored entry, the history
+/// and the console's pages.
+async fn secrets_as_tools_write_them_reach_no_model_no_summary_no_page(store: Arc<dyn Store>) {
+    let shapes = samples::tool_shapes(21);
+    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nDeploy.")).await;
+    let app =
+        TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
+    let mut lines = vec![
+        json!({"type": "session", "version": 3, "id": "shapes", "timestamp": "2026-11-22T10:00:00.000Z", "cwd": "/w"})
+            .to_string(),
+    ];
+    let mut parent: Option<String> = None;
+    for (n, (_, text)) in shapes.iter().enumerate() {
+        let (user, call, result) = (format!("u{n}"), format!("a{n}"), format!("r{n}"));
+        lines.push(line(
+            &user,
+            parent.as_deref(),
+            json!({"role": "user", "timestamp": 1,
+            "content": format!("note {n}: {text}")}),
+        ));
+        lines.push(line(&call, Some(&user), json!({"role": "assistant", "timestamp": 2,
+            "provider": "p", "model": "m", "stopReason": "toolUse", "content": [{"type": "toolCall",
+            "id": format!("t{n}"), "name": "bash", "arguments": {"command": format!("echo '{text}'")}}]})));
+        lines.push(line(&result, Some(&call), json!({"role": "toolResult", "toolCallId": format!("t{n}"),
+            "toolName": "bash", "timestamp": 3, "isError": false,
+            "content": [{"type": "text", "text": format!("{{\"out\": {}}}", serde_json::to_string(text).unwrap())}]})));
+        parent = Some(result);
+    }
+    for i in 0..4 {
+        let id = format!("k{i}");
+        lines.push(line(
+            &id,
+            parent.as_deref(),
+            json!({"role": "user", "timestamp": 4,
+            "content": format!("next step {i}: {}", "x".repeat(400))}),
+        ));
+        parent = Some(id);
+    }
+    let file = lines.join("\n") + "\n";
+    let uploaded: Value = app
+        .post_raw("/v1/sessions", file)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = uploaded["id"].as_str().unwrap().to_owned();
+    let compacted = app
+        .post(
+            &format!("/v1/sessions/{id}/compactions"),
+            &json!({"keepRecentTokens": 300}),
+        )
+        .await;
+    assert_eq!(compacted.status(), StatusCode::CREATED);
+    let compacted: Value = compacted.json().await.unwrap();
+    let entry_id = compacted["entry"]["id"].as_str().unwrap().to_owned();
+    let stored = app
+        .get(&format!("/v1/sessions/{id}/entries"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let history = app
+        .get(&format!("/v1/sessions/{id}/compactions"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let base = app.url.clone();
+    let page = |path: String| {
+        let url = format!("{base}{path}");
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let mut places = vec![
+        ("the response", compacted.to_string()),
+        (
+            "the stored entry",
+            stored.lines().last().unwrap().to_owned(),
+        ),
+        ("the history", history),
+        ("the session page", page(format!("/ui/sessions/{id}")).await),
+        (
+            "the compaction page",
+            page(format!("/ui/sessions/{id}/compactions/{entry_id}")).await,
+        ),
+    ];
+    // Every page of the tree, where the previews are.
+    for n in 1..=2 {
+        places.push((
+            "a tree page",
+            page(format!("/ui/sessions/{id}?page={n}")).await,
+        ));
+    }
+    for received in fake.received() {
+        places.push(("the upstream", received.body.to_string()));
+    }
+    assert!(!fake.received().is_empty());
+    for (secret, text) in &shapes {
+        for (what, body) in &places {
+            assert!(
+                !body.contains(secret.as_str()),
+                "{secret} (from {text}) in {what}"
+            );
+        }
+    }
 }

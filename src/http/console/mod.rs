@@ -9,8 +9,8 @@
 //! refused, so another site cannot act through a browser on a loopback compactd.
 
 mod error;
+mod extract;
 mod fleet;
-mod form;
 mod markdown;
 mod pages;
 mod viewer;
@@ -21,7 +21,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 
 use super::AppState;
 use error::PageError;
@@ -54,7 +54,18 @@ pub(super) fn router() -> Router<AppState> {
             "/ui/assets/console.js",
             get(|| asset(JS, "text/javascript")),
         )
+        // Any other address under /ui is the console's own 404 page.
+        .route("/ui/{*rest}", any(not_found))
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(guard))
+}
+
+async fn method_not_allowed() -> PageError {
+    PageError(super::error::ApiError::MethodNotAllowed)
+}
+
+async fn not_found() -> PageError {
+    PageError(super::error::ApiError::NotFound)
 }
 
 async fn asset(body: &'static str, content_type: &'static str) -> Response {

@@ -2,13 +2,15 @@
 //! and the request, calls the application layer, and turns the result into a page (or, for an
 //! action, a redirect to the page that shows its result).
 
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::State;
+
+use super::extract::{Multipart, Path, Query};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::error::PageError;
-use super::form::Form;
+use super::extract::Form;
 use super::markdown;
 use super::viewer::Viewer;
 use super::views::{self, *};
@@ -88,7 +90,7 @@ pub(super) async fn sessions(
 pub(super) async fn upload(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    mut form: Multipart,
+    Multipart(mut form): Multipart,
 ) -> Page {
     let mut file = None;
     let mut lenient = false;

@@ -14,7 +14,7 @@ use axum_extra::extract::CookieJar;
 use axum_extra::extract::cookie::{Cookie, SameSite};
 
 use super::error::PageError;
-use super::form::Form;
+use super::extract::Form;
 use super::views::{self, LoginPage};
 use crate::access::{Identity, KEY_PREFIX, KeyError};
 use crate::http::AppState;
@@ -91,7 +91,7 @@ impl FromRequestParts<AppState> for Viewer {
 /// `GET /ui/login`: the key form.
 pub(super) async fn login_page(
     State(state): State<AppState>,
-    axum::extract::Query(query): axum::extract::Query<LoginQuery>,
+    super::extract::Query(query): super::extract::Query<LoginQuery>,
 ) -> Response {
     let message = match query.reason.as_deref() {
         Some("revoked") => Some("That key is no longer valid: enter another."),

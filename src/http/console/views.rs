@@ -24,11 +24,34 @@ impl Chrome {
     }
 }
 
+/// `html` with every control character and bidirectional override — which sessions carry in
+/// tool output (terminal escapes, NUL, a cut emoji's replacement is not one) and which a browser
+/// would act on or hide — written as the text `\u{1b}`. The templates hold none but newlines
+/// and tabs, so whatever else is there came from a session.
+fn visible_controls(html: String) -> String {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if !html.contains(hidden) {
+        return html;
+    }
+    let mut out = String::with_capacity(html.len() + 16);
+    for c in html.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A page as a response. Pages are never cached: they show a tenant's data.
 pub(super) fn render(status: StatusCode, page: &impl Template) -> Response {
     match page.render() {
         Ok(html) => {
-            let mut response = (status, html).into_response();
+            let mut response = (status, visible_controls(html)).into_response();
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/html; charset=utf-8"),
@@ -290,6 +313,15 @@ pub(super) fn size(bytes: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_are_shown_as_escapes() {
+        let html = "<p>a\u{1b}[31mred\u{0}\u{7f}\u{85}\u{202e}txt.exe</p>\n\t".to_owned();
+        assert_eq!(
+            super::visible_controls(html),
+            "<p>a\\u{1b}[31mred\\u{0}\\u{7f}\\u{85}\\u{202e}txt.exe</p>\n\t"
+        );
+    }
+
     use super::*;
 
     #[test]
