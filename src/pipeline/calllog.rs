@@ -21,7 +21,7 @@ use crate::throttle::Throttle;
 /// Rows waiting to be written, at most.
 const QUEUE: usize = 65_536;
 /// Rows written in one transaction, at most.
-const BATCH: usize = 2_000;
+const BATCH: usize = 16_384;
 
 enum Message {
     Row(Box<CallRecord>),

@@ -79,8 +79,15 @@ impl Compiled {
         }
     }
 
-    /// The findings of these rules in `text`.
-    fn find(&self, text: &str, global: &[&Allowlist], out: &mut Vec<Finding>) {
+    /// The findings of these rules in `text`, and in `view` (its unescaped view, see
+    /// [`unescaped_view`]) for the rules that look at quotes around a secret.
+    fn find(
+        &self,
+        text: &str,
+        view: Option<&str>,
+        global: &[&Allowlist],
+        out: &mut Vec<Finding>,
+    ) {
         let bytes = text.as_bytes();
         let mut run = vec![false; self.set.rules.len()];
         for &index in &self.always {
@@ -91,9 +98,13 @@ impl Compiled {
                 run[index] = true;
             }
         }
+        // The view has the text's keywords (no keyword holds the spaces it differs by).
         for (index, rule) in self.set.rules.iter().enumerate() {
             if run[index] {
                 find_rule(rule, text, global, out);
+                if let Some(view) = view.filter(|_| rule.quoted) {
+                    find_rule(rule, view, global, out);
+                }
             }
         }
     }
@@ -263,15 +274,10 @@ impl Redactor {
             .chain(self.extra.iter().flat_map(|e| e.set.allowlists.iter()))
             .collect();
         let mut found = Vec::new();
-        self.builtin.find(text, &global, &mut found);
+        let view = unescaped_view(text);
+        self.builtin.find(text, view.as_deref(), &global, &mut found);
         if let Some(extra) = &self.extra {
-            extra.find(text, &global, &mut found);
-        }
-        if let Some(view) = unescaped_view(text) {
-            self.builtin.find(&view, &global, &mut found);
-            if let Some(extra) = &self.extra {
-                extra.find(&view, &global, &mut found);
-            }
+            extra.find(text, view.as_deref(), &global, &mut found);
         }
         // Where two rules find the same secret, the specific rule names it, not a generic one.
         found.sort_by(|a, b| {
