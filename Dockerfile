@@ -21,27 +21,36 @@ RUN mkdir -p src benches examples \
     && cargo build --release --locked --bin compactd \
     && rm -rf src benches examples
 
-# The crate itself (migrations and prompts are compiled in).
+# The crate itself: everything compiled in — migrations, prompt templates, the console's page
+# templates (askama reads them at compile time), the redaction rules and assets under src/.
 COPY src src
 COPY migrations migrations
 COPY prompts prompts
+COPY templates templates
 COPY benches benches
 COPY examples examples
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin compactd
 
 FROM debian:bookworm-slim
+# The data directory exists, owned by the service user, before a volume is mounted on it: Docker
+# copies its ownership into a new named volume, so the unprivileged process can write SQLite there.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --create-home --home-dir /var/lib/compactd compactd
+    && useradd --system --uid 10001 --create-home --home-dir /var/lib/compactd compactd \
+    && install -d -o compactd -g compactd -m 0700 /var/lib/compactd/data
 COPY --from=builder /build/target/release/compactd /usr/local/bin/compactd
 USER compactd
 WORKDIR /var/lib/compactd
-# Inside the container compactd serves on every interface; publish the port to choose who can
-# reach it. The SQLite default lives in the home directory unless DATABASE_URL is set.
+# Inside the container compactd serves on every interface, so callers need a key: on the first
+# start with none, one is created and printed once (`docker logs`), and kept in the data volume.
+# (compose, which publishes the port on the host's loopback only, serves callers without one.)
+# The SQLite default lives in the data directory unless DATABASE_URL is set.
 ENV COMPACTD_LISTEN=0.0.0.0:8080 \
     COMPACTD_DATA_DIR=/var/lib/compactd/data \
+    COMPACTD_CREATE_FIRST_KEY=true \
     COMPACTD_LOG_FORMAT=json
+VOLUME /var/lib/compactd/data
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
     CMD ["compactd", "healthcheck", "--url", "http://127.0.0.1:8080"]

@@ -258,9 +258,18 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         let state = crate::http::AppState::from_config(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
-        crate::http::check_exposure(&config, &*state.app.store)
+        let first_key = crate::http::check_exposure(&config, &*state.app.store)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
+        if let Some(key) = first_key {
+            // Shown once, on standard output (not in the log): the only copy besides its hash.
+            println!(
+                "compactd: no API key existed, so one was created for tenant \"default\"; it is \
+                 shown only now: {key}\n\
+                 compactd: agents use it in the URL (http://HOST:PORT/k/{key}/v1/compact) or as \
+                 `Authorization: Bearer {key}`; `compactd keys create` makes more"
+            );
+        }
         let listen = config.http.listen;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -282,6 +291,7 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError(format!("server error: {e}")));
         calls.flush().await;
+        tracing::info!("compactd stopped");
         served
     })
 }

@@ -64,6 +64,11 @@ pub struct AccessConfig {
     #[arg(long, env = "COMPACTD_ALLOW_ANONYMOUS", default_value = "false", action = clap::ArgAction::Set)]
     pub allow_anonymous: bool,
 
+    /// Beyond loopback with no API key at all: create one (tenant `default`) and print it once,
+    /// instead of refusing to start (the container image's default).
+    #[arg(long, env = "COMPACTD_CREATE_FIRST_KEY", default_value = "false", action = clap::ArgAction::Set)]
+    pub create_first_key: bool,
+
     /// Requests per minute per API key (and for all anonymous callers together); 0: no limit.
     #[arg(long, env = "COMPACTD_RATE_LIMIT_PER_MINUTE", default_value = "600")]
     pub rate_limit_per_minute: u32,

@@ -81,13 +81,7 @@ impl Compiled {
 
     /// The findings of these rules in `text`, and in `view` (its unescaped view, see
     /// [`unescaped_view`]) for the rules that look at quotes around a secret.
-    fn find(
-        &self,
-        text: &str,
-        view: Option<&str>,
-        global: &[&Allowlist],
-        out: &mut Vec<Finding>,
-    ) {
+    fn find(&self, text: &str, view: Option<&str>, global: &[&Allowlist], out: &mut Vec<Finding>) {
         let bytes = text.as_bytes();
         let mut run = vec![false; self.set.rules.len()];
         for &index in &self.always {
@@ -275,7 +269,8 @@ impl Redactor {
             .collect();
         let mut found = Vec::new();
         let view = unescaped_view(text);
-        self.builtin.find(text, view.as_deref(), &global, &mut found);
+        self.builtin
+            .find(text, view.as_deref(), &global, &mut found);
         if let Some(extra) = &self.extra {
             extra.find(text, view.as_deref(), &global, &mut found);
         }

@@ -38,3 +38,34 @@ fn every_setting_is_documented_with_its_default() {
     }
     assert!(checked >= 25, "only {checked} settings found");
 }
+
+/// README's Docker section is exactly what `scripts/docker-test.sh` runs: every command of its
+/// code blocks (comments aside) is a line of the script.
+#[test]
+fn the_docker_section_is_what_the_docker_test_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let script = std::fs::read_to_string(format!("{root}/scripts/docker-test.sh")).unwrap();
+    let section = readme
+        .split("## Running with Docker\n")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut commands = 0;
+    for block in section.split("```sh\n").skip(1) {
+        for line in block.split("```").next().unwrap().lines() {
+            let command = line.split(" #").next().unwrap().trim();
+            if command.is_empty() {
+                continue;
+            }
+            assert!(
+                script.lines().any(|l| l.contains(command)),
+                "README runs `{command}`, scripts/docker-test.sh does not"
+            );
+            commands += 1;
+        }
+    }
+    assert!(commands >= 9, "{commands}");
+}
