@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command of README.md: makes sure PostgreSQL answers (scripts/ensure-postgres.sh), then
-# runs the whole test suite. Storage tests run on PostgreSQL (a fresh database per test, created
+# runs the whole test suite, then the Docker smoke test (scripts/docker-test.sh). Storage tests run on PostgreSQL (a fresh database per test, created
 # from DATABASE_URL) and on SQLite. Set DATABASE_URL to use another server. The console's
 # end-to-end tests drive Debian's headless chromium through chromedriver: both are installed
 # here when missing (CHROMIUM and CHROMEDRIVER name others).
@@ -17,4 +17,9 @@ if ! command -v "${CHROMEDRIVER:-chromedriver}" >/dev/null || [ ! -x "${CHROMIUM
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
-exec cargo test --locked "$@"
+cargo test --locked "$@"
+# The Docker smoke test (README's Docker commands, built and run); COMPACTD_TEST_DOCKER=0 skips
+# it for a quick run of the suite alone.
+if [ "${COMPACTD_TEST_DOCKER:-1}" != 0 ] && [ $# -eq 0 ]; then
+  scripts/docker-test.sh
+fi
