@@ -112,11 +112,7 @@ fn fidelity(c: &mut Criterion) {
     let conversation = &conversation_400kb();
     let prompts = compactd::prompts::Prompts::builtin();
     let prompt = compactd::transcript::prompt::history_prompt(&prompts, conversation, None, None);
-    let request = SummaryRequest {
-        system_prompt: prompts.system.clone(),
-        prompt: prompt.clone(),
-        max_tokens: 13_107,
-    };
+    let request = SummaryRequest::from_prompt(prompts.system.clone(), prompt.clone(), 13_107);
     let summary = extractive::summarize(&request).text;
     let mut group = c.benchmark_group(format!("fidelity gate ({} KB prompt)", prompt.len() / 1024));
     group

@@ -134,11 +134,11 @@ async fn main() {
                     .summarize(
                         &context,
                         Purpose::Prompt,
-                        SummaryRequest {
-                            system_prompt: request["systemPrompt"].as_str().unwrap().to_owned(),
-                            prompt: request["prompt"].as_str().unwrap().to_owned(),
-                            max_tokens: request["maxTokens"].as_u64().unwrap_or(13_107),
-                        },
+                        SummaryRequest::from_prompt(
+                            request["systemPrompt"].as_str().unwrap().to_owned(),
+                            request["prompt"].as_str().unwrap().to_owned(),
+                            request["maxTokens"].as_u64().unwrap_or(13_107),
+                        ),
                     )
                     .await
                     .ok();

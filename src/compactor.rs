@@ -12,15 +12,15 @@ use crate::compaction::budget::{BRANCH_MAX_TOKENS, history_max_tokens, turn_pref
 use crate::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
 use crate::compaction::{
     CompactionSettings, NothingReason, NothingToCompact, branch, build_session_context,
-    estimate_tokens, prepare_compaction, serialize_conversation,
+    estimate_tokens, prepare_compaction, serialize_conversation, typed_conversation,
 };
 use crate::fidelity::{Anchor, Report};
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::prompts::Prompts;
 use crate::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
-use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
+use crate::summarizer::{Flags, Shape, Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::{
-    branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
+    Asks, branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
 };
 
 /// Which compaction to make.
@@ -101,26 +101,40 @@ pub async fn compact(
 
     // The calls this compaction needs, run together: the history summary (unless only the split
     // turn is new) and the split turn's prefix.
+    // Each prompt is written from the planned messages, and its typed conversation built from
+    // the same messages: no stage reads the text back.
     let history_request = (!prep.messages_to_summarize.is_empty()).then(|| {
-        let conversation = serialize_conversation(prep.messages_to_summarize.iter().copied());
-        SummaryRequest {
-            system_prompt: prompts.system.clone(),
-            prompt: history_prompt(
+        let messages = || prep.messages_to_summarize.iter().copied();
+        SummaryRequest::with_shape(
+            prompts.system.clone(),
+            history_prompt(
                 prompts,
-                &conversation,
+                &serialize_conversation(messages()),
                 prep.previous_summary,
                 request.custom_instructions.as_deref(),
             ),
-            max_tokens: history_max_tokens(reserve),
-        }
+            history_max_tokens(reserve),
+            Shape {
+                conversation: typed_conversation(messages()),
+                previous_summary: prep.previous_summary.map(str::to_owned),
+                asks: Asks::Checkpoint {
+                    critical_context: true,
+                },
+            },
+        )
     });
     let prefix_request = split.then(|| {
-        let conversation = serialize_conversation(prep.turn_prefix_messages.iter().copied());
-        SummaryRequest {
-            system_prompt: prompts.system.clone(),
-            prompt: turn_prefix_prompt(prompts, &conversation),
-            max_tokens: turn_prefix_max_tokens(reserve),
-        }
+        let messages = || prep.turn_prefix_messages.iter().copied();
+        SummaryRequest::with_shape(
+            prompts.system.clone(),
+            turn_prefix_prompt(prompts, &serialize_conversation(messages())),
+            turn_prefix_max_tokens(reserve),
+            Shape {
+                conversation: typed_conversation(messages()),
+                previous_summary: None,
+                asks: Asks::TurnPrefix,
+            },
+        )
     });
     // The file lists are appended to the summary below: the gate counts what they hold as kept.
     // Pins ride with the history summary (with the turn prefix when only it is new).
@@ -294,13 +308,20 @@ pub async fn summarize_branch(
             request.custom_instructions.as_deref(),
             request.replace_instructions,
         );
+        // Replaced instructions may ask for anything: what they ask is read from them.
+        let asks = crate::transcript::prompt::Parts::parse(&prompt).asks();
         let job = Job {
             purpose: Purpose::Branch,
-            request: SummaryRequest {
-                system_prompt: prompts.system.clone(),
+            request: SummaryRequest::with_shape(
+                prompts.system.clone(),
                 prompt,
-                max_tokens: BRANCH_MAX_TOKENS,
-            },
+                BRANCH_MAX_TOKENS,
+                Shape {
+                    conversation: typed_conversation(prep.messages.iter().copied()),
+                    previous_summary: None,
+                    asks,
+                },
+            ),
             gate: GateInput {
                 extra: Vec::new(),
                 appendix: files.format_tags(),

@@ -101,11 +101,8 @@ impl App {
             .summarize(
                 &context,
                 Purpose::Prompt,
-                SummaryRequest {
-                    system_prompt,
-                    prompt: request.prompt,
-                    max_tokens,
-                },
+                // The one place an agent's prompt is read.
+                SummaryRequest::from_prompt(system_prompt, request.prompt, max_tokens),
             )
             .await?)
     }

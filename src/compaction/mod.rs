@@ -21,7 +21,7 @@ pub use cut_point::{CutPoint, find_cut_point, find_turn_start_index, find_valid_
 pub use file_ops::{FileLists, FileOperations};
 pub use plan::{NothingReason, Plan, PlanOutcome};
 pub use prepare::{NothingToCompact, Preparation, prepare_compaction};
-pub use serialize::serialize_conversation;
+pub use serialize::{serialize_conversation, typed_conversation};
 pub use tokens::{
     CompactionSettings, ContextEstimate, calculate_context_tokens, estimate_context_tokens,
     estimate_tokens, last_assistant_usage, should_compact,

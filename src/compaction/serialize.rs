@@ -140,6 +140,91 @@ fn write_part(out: &mut String, message: &LlmMessage<'_>) {
     }
 }
 
+/// The same messages typed, as [`serialize_conversation`] writes them (user text, a tool result
+/// cut as the serializer cuts it, an assistant message's thinking and text blocks each joined by
+/// newlines, its calls): what the pipeline's stages read instead of reading the text back.
+pub fn typed_conversation<'a>(
+    messages: impl IntoIterator<Item = &'a Message>,
+) -> crate::transcript::Conversation {
+    use crate::transcript::{Conversation, Dialect, Message as Typed, Role, ToolCall};
+    let mut out = Vec::new();
+    for message in messages {
+        let Some(llm) = to_llm(message) else { continue };
+        let text = match &llm {
+            LlmMessage::User { content, .. } => Some(match content {
+                UserContent::Text(text) => text.clone(),
+                UserContent::Blocks(blocks) => joined_text_blocks(blocks).into_owned(),
+            }),
+            LlmMessage::Native(Message::User { content }) => {
+                Some(content.joined_text().into_owned())
+            }
+            _ => None,
+        };
+        match (&llm, text) {
+            (_, Some(text)) if !text.is_empty() => out.push(Typed::with_text(Role::User, text)),
+            (_, Some(_)) => {}
+            (LlmMessage::Native(Message::ToolResult { content }), None) => {
+                let text = content.joined_text();
+                if !text.is_empty() {
+                    let mut part = String::new();
+                    pi::write_tool_result(&mut part, &text);
+                    let cut = part
+                        .strip_prefix(pi::TOOL_RESULT)
+                        .unwrap_or(&part)
+                        .to_owned();
+                    out.push(Typed::tool_result(cut, None, false));
+                }
+            }
+            (LlmMessage::Native(Message::Assistant { content, .. }), None) => {
+                let joined = |pick: fn(&Block) -> Option<&str>| {
+                    content
+                        .iter()
+                        .filter_map(pick)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                let calls = content
+                    .iter()
+                    .filter_map(|block| match block {
+                        Block::ToolCall { name, arguments } => Some(ToolCall::new(
+                            name.clone(),
+                            match arguments {
+                                Some(Value::Object(map)) => js_json::js_key_order(map)
+                                    .into_iter()
+                                    .map(|(k, v)| (k.clone(), v.clone()))
+                                    .collect(),
+                                Some(Value::Array(items)) => items
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, v)| (i.to_string(), v.clone()))
+                                    .collect(),
+                                _ => Vec::new(),
+                            },
+                        )),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(Typed {
+                    thinking: joined(|b| match b {
+                        Block::Thinking(t) => Some(t.as_str()),
+                        _ => None,
+                    }),
+                    text: joined(|b| match b {
+                        Block::Text(t) => Some(t.as_str()),
+                        _ => None,
+                    }),
+                    calls,
+                    ..Typed::new(Role::Assistant)
+                });
+            }
+            _ => {}
+        }
+    }
+    let mut conversation = Conversation::new(Dialect::Pi, out);
+    crate::transcript::name_results(&mut conversation.messages);
+    conversation
+}
+
 /// Thinking, then text, then tool calls, each part only when there is something of its kind.
 fn write_assistant(out: &mut String, content: &[Block]) {
     let mut wrote_marker = false;

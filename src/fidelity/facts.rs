@@ -114,6 +114,8 @@ impl Facts {
                         );
                     }
                 }
+                // System and developer text (rules files, environment notes) in the history.
+                Role::Developer => {}
                 Role::ToolResult => {
                     if let Some(Some(command)) = pending.pop_front()
                         && (message.is_error || exited_nonzero(&message.text))

@@ -143,11 +143,11 @@ impl Pipeline {
         missing: &[&Anchor],
         deadline: Instant,
     ) -> Option<Summary> {
-        let request = SummaryRequest {
-            system_prompt: job.request.system_prompt.clone(),
-            prompt: repair_prompt(&summary.text, missing),
-            max_tokens: job.request.max_tokens,
-        };
+        let request = SummaryRequest::plain(
+            job.request.system_prompt.clone(),
+            repair_prompt(&summary.text, missing),
+            job.request.max_tokens,
+        );
         let repaired = self
             .chain
             .ask(&summary.model, &request, deadline, |event| {

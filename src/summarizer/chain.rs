@@ -385,15 +385,13 @@ impl Chain {
     ) -> Result<Summary, LinkFailure> {
         let mut running: Option<Summary> = None;
         for index in 0..fold.len() {
-            let window = SummaryRequest {
-                system_prompt: request.system_prompt.clone(),
-                prompt: fold.prompt(
-                    index,
-                    running.as_ref().map(|s| s.text.as_str()),
-                    &self.fold_prompts,
-                ),
+            let window = fold.window(
+                index,
+                running.as_ref().map(|s| s.text.as_str()),
+                &self.fold_prompts,
+                &request.system_prompt,
                 max_tokens,
-            };
+            );
             // Only the last window's answer is the summary: it must have the asked structure;
             // the ones before only carry the story on, in whatever form the model wrote them.
             let expect = if index + 1 == fold.len() {
@@ -520,11 +518,11 @@ mod tests {
     #[tokio::test]
     async fn an_extractive_chain_always_answers() {
         let chain = Chain::new(vec![Link::Extractive], RetryPolicy::default());
-        let request = SummaryRequest {
-            system_prompt: String::new(),
-            prompt: "<conversation>\n[User]: fix src/main.rs\n</conversation>\n\n## Goal".into(),
-            max_tokens: 1000,
-        };
+        let request = SummaryRequest::from_prompt(
+            String::new(),
+            "<conversation>\n[User]: fix src/main.rs\n</conversation>\n\n## Goal".into(),
+            1000,
+        );
         let mut seen = Vec::new();
         let summary = chain
             .summarize(&request, Instant::now(), |a| seen.push(a.clone()))

@@ -6,12 +6,10 @@
 //! the whole conversation.
 
 use crate::prompts::Prompts;
-use crate::transcript::{
-    self,
-    prompt::{Asks, Parts},
-};
+use crate::transcript::Conversation;
+use crate::transcript::prompt::{Asks, Parts};
 
-use super::{SummaryRequest, estimate_tokens};
+use super::{Shape, SummaryRequest, estimate_tokens};
 
 /// The instructions fold uses for the windows before the last.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,32 +41,38 @@ const TAG_SLACK: u64 = 64;
 /// A window narrower than this (in tokens of conversation) is not worth folding into.
 const MIN_WINDOW_TOKENS: u64 = 256;
 
-/// A request split into windows: build each prompt with [`Fold::prompt`].
+/// A request split into windows: build each window's request with [`Fold::window`].
 #[derive(Debug)]
 pub struct Fold<'r> {
     parts: Parts<'r>,
-    windows: Vec<&'r str>,
+    previous_summary: Option<&'r str>,
+    asks: Asks,
+    windows: Vec<Conversation>,
 }
 
 impl<'r> Fold<'r> {
-    /// Splits `request` so that every window prompt fits `budget` tokens (the prompt's share of
-    /// the model's window) with a previous summary of up to `summary_tokens`. `None` when it
-    /// cannot: no conversation to split, or too little room for one.
+    /// Splits `request`'s conversation (typed, see [`SummaryRequest::shape`]) so that every
+    /// window prompt fits `budget` tokens (the prompt's share of the model's window) with a
+    /// previous summary of up to `summary_tokens`. `None` when it cannot: no conversation to
+    /// split, or too little room for one.
     pub fn plan(
         request: &'r SummaryRequest,
         budget: u64,
         summary_tokens: u64,
         prompts: &FoldPrompts,
     ) -> Option<Fold<'r>> {
-        let parts = Parts::parse(&request.prompt);
-        if parts.conversation.trim().is_empty() {
+        let shape = &request.shape;
+        if shape.conversation.messages.is_empty() {
             return None;
         }
+        // The prompt's layout (what comes before the conversation, the instructions after it).
+        let parts = Parts::parse(&request.prompt);
         let instructions = estimate_tokens(parts.instructions)
             .max(estimate_tokens(&prompts.update))
             .max(estimate_tokens(&prompts.summary));
-        let previous = parts
+        let previous = shape
             .previous_summary
+            .as_deref()
             .map_or(0, estimate_tokens)
             .max(summary_tokens);
         let room = budget
@@ -77,13 +81,13 @@ impl<'r> Fold<'r> {
         // Four UTF-16 units a token; a byte is at most one unit, so a window of `4 × room` bytes
         // never estimates above `room` tokens.
         let max_bytes = (room * 4) as usize;
-        let transcript = transcript::read(parts.conversation);
-        let windows: Vec<&str> = transcript
-            .windows(parts.conversation, max_bytes)
-            .into_iter()
-            .flat_map(|window| split_long(window, max_bytes))
-            .collect();
-        (windows.len() > 1).then_some(Fold { parts, windows })
+        let windows = shape.conversation.windows(max_bytes);
+        (windows.len() > 1).then_some(Fold {
+            parts,
+            previous_summary: shape.previous_summary.as_deref(),
+            asks: shape.asks,
+            windows,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -94,53 +98,58 @@ impl<'r> Fold<'r> {
         self.windows.is_empty()
     }
 
-    /// The prompt of window `index`, after `running` (the summary of the windows before it).
-    pub fn prompt(&self, index: usize, running: Option<&str>, prompts: &FoldPrompts) -> String {
+    /// The request of window `index`, after `running` (the summary of the windows before it):
+    /// its conversation written in the request's dialect, its typed shape carried along.
+    pub fn window(
+        &self,
+        index: usize,
+        running: Option<&str>,
+        prompts: &FoldPrompts,
+        system_prompt: &str,
+        max_tokens: u64,
+    ) -> SummaryRequest {
         let last = index + 1 == self.windows.len();
         let previous = running.or(if index == 0 {
-            self.parts.previous_summary
+            self.previous_summary
         } else {
             None
         });
-        let instructions = if last {
+        let checkpoint = matches!(self.asks, Asks::Checkpoint { .. });
+        let (instructions, asks) = if last {
             // The last window answers in the request's own terms; a first-summary request has
             // a previous summary now, so it becomes an update.
-            let checkpoint = matches!(self.parts.asks(), Asks::Checkpoint { .. });
-            if checkpoint && self.parts.previous_summary.is_none() {
-                prompts.update.as_str()
+            if checkpoint && self.previous_summary.is_none() {
+                (prompts.update.as_str(), self.asks)
             } else {
-                self.parts.instructions
+                (self.parts.instructions, self.asks)
             }
         } else if previous.is_some() {
-            prompts.update.as_str()
+            (
+                prompts.update.as_str(),
+                Asks::Checkpoint {
+                    critical_context: true,
+                },
+            )
         } else {
-            prompts.summary.as_str()
+            (
+                prompts.summary.as_str(),
+                Asks::Checkpoint {
+                    critical_context: true,
+                },
+            )
         };
-        self.parts
-            .rebuild(self.windows[index], previous, instructions)
+        let window = &self.windows[index];
+        SummaryRequest::with_shape(
+            system_prompt.to_owned(),
+            self.parts.rebuild(&window.write(), previous, instructions),
+            max_tokens,
+            Shape {
+                conversation: window.clone(),
+                previous_summary: previous.map(str::to_owned),
+                asks,
+            },
+        )
     }
-}
-
-/// `window` cut at line ends (or, for a single line, at character boundaries) into pieces of at
-/// most `max_bytes`: a single message larger than a window still fits.
-fn split_long(window: &str, max_bytes: usize) -> Vec<&str> {
-    let mut pieces = Vec::new();
-    let mut rest = window;
-    while rest.len() > max_bytes {
-        let mut cut = max_bytes;
-        while !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        if let Some(line_end) = rest[..cut].rfind('\n').filter(|&at| at > max_bytes / 2) {
-            cut = line_end + 1;
-        }
-        pieces.push(&rest[..cut]);
-        rest = &rest[cut..];
-    }
-    if !rest.trim().is_empty() {
-        pieces.push(rest);
-    }
-    pieces
 }
 
 #[cfg(test)]
@@ -161,26 +170,33 @@ mod tests {
             .join("\n\n")
     }
 
+    fn window_prompt(fold: &Fold<'_>, index: usize, running: Option<&str>) -> SummaryRequest {
+        fold.window(index, running, &FoldPrompts::default(), "", 1000)
+    }
+
     #[test]
     fn every_window_prompt_fits_and_the_windows_hold_the_whole_conversation() {
         let prompts = FoldPrompts::default();
         let whole = conversation(200);
-        let request = SummaryRequest {
-            system_prompt: String::new(),
-            prompt: history_prompt(&Prompts::builtin(), &whole, None, Some("the parser")),
-            max_tokens: 1000,
-        };
+        let request = SummaryRequest::from_prompt(
+            String::new(),
+            history_prompt(&Prompts::builtin(), &whole, None, Some("the parser")),
+            1000,
+        );
         let fold = Fold::plan(&request, 6000, 1000, &prompts).unwrap();
         assert!(fold.len() >= 10, "{}", fold.len());
         let mut running: Option<String> = None;
         let mut seen = String::new();
         for index in 0..fold.len() {
-            let prompt = fold.prompt(index, running.as_deref(), &prompts);
+            let window = window_prompt(&fold, index, running.as_deref());
+            let prompt = &window.prompt;
             // A previous summary as long as allowed still fits.
             let with_summary =
-                estimate_tokens(&prompt) + 1000 - running.as_deref().map_or(0, estimate_tokens);
+                estimate_tokens(prompt) + 1000 - running.as_deref().map_or(0, estimate_tokens);
             assert!(with_summary <= 6000, "window {index}: {with_summary}");
-            let parts = Parts::parse(&prompt);
+            let parts = Parts::parse(prompt);
+            // The window's typed conversation is what its prompt holds.
+            assert_eq!(window.shape.conversation.write(), parts.conversation);
             seen.push_str(parts.conversation);
             seen.push_str("\n\n");
             if index == 0 {
@@ -201,38 +217,40 @@ mod tests {
     #[test]
     fn the_last_window_keeps_the_requests_own_instructions() {
         let prompts = FoldPrompts::default();
-        let request = SummaryRequest {
-            system_prompt: String::new(),
-            prompt: format!(
+        let request = SummaryRequest::from_prompt(
+            String::new(),
+            format!(
                 "<conversation>\n{}\n</conversation>\n\n<previous-summary>\nOLD\n</previous-summary>\n\nIn 2-3 sentences, describe the changes.",
                 conversation(100)
             ),
-            max_tokens: 512,
-        };
+            512,
+        );
         let fold = Fold::plan(&request, 8000, 512, &prompts).unwrap();
-        let first = fold.prompt(0, None, &prompts);
-        assert_eq!(Parts::parse(&first).previous_summary, Some("OLD"));
-        let last = fold.prompt(fold.len() - 1, Some("RUNNING"), &prompts);
-        let parts = Parts::parse(&last);
+        let first = window_prompt(&fold, 0, None);
+        assert_eq!(Parts::parse(&first.prompt).previous_summary, Some("OLD"));
+        let last = window_prompt(&fold, fold.len() - 1, Some("RUNNING"));
+        let parts = Parts::parse(&last.prompt);
         assert_eq!(parts.previous_summary, Some("RUNNING"));
         assert_eq!(
             parts.instructions,
             "In 2-3 sentences, describe the changes."
         );
+        assert_eq!(last.shape.asks, Asks::Short);
     }
 
     #[test]
     fn a_single_huge_message_is_cut_to_fit_and_a_tiny_window_is_refused() {
         let huge = format!("[User]: {}", "line of log output\n".repeat(5000));
-        let request = SummaryRequest {
-            system_prompt: String::new(),
-            prompt: history_prompt(&Prompts::builtin(), &huge, None, None),
-            max_tokens: 500,
-        };
+        let request = SummaryRequest::from_prompt(
+            String::new(),
+            history_prompt(&Prompts::builtin(), &huge, None, None),
+            500,
+        );
         let prompts = FoldPrompts::default();
         let fold = Fold::plan(&request, 5000, 500, &prompts).unwrap();
         for index in 0..fold.len() {
-            assert!(estimate_tokens(&fold.prompt(index, Some("S"), &prompts)) + 500 <= 5000);
+            let window = fold.window(index, Some("S"), &prompts, "", 500);
+            assert!(estimate_tokens(&window.prompt) + 500 <= 5000);
         }
         assert!(Fold::plan(&request, 1000, 500, &prompts).is_none());
     }

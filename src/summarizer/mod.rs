@@ -26,12 +26,83 @@ use serde::{Deserialize, Serialize};
 pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
 pub use spec::ModelSpec;
 
-/// One summarization call: a system prompt, one user prompt, an output cap.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One summarization call: a system prompt, one user prompt, an output cap — and the prompt's
+/// parts typed ([`Shape`]), read once where the prompt came in or built from a session, which
+/// every stage reads instead of the text.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRequest {
     pub system_prompt: String,
     pub prompt: String,
     pub max_tokens: u64,
+    pub shape: std::sync::Arc<Shape>,
+}
+
+/// What a summarization prompt holds, typed: the conversation, the previous summary, what the
+/// instructions ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub conversation: crate::transcript::Conversation,
+    pub previous_summary: Option<String>,
+    pub asks: crate::transcript::prompt::Asks,
+}
+
+impl Shape {
+    /// A prompt that is no summarization prompt (a repair request): no conversation.
+    pub fn none() -> Shape {
+        Shape {
+            conversation: crate::transcript::Conversation::new(
+                crate::transcript::Dialect::Generic,
+                Vec::new(),
+            ),
+            previous_summary: None,
+            asks: crate::transcript::prompt::Asks::Checkpoint {
+                critical_context: true,
+            },
+        }
+    }
+
+    /// The parts of an agent's prompt: its conversation read (once) in whatever dialect it is.
+    pub fn of_prompt(prompt: &str) -> Shape {
+        let parts = crate::transcript::prompt::Parts::parse(prompt);
+        Shape {
+            conversation: crate::transcript::read(parts.conversation),
+            previous_summary: parts.previous_summary.map(str::to_owned),
+            asks: parts.asks(),
+        }
+    }
+}
+
+impl SummaryRequest {
+    /// A request for an agent's prompt: its conversation is read here, once.
+    pub fn from_prompt(system_prompt: String, prompt: String, max_tokens: u64) -> SummaryRequest {
+        let shape = std::sync::Arc::new(Shape::of_prompt(&prompt));
+        SummaryRequest {
+            system_prompt,
+            prompt,
+            max_tokens,
+            shape,
+        }
+    }
+
+    /// A request whose prompt was rendered from `shape` (nothing is read back).
+    pub fn with_shape(
+        system_prompt: String,
+        prompt: String,
+        max_tokens: u64,
+        shape: Shape,
+    ) -> SummaryRequest {
+        SummaryRequest {
+            system_prompt,
+            prompt,
+            max_tokens,
+            shape: std::sync::Arc::new(shape),
+        }
+    }
+
+    /// A request that carries no conversation (a repair request).
+    pub fn plain(system_prompt: String, prompt: String, max_tokens: u64) -> SummaryRequest {
+        SummaryRequest::with_shape(system_prompt, prompt, max_tokens, Shape::none())
+    }
 }
 
 /// Token counts reported by the model (estimated for the extractive summarizer).

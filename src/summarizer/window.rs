@@ -158,11 +158,7 @@ mod tests {
                 ratio: 1.2
             })
         );
-        let request = SummaryRequest {
-            system_prompt: "x".repeat(400),
-            prompt: String::new(),
-            max_tokens: 13_107,
-        };
+        let request = SummaryRequest::plain("x".repeat(400), String::new(), 13_107);
         // 8192 less a 2048 output cap, 90 %, at 1.2 server tokens a token, less 100 of system.
         assert_eq!(prompt_budget(8192, &request, 1.2), 4508);
         assert_eq!(output_cap(13_107, 8192), 2048);

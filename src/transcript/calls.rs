@@ -36,7 +36,7 @@ pub(super) fn parse(mut rest: &str, separator: &str) -> Vec<ToolCall> {
             arguments.push((key, value));
             rest = rest.strip_prefix(", ").unwrap_or(rest);
         }
-        calls.push(ToolCall { name, arguments });
+        calls.push(ToolCall::new(name, arguments));
         match rest.trim_start().strip_prefix(separator.trim()) {
             Some(after) => rest = after,
             None => break,
@@ -51,7 +51,7 @@ fn literal(text: &str) -> Option<Value> {
         "True" => Some(Value::Bool(true)),
         "False" => Some(Value::Bool(false)),
         "None" => Some(Value::Null),
-        other => crate::js_json::from_str(other).ok(),
+        other => crate::js_json::preserving::parse(other).ok(),
     }
 }
 

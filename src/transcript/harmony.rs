@@ -1,5 +1,5 @@
-//! OpenAI's harmony format, as oh-my-pi writes it for GPT models (the `|` of its special tokens
-//! arrive escaped, `<\|start\|>`; plain `<|start|>` is read too):
+//! OpenAI's harmony format, as oh-my-pi writes it for GPT models. Every special token in the whole
+//! transcript is escaped (`<|end|>` → `<\|end\|>`, contents included); plain tokens are read too.
 //!
 //! ```text
 //! <|start|>user<|message|>fix the parser<|end|>
@@ -8,126 +8,188 @@
 //! <|start|>assistant<|channel|>commentary to=functions.read<|message|>{"path":"a.rs"}<|call|>
 //! <|start|>functions.read to=assistant<|channel|>commentary<|message|>…output…<|end|>
 //! ```
+//!
+//! (Without the line breaks: segments follow each other directly.) An assistant message is its
+//! analysis, final and call segments in that order; one with none of them is an empty final.
 
-use super::{Message, Reader, ToolCall, append_text};
+use super::markup::{escape_harmony, parse_json, unescape_harmony};
+use super::{Message, Role, ToolCall, result_run};
 
-/// A special token found in the text: where it starts and ends, and its name.
-struct Token<'a> {
-    start: usize,
-    end: usize,
-    name: &'a str,
+const START: &str = "<|start|>";
+const END: &str = "<|end|>";
+const CALL: &str = "<|call|>";
+const MESSAGE: &str = "<|message|>";
+const CHANNEL: &str = "<|channel|>";
+
+/// `functions.NAME` (a name that has the prefix keeps it).
+fn recipient(name: &str) -> String {
+    if name.starts_with("functions.") {
+        name.to_owned()
+    } else {
+        format!("functions.{name}")
+    }
 }
 
-/// The next special token at or after `from`.
-fn next_token(text: &str, mut from: usize) -> Option<Token<'_>> {
-    let bytes = text.as_bytes();
-    while let Some(offset) = memchr::memmem::find(&bytes[from..], b"<") {
-        let start = from + offset;
-        let rest = &text[start + 1..];
-        let (rest, opened) = match rest.strip_prefix("\\|").or_else(|| rest.strip_prefix('|')) {
-            Some(after) => (after, rest.len() - after.len()),
-            None => {
-                from = start + 1;
-                continue;
-            }
-        };
-        let name_len = rest
-            .bytes()
-            .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
-            .count();
-        let after_name = &rest[name_len..];
-        let closed = if after_name.starts_with("\\|>") {
-            3
-        } else if after_name.starts_with("|>") {
-            2
-        } else {
-            0
-        };
-        if name_len > 0 && closed > 0 {
-            return Some(Token {
-                start,
-                end: start + 1 + opened + name_len + closed,
-                name: &rest[..name_len],
-            });
-        }
-        from = start + 1;
-    }
-    None
+/// The transcript with its tokens escaped, as oh-my-pi sends it.
+pub(super) fn write(messages: &[Message]) -> String {
+    escape_harmony(&write_plain(messages))
 }
 
-pub(super) fn read(conversation: &str, reader: &mut Reader) {
-    let mut at = 0;
-    let mut tokens = Vec::new();
-    while let Some(token) = next_token(conversation, at) {
-        at = token.end;
-        tokens.push(token);
-    }
+fn write_plain(messages: &[Message]) -> String {
+    let mut out = String::new();
     let mut i = 0;
-    while i < tokens.len() {
-        if tokens[i].name != "start" {
-            i += 1;
-            continue;
-        }
-        let turn_start = tokens[i].start;
-        // The header runs to `<|message|>`; the content from there to the token that ends it.
-        let Some(message_at) = (i + 1..tokens.len())
-            .take_while(|&j| tokens[j].name != "start")
-            .find(|&j| tokens[j].name == "message")
-        else {
-            i += 1;
-            continue;
-        };
-        let header = header_text(conversation, &tokens[i..=message_at]);
-        let content_end = tokens
-            .get(message_at + 1)
-            .map_or(conversation.len(), |t| t.start);
-        let content = &conversation[tokens[message_at].end..content_end];
-        reader.turn(turn_start);
-        segment(&header, content, reader);
-        i = message_at + 1;
-    }
-}
-
-/// The header words from `<|start|>` to `<|message|>` (the last of `tokens`), with the tokens in
-/// between replaced by spaces.
-fn header_text(text: &str, tokens: &[Token<'_>]) -> String {
-    let mut header = String::new();
-    for pair in tokens.windows(2) {
-        header.push(' ');
-        header.push_str(&text[pair[0].end..pair[1].start]);
-    }
-    header
-}
-
-fn segment(header: &str, content: &str, reader: &mut Reader) {
-    let role = header.split_whitespace().next().unwrap_or_default();
-    let recipient = header
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("to="))
-        .unwrap_or_default();
-    let channel = header
-        .split_whitespace()
-        .find(|w| matches!(*w, "analysis" | "commentary" | "final"))
-        .unwrap_or_default();
-    if let Some(tool) = role.strip_prefix("functions.") {
-        reader.push(Message::tool_result(content, Some(tool.to_owned()), false));
-        return;
-    }
-    match role {
-        "assistant" => {
-            let message = reader.assistant();
-            if let Some(tool) = recipient.strip_prefix("functions.") {
-                let arguments: serde_json::Value = crate::js_json::from_str(content.trim())
-                    .unwrap_or_else(|_| serde_json::json!({ "input": content }));
-                message.calls.push(ToolCall::from_object(tool, &arguments));
-            } else if channel == "analysis" {
-                append_text(&mut message.thinking, content);
-            } else {
-                append_text(&mut message.text, content);
+    while i < messages.len() {
+        let message = &messages[i];
+        match message.role {
+            Role::Assistant => {
+                let mut wrote = false;
+                if !message.thinking.is_empty() {
+                    out.push_str(&format!(
+                        "{START}assistant{CHANNEL}analysis{MESSAGE}{}{END}",
+                        message.thinking
+                    ));
+                    wrote = true;
+                }
+                if !message.text.is_empty() {
+                    out.push_str(&format!(
+                        "{START}assistant{CHANNEL}final{MESSAGE}{}{END}",
+                        message.text
+                    ));
+                    wrote = true;
+                }
+                for call in &message.calls {
+                    out.push_str(&format!(
+                        "{START}assistant{CHANNEL}commentary to={}{MESSAGE}{}{CALL}",
+                        recipient(&call.name),
+                        call.arguments_json()
+                    ));
+                    wrote = true;
+                }
+                if !wrote {
+                    out.push_str(&format!("{START}assistant{CHANNEL}final{MESSAGE}{END}"));
+                }
+                i += 1;
+            }
+            Role::ToolResult => {
+                let run = result_run(messages, i);
+                for result in &messages[i..i + run] {
+                    out.push_str(&format!(
+                        "{START}{} to=assistant{CHANNEL}commentary{MESSAGE}{}{END}",
+                        recipient(result.tool.as_deref().unwrap_or_default()),
+                        result.text
+                    ));
+                }
+                i += run;
+            }
+            Role::User | Role::Developer => {
+                let role = if message.role == Role::User {
+                    "user"
+                } else {
+                    "developer"
+                };
+                out.push_str(&format!("{START}{role}{MESSAGE}{}{END}", message.text));
+                i += 1;
             }
         }
-        "user" => reader.push(Message::user(content)),
-        // system and developer messages are not the conversation's.
-        _ => {}
     }
+    out
+}
+
+/// Where a segment of an assistant message sits in the order it is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Part {
+    Analysis,
+    Final,
+    Call,
+}
+
+pub(super) fn read(conversation: &str) -> Vec<Message> {
+    let escaped = conversation.contains("<\\|start\\|>");
+    let (start, message_token, end, call) = if escaped {
+        (
+            "<\\|start\\|>",
+            "<\\|message\\|>",
+            "<\\|end\\|>",
+            "<\\|call\\|>",
+        )
+    } else {
+        (START, MESSAGE, END, CALL)
+    };
+    let content = |text: &str| {
+        if escaped {
+            unescape_harmony(text)
+        } else {
+            text.to_owned()
+        }
+    };
+    let mut messages: Vec<Message> = Vec::new();
+    let mut last: Option<Part> = None;
+    for segment in conversation.split(start).skip(1) {
+        let Some((header, body)) = segment.split_once(message_token) else {
+            continue;
+        };
+        // The body runs to its closing token, the last one of the segment.
+        let body = body
+            .strip_suffix(end)
+            .or_else(|| body.strip_suffix(call))
+            .unwrap_or(body);
+        let header = content(header);
+        let header = header.replace(CHANNEL, " ");
+        let mut words = header.split_whitespace();
+        let role = words.next().unwrap_or_default();
+        let words: Vec<&str> = words.collect();
+        let to = words.iter().find_map(|w| w.strip_prefix("to="));
+        let channel = words
+            .iter()
+            .find(|w| matches!(**w, "analysis" | "final" | "commentary"))
+            .copied();
+        if let Some(tool) = role.strip_prefix("functions.") {
+            messages.push(Message::tool_result(
+                content(body),
+                Some(tool.to_owned()),
+                false,
+            ));
+            last = None;
+            continue;
+        }
+        match role {
+            "assistant" => {
+                let part = match (channel, to) {
+                    (_, Some(_)) => Part::Call,
+                    (Some("analysis"), _) => Part::Analysis,
+                    _ => Part::Final,
+                };
+                // A part that does not follow the one before in writing order opens the next
+                // message (calls follow calls).
+                if last.is_none_or(|l| l > part || (l == part && part != Part::Call)) {
+                    messages.push(Message::new(Role::Assistant));
+                }
+                last = Some(part);
+                let message = messages.last_mut().expect("pushed above");
+                match part {
+                    Part::Analysis => message.thinking = content(body),
+                    Part::Final => message.text = content(body),
+                    Part::Call => {
+                        let name = to.unwrap_or_default();
+                        let name = name.strip_prefix("functions.").unwrap_or(name);
+                        let arguments = parse_json(&content(body))
+                            .map(super::markup::object_entries)
+                            .unwrap_or_else(|| {
+                                vec![("input".to_owned(), serde_json::Value::String(content(body)))]
+                            });
+                        message.calls.push(ToolCall::new(name, arguments));
+                    }
+                }
+            }
+            "user" => {
+                messages.push(Message::with_text(Role::User, content(body)));
+                last = None;
+            }
+            _ => {
+                messages.push(Message::with_text(Role::Developer, content(body)));
+                last = None;
+            }
+        }
+    }
+    messages
 }

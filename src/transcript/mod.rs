@@ -1,101 +1,174 @@
-//! The conversation as text: the one place that knows how transcripts are written and read.
+//! The conversation a summarization is about, typed — and every form it is written in.
 //!
-//! compactd writes pi's form (`[User]: …`, spec §6.1) for the prompts it renders itself. Agents
-//! send their own: pi's form, and since oh-my-pi v15.13.3 the active model's chat markup —
-//! `Human:`/`Assistant:` with `<function_calls>` (Claude, and the fallback for other models),
-//! harmony `<|start|>…<|end|>` (OpenAI), ChatML `<|im_start|>…<|im_end|>` (Qwen) and Gemma
-//! `<start_of_turn>…<end_of_turn>` (Gemini). [`read`] turns any of them into the same
-//! [`Message`]s, so that everything that reads a conversation (the extractive summarizer, the
-//! fidelity anchors, prompt folding) sees one shape. [`prompt`] owns the tags around the
-//! conversation (`<conversation>`, `<previous-summary>`) and the instructions after them.
+//! A [`Conversation`] is a list of [`Message`]s (user, developer, assistant with its thinking,
+//! text and tool calls, tool results with the call they answer), built once from whatever came
+//! in: a pi session's planned messages (`compaction::serialize`), an agent's prompt in any
+//! dialect ([`read`]), or a structured request (chat, Anthropic Messages, Responses input,
+//! [`structured`]). Every stage — anchors, the gate, redaction, fold, the extractive summarizer,
+//! loop detection — works on it. Text is written only when it leaves for a model or a client
+//! ([`write`]), in the dialect it came in.
 //!
-//! Pure and synchronous. Readers never fail: text they cannot place is kept as the text of the
-//! message it appears in.
+//! A dialect is one module with a reader and a writer: pi's `[User]:` form, OpenCode's, and the
+//! ten model-native markups oh-my-pi 18.3 writes (anthropic, xml, minimax, harmony, qwen3,
+//! hermes, glm, kimi, deepseek, gemini, gemma). The writers print what oh-my-pi prints, byte for
+//! byte, and the readers undo them: `write(read(text)) == text` on every recorded request. Text
+//! in no known dialect is read by a generic reader that still finds the turns it can, and says
+//! so. Readers never fail.
+//!
+//! Pure and synchronous. [`reads`] counts the texts read, so a test can prove each request's
+//! conversation is read once.
 
 mod calls;
-mod chatml;
-mod claude;
+mod cut;
+mod deepseek;
+mod gemini;
 mod gemma;
+mod generic;
+mod glm;
 mod harmony;
+mod kimi;
+mod markup;
+mod opencode;
 pub mod pi;
 pub mod prompt;
+mod qwen;
+pub mod structured;
+mod windows;
+mod xmlish;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
-/// The markup a transcript is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub use cut::Cut;
+
+/// The markup a conversation is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
-    /// pi's `[User]: …` parts (also oh-my-pi's `[Tool Call]`/`[Tool Result]` variant).
+    /// pi's `[User]: …` parts (also oh-my-pi's older `[Tool Call]`/`[Tool Result]` variant).
     Pi,
-    /// `Human:` / `Assistant:` turns with `<function_calls><invoke …>` or bare `<invoke>` blocks.
-    Claude,
-    /// OpenAI harmony: `<|start|>role<|channel|>…<|message|>…<|end|>`.
+    /// OpenCode's `[User]:` / `[Assistant tool call]: name({json})` form.
+    OpenCode,
+    /// `Human:` / `Assistant:` with `<function_calls><invoke …>` and `<function_results>`.
+    Anthropic,
+    /// `Human:` / `Assistant:` with bare `<invoke>` blocks and `<tool_response>` results.
+    Xml,
+    /// `Human:` / `Assistant:` with `<minimax:tool_call>` blocks.
+    Minimax,
+    /// OpenAI harmony: `<|start|>role<|channel|>…<|message|>…<|end|>`, tokens escaped.
     Harmony,
-    /// `<|im_start|>role … <|im_end|>` with `<tool_call>{…}</tool_call>`.
-    ChatMl,
-    /// `<start_of_turn>role … <end_of_turn>` with ```` ```tool_code ```` blocks.
+    /// ChatML with `<tool_call>{json}</tool_call>`, results as user turns.
+    Qwen3,
+    /// ChatML with results in `tool` turns.
+    Hermes,
+    /// GLM: `[gMASK]<sop><|user|>`, `<arg_key>`/`<arg_value>` arguments.
+    Glm,
+    /// Kimi: `<|im_user|>`, `functions.NAME:0` call ids, `## Return of …` results.
+    Kimi,
+    /// DeepSeek: full-width `<｜User｜>` markers.
+    DeepSeek,
+    /// Gemini (Gemma 2/3 markup): `<start_of_turn>`, ```` ```tool_code ```` Python calls.
+    Gemini,
+    /// Gemma 4: `<|turn>user`, `<|tool_call>call:NAME{k:<|"|>v<|"|>}`.
     Gemma,
+    /// No known dialect: the generic reader's best guess.
+    Generic,
 }
 
 impl Dialect {
     pub fn name(self) -> &'static str {
         match self {
             Dialect::Pi => "pi",
-            Dialect::Claude => "claude",
+            Dialect::OpenCode => "opencode",
+            Dialect::Anthropic => "anthropic",
+            Dialect::Xml => "xml",
+            Dialect::Minimax => "minimax",
             Dialect::Harmony => "harmony",
-            Dialect::ChatMl => "chatml",
+            Dialect::Qwen3 => "qwen3",
+            Dialect::Hermes => "hermes",
+            Dialect::Glm => "glm",
+            Dialect::Kimi => "kimi",
+            Dialect::DeepSeek => "deepseek",
+            Dialect::Gemini => "gemini",
             Dialect::Gemma => "gemma",
+            Dialect::Generic => "generic",
         }
     }
+
+    /// Every dialect with a writer that round-trips its reader.
+    pub const WRITTEN: [Dialect; 13] = [
+        Dialect::Pi,
+        Dialect::OpenCode,
+        Dialect::Anthropic,
+        Dialect::Xml,
+        Dialect::Minimax,
+        Dialect::Harmony,
+        Dialect::Qwen3,
+        Dialect::Hermes,
+        Dialect::Glm,
+        Dialect::Kimi,
+        Dialect::DeepSeek,
+        Dialect::Gemini,
+        Dialect::Gemma,
+    ];
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     User,
+    /// System or developer text inside the conversation (not the request's system prompt).
+    Developer,
     Assistant,
     ToolResult,
 }
 
-/// One message of a transcript, whatever the dialect.
+/// One message of a conversation, whatever it was written in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub role: Role,
     /// What the user wrote, what the assistant said, or what a tool returned, without markup.
     pub text: String,
-    /// The assistant's reasoning, when the transcript carries it.
+    /// The assistant's reasoning, when the conversation carries it.
     pub thinking: String,
     /// The assistant's tool calls, in order.
     pub calls: Vec<ToolCall>,
-    /// For tool results: the tool that produced it (named by the dialect, or by the call it
-    /// answers).
+    /// For tool results: the tool that produced it (named by the dialect, or by its call).
     pub tool: Option<String>,
-    /// For tool results: the dialect marked it as an error.
+    /// For tool results: the id of the call it answers, when the form carries one.
+    pub call_id: Option<String>,
+    /// For tool results: marked as an error.
     pub is_error: bool,
+    /// Written as part of the message before it, on the next line (OpenCode writes the parts of
+    /// one of its messages — text, reasoning, calls, results — that way).
+    pub continues: bool,
 }
 
 impl Message {
-    fn new(role: Role) -> Message {
+    pub fn new(role: Role) -> Message {
         Message {
             role,
             text: String::new(),
             thinking: String::new(),
             calls: Vec::new(),
             tool: None,
+            call_id: None,
             is_error: false,
+            continues: false,
         }
     }
 
-    fn user(text: &str) -> Message {
+    /// A message of `role` with this text.
+    pub fn with_text(role: Role, text: impl Into<String>) -> Message {
         Message {
-            text: text.trim().to_owned(),
-            ..Message::new(Role::User)
+            text: text.into(),
+            ..Message::new(role)
         }
     }
 
-    fn tool_result(text: &str, tool: Option<String>, is_error: bool) -> Message {
+    pub fn tool_result(text: impl Into<String>, tool: Option<String>, is_error: bool) -> Message {
         Message {
-            text: text.to_owned(),
+            text: text.into(),
             tool,
             is_error,
             ..Message::new(Role::ToolResult)
@@ -107,7 +180,11 @@ impl Message {
         if self.role != Role::User {
             return None;
         }
-        self.text.strip_prefix("Ran `")?.split('`').next()
+        self.text
+            .trim_start()
+            .strip_prefix("Ran `")?
+            .split('`')
+            .next()
     }
 
     fn is_empty(&self) -> bool {
@@ -118,11 +195,21 @@ impl Message {
 /// A tool call with its arguments in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The call's id, when the form carries one of its own (results name it).
+    pub id: Option<String>,
     pub name: String,
     pub arguments: Vec<(String, Value)>,
 }
 
 impl ToolCall {
+    pub fn new(name: impl Into<String>, arguments: Vec<(String, Value)>) -> ToolCall {
+        ToolCall {
+            id: None,
+            name: name.into(),
+            arguments,
+        }
+    }
+
     /// A non-empty string argument.
     pub fn arg(&self, key: &str) -> Option<&str> {
         self.arguments
@@ -132,148 +219,200 @@ impl ToolCall {
             .filter(|s| !s.is_empty())
     }
 
-    fn from_object(name: &str, arguments: &Value) -> ToolCall {
-        let arguments = match arguments {
-            Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            _ => Vec::new(),
-        };
-        ToolCall {
-            name: name.to_owned(),
-            arguments,
-        }
+    /// A call from a JSON object of arguments (anything else has none).
+    pub fn from_object(name: &str, arguments: &Value) -> ToolCall {
+        ToolCall::new(name, markup::object_entries(arguments.clone()))
+    }
+
+    /// The arguments as the JSON object `JSON.stringify` prints.
+    pub fn arguments_json(&self) -> String {
+        markup::stringify(&markup::arguments_object(&self.arguments))
     }
 }
 
-/// A transcript read back into messages.
+/// A conversation: its messages and the dialect they came in (and are written back in).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Transcript {
+pub struct Conversation {
     pub dialect: Dialect,
     pub messages: Vec<Message>,
-    /// Byte offsets in the conversation where a turn starts: where it may be cut without
-    /// splitting a message (the first is 0 when the transcript is not empty).
-    pub boundaries: Vec<usize>,
+    /// Where the client cut the conversation short, if it did: the last `cut.messages`
+    /// messages are the reading of the fragment `cut.text`, which is written as it came.
+    pub cut: Cut,
 }
 
-impl Transcript {
-    /// The conversation cut into consecutive pieces of at most about `max_bytes` each, at turn
-    /// boundaries (a single turn longer than that is a piece of its own).
-    pub fn windows<'a>(&self, conversation: &'a str, max_bytes: usize) -> Vec<&'a str> {
-        let mut pieces = Vec::new();
-        let mut start = 0;
-        let mut last_fit = 0;
-        for &boundary in self
-            .boundaries
+impl Conversation {
+    pub fn new(dialect: Dialect, messages: Vec<Message>) -> Conversation {
+        Conversation {
+            dialect,
+            messages,
+            cut: Cut::default(),
+        }
+    }
+
+    /// The conversation as text, in its dialect.
+    pub fn write(&self) -> String {
+        let whole = self.messages.len() - self.cut.messages;
+        let mut text = write(self.dialect, &self.messages[..whole]);
+        text.push_str(&self.cut.text);
+        text
+    }
+
+    /// The last message of the user that is the user's own words (not a tool's output).
+    pub fn latest_user_text(&self) -> Option<&str> {
+        self.messages
             .iter()
-            .chain(std::iter::once(&conversation.len()))
-        {
-            if boundary <= start {
-                continue;
-            }
-            if boundary - start > max_bytes && last_fit > start {
-                pieces.push(&conversation[start..last_fit]);
-                start = last_fit;
-            }
-            last_fit = boundary;
-        }
-        if start < conversation.len() {
-            pieces.push(&conversation[start..]);
-        }
-        pieces
-            .into_iter()
-            .map(|p| p.trim_matches('\n'))
-            .filter(|p| !p.trim().is_empty())
-            .collect()
+            .rev()
+            .find(|m| m.role == Role::User && !m.text.trim().is_empty())
+            .map(|m| m.text.as_str())
     }
 }
 
-/// Which dialect `conversation` is written in.
+/// Texts read so far by [`read`], process-wide.
+static READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many conversation texts [`read`] has read in this process.
+pub fn reads() -> u64 {
+    READS.load(Ordering::Relaxed)
+}
+
+/// Which dialect `conversation` is written in, from the text alone.
 pub fn detect(conversation: &str) -> Dialect {
     let head = conversation.trim_start();
-    if pi::starts_with_marker(head) {
-        return Dialect::Pi;
-    }
-    // Markup tokens are distinctive wherever they appear; look at the opening first, which
-    // settles every real transcript, then at the whole text.
+    // Markup tokens are distinctive wherever they appear; the opening settles every real
+    // transcript, the whole text the rest.
     let opening = &head[..floor_boundary(head, 4096)];
     for text in [opening, head] {
-        if text.contains("<|im_start|>") || text.contains("<\\|im_start\\|>") {
-            return Dialect::ChatMl;
-        }
-        if text.contains("<start_of_turn>") {
-            return Dialect::Gemma;
-        }
-        if text.contains("<|start|>") || text.contains("<\\|start\\|>") {
-            return Dialect::Harmony;
-        }
-        if text.starts_with("Human: ") || text.contains("\n\nHuman: ") {
-            return Dialect::Claude;
+        if let Some(dialect) = detect_in(text) {
+            return dialect;
         }
     }
-    Dialect::Pi
+    Dialect::Generic
 }
 
-/// Reads a conversation in any dialect.
-pub fn read(conversation: &str) -> Transcript {
-    let dialect = detect(conversation);
-    let mut reader = Reader::default();
-    match dialect {
-        Dialect::Pi => pi::read(conversation, &mut reader),
-        Dialect::Claude => claude::read(conversation, &mut reader),
-        Dialect::Harmony => harmony::read(conversation, &mut reader),
-        Dialect::ChatMl => chatml::read(conversation, &mut reader),
-        Dialect::Gemma => gemma::read(conversation, &mut reader),
+fn detect_in(text: &str) -> Option<Dialect> {
+    let has = |needle: &str| text.contains(needle);
+    if text.starts_with("[gMASK]<sop>") || has("<|observation|>") && has("<|assistant|>") {
+        return Some(Dialect::Glm);
     }
-    let mut messages = reader.messages;
-    messages.retain(|m| !m.is_empty() || m.role == Role::ToolResult);
+    if has("<|im_user|>") || has("<|im_assistant|>") || has("<|im_middle|>") {
+        return Some(Dialect::Kimi);
+    }
+    if has("<｜User｜>") || has("<｜Assistant｜>") || has("<｜begin▁of▁sentence｜>") {
+        return Some(Dialect::DeepSeek);
+    }
+    if has("<|turn>") {
+        return Some(Dialect::Gemma);
+    }
+    if has("<start_of_turn>") {
+        return Some(Dialect::Gemini);
+    }
+    if has("<\\|start\\|>") || has("<|start|>") {
+        return Some(Dialect::Harmony);
+    }
+    if has("<|im_start|>") || has("<\\|im_start\\|>") {
+        return Some(if has("<|im_start|>tool\n") {
+            Dialect::Hermes
+        } else {
+            Dialect::Qwen3
+        });
+    }
+    if text.starts_with("Human: ")
+        || text.starts_with("Assistant: ")
+        || has("\n\nHuman: ")
+        || has("\n\nAssistant: ")
+    {
+        return Some(if has("<minimax:tool_call>") {
+            Dialect::Minimax
+        } else if has("<function_calls>") || has("<function_results>") {
+            Dialect::Anthropic
+        } else if has("<invoke name=") || has("<tool_response>") || has("<thinking>") {
+            Dialect::Xml
+        } else {
+            Dialect::Anthropic
+        });
+    }
+    if has("[Assistant tool call]: ") || opencode::is_opencode(text) {
+        return Some(Dialect::OpenCode);
+    }
+    if pi::starts_with_marker(text) || has("\n\n[Assistant]: ") || has("\n\n[User]: ") {
+        return Some(Dialect::Pi);
+    }
+    None
+}
+
+/// Reads a conversation in any dialect (counted, see [`reads`]).
+pub fn read(conversation: &str) -> Conversation {
+    READS.fetch_add(1, Ordering::Relaxed);
+    read_as(detect(conversation), conversation)
+}
+
+/// Reads `conversation` as written in `dialect`.
+pub fn read_as(dialect: Dialect, conversation: &str) -> Conversation {
+    match cut::body(conversation) {
+        Some(body) => cut::read(dialect, conversation, body),
+        None => read_whole(dialect, conversation),
+    }
+}
+
+fn read_whole(dialect: Dialect, conversation: &str) -> Conversation {
+    let mut messages = match dialect {
+        Dialect::Pi => pi::read(conversation),
+        Dialect::OpenCode => opencode::read(conversation),
+        Dialect::Anthropic | Dialect::Xml | Dialect::Minimax => {
+            xmlish::read(dialect, &markup::unescape_frame_tags(conversation))
+        }
+        Dialect::Harmony => harmony::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::Qwen3 | Dialect::Hermes => {
+            qwen::read(dialect, &markup::unescape_frame_tags(conversation))
+        }
+        Dialect::Glm => glm::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::Kimi => kimi::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::DeepSeek => deepseek::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::Gemini => gemini::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::Gemma => gemma::read(&markup::unescape_frame_tags(conversation)),
+        Dialect::Generic => generic::read(conversation),
+    };
     name_results(&mut messages);
-    Transcript {
-        dialect,
-        messages,
-        boundaries: reader.boundaries,
-    }
+    Conversation::new(dialect, messages)
 }
 
-/// What the dialect readers build.
-#[derive(Default)]
-struct Reader {
-    messages: Vec<Message>,
-    boundaries: Vec<usize>,
-}
-
-impl Reader {
-    /// A turn starts at byte `at` of the conversation.
-    fn turn(&mut self, at: usize) {
-        if self.boundaries.last() != Some(&at) {
-            self.boundaries.push(at);
+/// `messages` written in `dialect`, as the agent that uses it writes them (oh-my-pi escapes the
+/// frame tags and, for harmony, its tokens, inside the whole transcript).
+pub fn write(dialect: Dialect, messages: &[Message]) -> String {
+    let text = match dialect {
+        Dialect::Pi | Dialect::Generic => return pi::write(messages),
+        Dialect::OpenCode => return opencode::write(messages),
+        Dialect::Anthropic | Dialect::Xml | Dialect::Minimax => xmlish::write(dialect, messages),
+        Dialect::Harmony => {
+            return markup::escape_frame_tags(&harmony::write(messages)).into_owned();
         }
-    }
-
-    fn push(&mut self, message: Message) {
-        self.messages.push(message);
-    }
-
-    /// The assistant message being built: the last one when it is an assistant's, else a new one.
-    fn assistant(&mut self) -> &mut Message {
-        if self.messages.last().map(|m| m.role) != Some(Role::Assistant) {
-            self.messages.push(Message::new(Role::Assistant));
-        }
-        self.messages.last_mut().expect("just ensured")
-    }
+        Dialect::Qwen3 | Dialect::Hermes => qwen::write(dialect, messages),
+        Dialect::Glm => glm::write(messages),
+        Dialect::Kimi => kimi::write(messages),
+        Dialect::DeepSeek => deepseek::write(messages),
+        Dialect::Gemini => gemini::write(messages),
+        Dialect::Gemma => gemma::write(messages),
+    };
+    markup::escape_frame_tags(&text).into_owned()
 }
 
-/// Results follow their calls in order: a result the dialect does not name gets the name of the
-/// call it answers.
-fn name_results(messages: &mut [Message]) {
-    let mut pending: std::collections::VecDeque<String> = Default::default();
+/// Results follow their calls in order: a result the form does not name gets the name (and id)
+/// of the call it answers.
+pub fn name_results(messages: &mut [Message]) {
+    let mut pending: std::collections::VecDeque<(String, Option<String>)> = Default::default();
     for message in messages {
         match message.role {
             Role::Assistant if !message.calls.is_empty() => {
-                pending = message.calls.iter().map(|c| c.name.clone()).collect();
+                pending = message
+                    .calls
+                    .iter()
+                    .map(|c| (c.name.clone(), c.id.clone()))
+                    .collect();
             }
             Role::ToolResult => {
                 let answered = pending.pop_front();
                 if message.tool.is_none() {
-                    message.tool = answered;
+                    message.tool = answered.map(|(name, _)| name);
                 }
             }
             _ => {}
@@ -281,16 +420,34 @@ fn name_results(messages: &mut [Message]) {
     }
 }
 
-/// Appends `piece` (trimmed of surrounding newlines) to `text`, separated by a newline.
-fn append_text(text: &mut String, piece: &str) {
-    let piece = piece.trim_matches(['\n', '\r']);
-    if piece.trim().is_empty() {
-        return;
+/// `<tool_response>\n…\n</tool_response>` blocks joined by newlines, the whole of `body` (the
+/// results of several dialects); `None` when `body` is not only that. An output may hold the
+/// closing tag itself: a block ends at the first one after which the list goes on or ends.
+fn tool_responses(body: &str) -> Option<Vec<Message>> {
+    const OPEN: &str = "<tool_response>\n";
+    const CLOSE: &str = "\n</tool_response>";
+    let mut rest = body.strip_prefix(OPEN)?;
+    let mut results = Vec::new();
+    loop {
+        let at = memchr::memmem::find_iter(rest.as_bytes(), CLOSE.as_bytes()).find(|&at| {
+            let after = &rest[at + CLOSE.len()..];
+            after.is_empty() || after.starts_with("\n<tool_response>\n")
+        })?;
+        results.push(Message::tool_result(&rest[..at], None, false));
+        let after = &rest[at + CLOSE.len()..];
+        if after.is_empty() {
+            return Some(results);
+        }
+        rest = &after[1 + OPEN.len()..];
     }
-    if !text.is_empty() {
-        text.push('\n');
-    }
-    text.push_str(piece);
+}
+
+/// Consecutive tool results from `start`: how many.
+fn result_run(messages: &[Message], start: usize) -> usize {
+    messages[start..]
+        .iter()
+        .take_while(|m| m.role == Role::ToolResult)
+        .count()
 }
 
 /// `index` rounded down to a character boundary of `text`.
@@ -302,11 +459,51 @@ fn floor_boundary(text: &str, index: usize) -> usize {
     index
 }
 
-/// The text between `open` and the next `close` after it, and the offset just past `close`.
-fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<(&'a str, usize)> {
-    let start = text.find(open)? + open.len();
-    let end = start + text[start..].find(close)?;
-    Some((&text[start..end], end + close.len()))
+/// Splits `text` at each occurrence of any of `tokens`: `(token index, start of the token, the
+/// text after it up to the next token)`; text before the first token comes with `None`.
+fn split_tokens<'a>(text: &'a str, tokens: &[&str]) -> Vec<(Option<usize>, &'a str)> {
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    for (index, token) in tokens.iter().enumerate() {
+        for at in memchr::memmem::find_iter(text.as_bytes(), token.as_bytes()) {
+            found.push((at, index));
+        }
+    }
+    found.sort_unstable();
+    // A token that starts inside another (longer one at the same place) is not a second one.
+    let mut pieces = Vec::new();
+    let mut last_end = 0;
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    for (at, index) in found {
+        if at < last_end {
+            continue;
+        }
+        last_end = at + tokens[index].len();
+        kept.push((at, index));
+    }
+    let first = kept.first().map_or(text.len(), |&(at, _)| at);
+    if first > 0 {
+        pieces.push((None, &text[..first]));
+    }
+    for (i, &(at, index)) in kept.iter().enumerate() {
+        let end = kept.get(i + 1).map_or(text.len(), |&(next, _)| next);
+        pieces.push((Some(index), &text[at + tokens[index].len()..end]));
+    }
+    pieces
+}
+
+/// Finds where a tail of `text` that `parse` reads whole begins: the first occurrence of `opener`
+/// from which the rest parses. Returns the text before it and the parsed tail.
+fn trailing<T>(
+    text: &str,
+    opener: &str,
+    mut parse: impl FnMut(&str) -> Option<T>,
+) -> Option<(usize, T)> {
+    for at in memchr::memmem::find_iter(text.as_bytes(), opener.as_bytes()) {
+        if let Some(parsed) = parse(&text[at..]) {
+            return Some((at, parsed));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

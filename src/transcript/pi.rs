@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use super::{Message, Reader, Role, ToolCall, append_text, calls};
+use super::{Message, Role, ToolCall, calls};
 use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
 
 pub const USER: &str = "[User]: ";
@@ -120,11 +120,45 @@ pub fn write_tool_result(out: &mut String, text: &str) {
     }
 }
 
-// ---- reading ------------------------------------------------------------------------------------
+// ---- typed ------------------------------------------------------------------------------------
+
+/// `messages` in pi's form: thinking, text and calls of an assistant message as three parts (each
+/// when there is something of its kind), results and user text as one part each (results are
+/// written as they are: a session's are cut when its messages are typed, see
+/// `compaction::serialize`).
+pub(super) fn write(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for message in messages {
+        match message.role {
+            Role::User => begin_part(&mut out, USER).push_str(&message.text),
+            // pi has no form for it: the text as the user's.
+            Role::Developer => begin_part(&mut out, USER).push_str(&message.text),
+            Role::ToolResult => begin_part(&mut out, TOOL_RESULT).push_str(&message.text),
+            Role::Assistant => {
+                if !message.thinking.is_empty() {
+                    begin_part(&mut out, THINKING).push_str(&message.thinking);
+                }
+                if !message.text.is_empty() {
+                    begin_part(&mut out, ASSISTANT).push_str(&message.text);
+                }
+                for (i, call) in message.calls.iter().enumerate() {
+                    if i == 0 {
+                        begin_part(&mut out, TOOL_CALLS);
+                    } else {
+                        out.push_str("; ");
+                    }
+                    out.push_str(&render_call(call));
+                }
+            }
+        }
+    }
+    out
+}
 
 /// Splits the conversation into parts at markers that start a line after a blank line; text
-/// before the first marker (a free-form prompt) counts as the user's.
-pub(super) fn read(conversation: &str, reader: &mut Reader) {
+/// before the first marker (a free-form prompt) counts as the user's. Each part's text is kept
+/// exactly, so that [`write`] gives the text back.
+pub(super) fn read(conversation: &str) -> Vec<Message> {
     let mut starts: Vec<(usize, Part, usize)> = Vec::new();
     if let Some((part, len)) = marker_at(conversation) {
         starts.push((0, part, len));
@@ -136,6 +170,7 @@ pub(super) fn read(conversation: &str, reader: &mut Reader) {
             starts.push((found + 2, part, len));
         }
     }
+    let mut messages: Vec<Message> = Vec::new();
     // The kind of the last assistant part, to tell when a new assistant message begins: pi
     // writes thinking, text and calls of one message in that order.
     let mut last_assistant_part: Option<Part> = None;
@@ -146,36 +181,45 @@ pub(super) fn read(conversation: &str, reader: &mut Reader) {
         let text = &conversation[start + len..end];
         match part {
             Part::User => {
-                reader.turn(start);
-                reader.push(Message::user(text));
+                messages.push(Message::with_text(Role::User, text));
                 last_assistant_part = None;
             }
             Part::Result => {
-                reader.turn(start);
-                reader.push(Message::tool_result(text, None, false));
+                messages.push(Message::tool_result(text, None, false));
                 last_assistant_part = None;
             }
             Part::Thinking | Part::Text | Part::Calls => {
                 if last_assistant_part.is_none_or(|last| last >= part) {
-                    reader.turn(start);
-                    reader.messages.push(Message::new(Role::Assistant));
+                    messages.push(Message::new(Role::Assistant));
                 }
                 last_assistant_part = Some(part);
-                let message = reader.assistant();
+                let message = messages.last_mut().expect("pushed above");
                 match part {
-                    Part::Thinking => append_text(&mut message.thinking, text),
-                    Part::Text => append_text(&mut message.text, text),
+                    Part::Thinking => message.thinking.push_str(text),
+                    Part::Text => message.text.push_str(text),
                     _ => message.calls.extend(calls::parse(text, "; ")),
                 }
             }
         }
     }
+    messages
 }
 
-/// A call as pi renders it, for tests and tools that build transcripts.
+/// A call as pi renders it: `name(k1=JSON, k2=JSON)` (lone surrogates kept as escapes).
 pub fn render_call(call: &ToolCall) -> String {
-    let object: serde_json::Map<String, Value> = call.arguments.iter().cloned().collect();
-    let mut out = String::new();
-    write_call(&mut out, &call.name, Some(&Value::Object(object)));
+    let object = super::markup::arguments_object(&call.arguments);
+    let Value::Object(map) = &object else {
+        unreachable!("an object")
+    };
+    let mut out = format!("{}(", call.name);
+    for (i, (key, value)) in js_json::js_key_order(map).into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(key);
+        out.push('=');
+        out.push_str(&super::markup::stringify(value));
+    }
+    out.push(')');
     out
 }

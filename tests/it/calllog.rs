@@ -244,11 +244,7 @@ async fn a_flood_of_rows_is_written_in_batches_without_a_drop(store: Arc<dyn Sto
     let metrics = Arc::new(compactd::metrics::Metrics::new());
     let log = CallLog::spawn(store.clone(), false, metrics.clone());
     let context = Context::new(Endpoint::Compact, "flood", None);
-    let request = SummaryRequest {
-        system_prompt: "s".into(),
-        prompt: "p".into(),
-        max_tokens: 1,
-    };
+    let request = SummaryRequest::plain("s".into(), "p".into(), 1);
     let failed = SummarizeError::Chain(ChainError::DeadlineExceeded);
     for _ in 0..ROWS {
         log.observe(

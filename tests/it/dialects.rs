@@ -121,11 +121,11 @@ fn every_dialect_gets_a_complete_extractive_summary() {
             let (modified, latest) = oracle(claude.prompt());
             for r in recorded.iter().filter(|r| r.call == call) {
                 let name = format!("{file} {} {call}", r.model);
-                let summary = summarize(&SummaryRequest {
-                    system_prompt: r.system_prompt().to_owned(),
-                    prompt: r.prompt().to_owned(),
-                    max_tokens: r.request["maxTokens"].as_u64().unwrap(),
-                })
+                let summary = summarize(&SummaryRequest::from_prompt(
+                    r.system_prompt().to_owned(),
+                    r.prompt().to_owned(),
+                    r.request["maxTokens"].as_u64().unwrap(),
+                ))
                 .text;
                 if call == "short-summary" {
                     // A plain sentence or two, free of markup.

@@ -50,11 +50,11 @@ fn extractive_summaries_of_the_fixtures_keep_paths_requests_and_errors() {
             plan.previous_summary.as_deref(),
             None,
         );
-        let summary = summarize(&SummaryRequest {
-            system_prompt: prompts.system.clone(),
+        let summary = summarize(&SummaryRequest::from_prompt(
+            prompts.system.clone(),
             prompt,
-            max_tokens: 13_107,
-        });
+            13_107,
+        ));
         let text = &summary.text;
         assert!(text.len() <= 13_107 * 4, "{name}: within the output budget");
 

@@ -131,13 +131,14 @@ async fn no_repair_call_when_the_model_kept_everything_critical() {
         .find(|r| r.model == "qwen3-coder" && r.call == "history")
         .unwrap();
     // A summary that holds every critical anchor: the extractive one, passed through a model.
-    let complete =
-        compactd::summarizer::extractive::summarize(&compactd::summarizer::SummaryRequest {
-            system_prompt: String::new(),
-            prompt: sample.prompt().to_owned(),
-            max_tokens: 13_107,
-        })
-        .text;
+    let complete = compactd::summarizer::extractive::summarize(
+        &compactd::summarizer::SummaryRequest::from_prompt(
+            String::new(),
+            sample.prompt().to_owned(),
+            13_107,
+        ),
+    )
+    .text;
     let fake = FakeUpstream::start(vec![], Reply::openai(&complete)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let body: Value = app

@@ -220,9 +220,7 @@ async fn local_model_latency_against_the_model_alone() {
     let prompt: String = {
         // About 3 600 estimated tokens of conversation, as in the measurement.
         let parts = compactd::transcript::prompt::Parts::parse(&prompt);
-        let cut = compactd::transcript::read(parts.conversation)
-            .windows(parts.conversation, 14_400)[0]
-            .to_owned();
+        let cut = compactd::transcript::read(parts.conversation).windows(14_400)[0].write();
         parts.with(&cut, None)
     };
     let (mut alone_total, mut via_total) = (0.0, 0.0);

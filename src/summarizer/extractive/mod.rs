@@ -93,11 +93,11 @@ mod tests {
     use super::*;
 
     fn run(prompt: &str, max_tokens: u64) -> String {
-        summarize(&SummaryRequest {
-            system_prompt: String::new(),
-            prompt: prompt.to_owned(),
+        summarize(&SummaryRequest::from_prompt(
+            String::new(),
+            prompt.to_owned(),
             max_tokens,
-        })
+        ))
         .text
     }
 

@@ -1,0 +1,157 @@
+//! DeepSeek's markup, as oh-my-pi writes it (full-width bars `｜` and `▁` in the tokens):
+//!
+//! ```text
+//! <｜begin▁of▁sentence｜><｜User｜>fix the parser<｜Assistant｜><think>
+//! …
+//! </think>Looking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>read<｜tool▁sep｜>{"path":"a.rs"}
+//! <｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁output▁begin｜>…output…
+//! <｜tool▁output▁end｜>
+//! ```
+//!
+//! (Without the line breaks inside the call section.) Results of one run are joined by a newline;
+//! developer text is written bare, without a token.
+
+use super::markup::parse_json;
+use super::{Message, Role, ToolCall, result_run, split_tokens};
+
+const BEGIN: &str = "<｜begin▁of▁sentence｜>";
+const USER: &str = "<｜User｜>";
+const ASSISTANT: &str = "<｜Assistant｜>";
+const END: &str = "<｜end▁of▁sentence｜>";
+const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
+const CALLS_END: &str = "<｜tool▁calls▁end｜>";
+const CALL_BEGIN: &str = "<｜tool▁call▁begin｜>";
+const CALL_END: &str = "<｜tool▁call▁end｜>";
+const SEP: &str = "<｜tool▁sep｜>";
+const OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
+const OUTPUT_END: &str = "<｜tool▁output▁end｜>";
+
+pub(super) fn write(messages: &[Message]) -> String {
+    if messages.is_empty() {
+        return String::new();
+    }
+    let mut out = BEGIN.to_owned();
+    let mut i = 0;
+    while i < messages.len() {
+        let message = &messages[i];
+        match message.role {
+            Role::Assistant => {
+                out.push_str(ASSISTANT);
+                if !message.thinking.is_empty() {
+                    out.push_str("<think>\n");
+                    out.push_str(&message.thinking);
+                    out.push_str("\n</think>");
+                }
+                out.push_str(&message.text);
+                if !message.calls.is_empty() {
+                    out.push_str(CALLS_BEGIN);
+                    for call in &message.calls {
+                        out.push_str(&format!(
+                            "{CALL_BEGIN}{}{SEP}{}{CALL_END}",
+                            call.name,
+                            call.arguments_json()
+                        ));
+                    }
+                    out.push_str(CALLS_END);
+                }
+                out.push_str(END);
+                i += 1;
+            }
+            Role::ToolResult => {
+                let run = result_run(messages, i);
+                let outputs = messages[i..i + run]
+                    .iter()
+                    .map(|r| format!("{OUTPUT_BEGIN}{}{OUTPUT_END}", r.text))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push_str(&outputs);
+                i += run;
+            }
+            Role::Developer => {
+                out.push_str(&message.text);
+                i += 1;
+            }
+            Role::User => {
+                out.push_str(USER);
+                out.push_str(&message.text);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn read(conversation: &str) -> Vec<Message> {
+    let body = conversation.strip_prefix(BEGIN).unwrap_or(conversation);
+    let mut messages = Vec::new();
+    for (token, text) in split_tokens(body, &[USER, ASSISTANT, OUTPUT_BEGIN]) {
+        match token {
+            Some(0) => messages.push(Message::with_text(Role::User, text)),
+            Some(1) => {
+                // The assistant's turn ends at its end token; what follows it (before the next
+                // token) is developer text.
+                let (turn, after) = match text.find(END) {
+                    Some(at) => (&text[..at], &text[at + END.len()..]),
+                    None => (text, ""),
+                };
+                messages.push(read_assistant(turn));
+                if !after.is_empty() {
+                    messages.push(Message::with_text(Role::Developer, after));
+                }
+            }
+            Some(_) => {
+                // One output, then the newline that joins it to the next one of its run.
+                let (output, after) = match text.rfind(OUTPUT_END) {
+                    Some(at) => (&text[..at], &text[at + OUTPUT_END.len()..]),
+                    None => (text, ""),
+                };
+                messages.push(Message::tool_result(output, None, false));
+                let after = after.strip_prefix('\n').unwrap_or(after);
+                if !after.is_empty() {
+                    messages.push(Message::with_text(Role::Developer, after));
+                }
+            }
+            None => messages.push(Message::with_text(Role::Developer, text)),
+        }
+    }
+    messages
+}
+
+fn read_assistant(body: &str) -> Message {
+    let mut message = Message::new(Role::Assistant);
+    let mut rest = body;
+    if let Some(after) = rest.strip_prefix("<think>\n")
+        && let Some(end) = after.find("\n</think>")
+    {
+        message.thinking = after[..end].to_owned();
+        rest = &after[end + "\n</think>".len()..];
+    }
+    let section = rest.strip_suffix(CALLS_END).and_then(|r| {
+        r.rfind(CALLS_BEGIN)
+            .map(|at| (at, &r[at + CALLS_BEGIN.len()..]))
+    });
+    if let Some((at, calls_text)) = section
+        && let Some(calls) = read_calls(calls_text)
+    {
+        message.text = rest[..at].to_owned();
+        message.calls = calls;
+    } else {
+        message.text = rest.to_owned();
+    }
+    message
+}
+
+fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    while !text.is_empty() {
+        let after = text.strip_prefix(CALL_BEGIN)?;
+        let (name, rest) = after.split_once(SEP)?;
+        let (arguments, rest) = rest.split_once(CALL_END)?;
+        calls.push(ToolCall::new(
+            name,
+            parse_json(arguments).map(super::markup::object_entries)?,
+        ));
+        text = rest;
+    }
+    Some(calls)
+}

@@ -1,0 +1,155 @@
+//! GLM's markup, as oh-my-pi writes it for Zhipu's models:
+//!
+//! ```text
+//! [gMASK]<sop><|user|>
+//! fix the parser<|assistant|>
+//!
+//! <think>
+//! …
+//! </think>Looking.<tool_call>read
+//! <arg_key>path</arg_key>
+//! <arg_value>"src/parse.rs"</arg_value>
+//! </tool_call><|observation|>
+//! <tool_response>
+//! …output…
+//! </tool_response>
+//! ```
+//!
+//! Turns follow each other without separators; argument values are JSON; calls of one message
+//! are joined by a newline, results by a newline; developer messages are `system` turns.
+
+use super::markup::{json_extent, parse_json, stringify};
+use super::{Message, Role, ToolCall, result_run, split_tokens, trailing};
+
+const BEGIN: &str = "[gMASK]<sop>";
+const TURNS: [&str; 5] = [
+    "<|user|>\n",
+    "<|assistant|>\n",
+    "<|observation|>\n",
+    "<|system|>\n",
+    "<|developer|>\n",
+];
+
+pub(super) fn write(messages: &[Message]) -> String {
+    if messages.is_empty() {
+        return String::new();
+    }
+    let mut out = BEGIN.to_owned();
+    let mut i = 0;
+    while i < messages.len() {
+        let message = &messages[i];
+        match message.role {
+            Role::Assistant => {
+                out.push_str("<|assistant|>\n");
+                if !message.thinking.is_empty() {
+                    out.push_str("\n<think>\n");
+                    out.push_str(&message.thinking);
+                    out.push_str("\n</think>");
+                }
+                out.push_str(&message.text);
+                for (n, call) in message.calls.iter().enumerate() {
+                    if n > 0 {
+                        out.push('\n');
+                    }
+                    out.push_str("<tool_call>");
+                    out.push_str(&call.name);
+                    for (key, value) in &call.arguments {
+                        out.push_str("\n<arg_key>");
+                        out.push_str(key);
+                        out.push_str("</arg_key>\n<arg_value>");
+                        out.push_str(&stringify(value));
+                        out.push_str("</arg_value>");
+                    }
+                    out.push_str("\n</tool_call>");
+                }
+                i += 1;
+            }
+            Role::ToolResult => {
+                let run = result_run(messages, i);
+                out.push_str("<|observation|>\n");
+                let body = messages[i..i + run]
+                    .iter()
+                    .map(|r| format!("<tool_response>\n{}\n</tool_response>", r.text))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push_str(&body);
+                i += run;
+            }
+            Role::User => {
+                out.push_str("<|user|>\n");
+                out.push_str(&message.text);
+                i += 1;
+            }
+            Role::Developer => {
+                out.push_str("<|system|>\n");
+                out.push_str(&message.text);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn read(conversation: &str) -> Vec<Message> {
+    let body = conversation.strip_prefix(BEGIN).unwrap_or(conversation);
+    let mut messages = Vec::new();
+    for (token, text) in split_tokens(body, &TURNS) {
+        match token {
+            Some(0) => messages.push(Message::with_text(Role::User, text)),
+            Some(1) => messages.push(read_assistant(text)),
+            Some(2) => messages.extend(
+                super::tool_responses(text)
+                    .unwrap_or_else(|| vec![Message::tool_result(text, None, false)]),
+            ),
+            _ => messages.push(Message::with_text(Role::Developer, text)),
+        }
+    }
+    messages
+}
+
+fn read_assistant(body: &str) -> Message {
+    let mut message = Message::new(Role::Assistant);
+    let mut rest = body;
+    if let Some(after) = rest.strip_prefix("\n<think>\n")
+        && let Some(end) = after.find("\n</think>")
+    {
+        message.thinking = after[..end].to_owned();
+        rest = &after[end + "\n</think>".len()..];
+    }
+    match trailing(rest, "<tool_call>", read_calls) {
+        Some((at, calls)) => {
+            message.text = rest[..at].to_owned();
+            message.calls = calls;
+        }
+        None => message.text = rest.to_owned(),
+    }
+    message
+}
+
+/// `<tool_call>NAME(\n<arg_key>K</arg_key>\n<arg_value>JSON</arg_value>)*\n</tool_call>` blocks
+/// joined by newlines, the whole of `text`.
+fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    loop {
+        let after = text.strip_prefix("<tool_call>")?;
+        let name_end = after.find('\n')?;
+        let name = after[..name_end].to_owned();
+        let mut rest = &after[name_end..];
+        let mut arguments = Vec::new();
+        while let Some(arg) = rest.strip_prefix("\n<arg_key>") {
+            let key_end = arg.find("</arg_key>\n<arg_value>")?;
+            let key = arg[..key_end].to_owned();
+            let value_text = &arg[key_end + "</arg_key>\n<arg_value>".len()..];
+            let extent = json_extent(value_text)?;
+            let value = parse_json(&value_text[..extent])?;
+            rest = value_text[extent..].strip_prefix("</arg_value>")?;
+            arguments.push((key, value));
+        }
+        rest = rest.strip_prefix("\n</tool_call>")?;
+        calls.push(ToolCall::new(name, arguments));
+        if rest.is_empty() {
+            return Some(calls);
+        }
+        text = rest.strip_prefix('\n')?;
+    }
+}
