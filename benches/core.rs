@@ -121,7 +121,8 @@ fn fidelity(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(prompt.len() as u64));
     group.bench_function("anchors + check", |b| {
         b.iter(|| {
-            let anchors = anchors::of_prompt(black_box(&prompt));
+            let anchors =
+                anchors::of_shape(&compactd::summarizer::Shape::of_prompt(black_box(&prompt)));
             gate::check(black_box(&summary), &anchors)
         })
     });

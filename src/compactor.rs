@@ -18,9 +18,9 @@ use crate::fidelity::{Anchor, Report};
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::prompts::Prompts;
 use crate::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
-use crate::summarizer::{Flags, Shape, Summary, SummaryRequest, TokenUsage};
+use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::{
-    Asks, branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
+    branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
 };
 
 /// Which compaction to make.
@@ -105,7 +105,7 @@ pub async fn compact(
     // the same messages: no stage reads the text back.
     let history_request = (!prep.messages_to_summarize.is_empty()).then(|| {
         let messages = || prep.messages_to_summarize.iter().copied();
-        SummaryRequest::with_shape(
+        SummaryRequest::rendered(
             prompts.system.clone(),
             history_prompt(
                 prompts,
@@ -114,26 +114,16 @@ pub async fn compact(
                 request.custom_instructions.as_deref(),
             ),
             history_max_tokens(reserve),
-            Shape {
-                conversation: typed_conversation(messages()),
-                previous_summary: prep.previous_summary.map(str::to_owned),
-                asks: Asks::Checkpoint {
-                    critical_context: true,
-                },
-            },
+            typed_conversation(messages()),
         )
     });
     let prefix_request = split.then(|| {
         let messages = || prep.turn_prefix_messages.iter().copied();
-        SummaryRequest::with_shape(
+        SummaryRequest::rendered(
             prompts.system.clone(),
             turn_prefix_prompt(prompts, &serialize_conversation(messages())),
             turn_prefix_max_tokens(reserve),
-            Shape {
-                conversation: typed_conversation(messages()),
-                previous_summary: None,
-                asks: Asks::TurnPrefix,
-            },
+            typed_conversation(messages()),
         )
     });
     // The file lists are appended to the summary below: the gate counts what they hold as kept.
@@ -309,18 +299,13 @@ pub async fn summarize_branch(
             request.replace_instructions,
         );
         // Replaced instructions may ask for anything: what they ask is read from them.
-        let asks = crate::transcript::prompt::Parts::parse(&prompt).asks();
         let job = Job {
             purpose: Purpose::Branch,
-            request: SummaryRequest::with_shape(
+            request: SummaryRequest::rendered(
                 prompts.system.clone(),
                 prompt,
                 BRANCH_MAX_TOKENS,
-                Shape {
-                    conversation: typed_conversation(prep.messages.iter().copied()),
-                    previous_summary: None,
-                    asks,
-                },
+                typed_conversation(prep.messages.iter().copied()),
             ),
             gate: GateInput {
                 extra: Vec::new(),

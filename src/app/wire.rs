@@ -1,5 +1,8 @@
-//! Summarizing an agent's rendered prompt: the `compaction.remoteEndpoint` wire and OpenAI chat
-//! completions (spec §10). compactd treats the prompt as opaque text and does not re-plan.
+//! Summarizing what an agent sent: a rendered prompt (the `compaction.remoteEndpoint` wire, a
+//! chat completion with one user message, spec §10), or a structured conversation (chat messages
+//! with tool calls, as agents that compact by appending an instruction to their history send it).
+//! compactd does not re-plan: the prompt is read once into its typed shape and forwarded as the
+//! agent wrote it; a structured conversation is written in pi's form for the model.
 
 use super::{App, AppError};
 use crate::access::Identity;
@@ -7,7 +10,8 @@ use crate::pipeline::{Endpoint, Purpose};
 use serde::Serialize;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
-use crate::transcript::prompt::is_short_summary_request;
+use crate::transcript::Conversation;
+use crate::transcript::prompt::{conversation_block, is_short_summary_request};
 
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
@@ -51,7 +55,12 @@ impl StagesView {
 pub struct WireRequest {
     /// The agent's system prompt; compactd's own when absent or blank.
     pub system_prompt: Option<String>,
+    /// The rendered prompt; or, with `conversation`, the instructions that follow it (compactd's
+    /// own history prompt when empty).
     pub prompt: String,
+    /// A conversation that came structured (typed already): summarized with `prompt` as its
+    /// instructions.
+    pub conversation: Option<Conversation>,
     /// The output cap asked for.
     pub max_tokens: Option<u64>,
     /// The request field the prompt came from, for errors (`prompt`, `messages`).
@@ -85,26 +94,48 @@ impl App {
                 "the prompt is {size} bytes, over the limit of {limit} bytes (COMPACTD_MAX_PROMPT_BYTES)"
             )));
         }
-        if request.prompt.trim().is_empty() {
+        let empty = match &request.conversation {
+            Some(conversation) => conversation.messages.is_empty(),
+            None => request.prompt.trim().is_empty(),
+        };
+        if empty {
             return Err(AppError::invalid(
                 request.prompt_field,
                 format!("{}: there is nothing to summarize", request.prompt_field),
             ));
         }
-        let max_tokens = self.max_tokens(request.max_tokens, &request.prompt);
         let system_prompt = Some(system)
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| self.prompts.system.clone());
+        let summary_request = match request.conversation {
+            Some(conversation) => {
+                let prompt = self.structured_prompt(&conversation, &request.prompt);
+                let max_tokens = self.max_tokens(request.max_tokens, &prompt);
+                SummaryRequest::rendered(system_prompt, prompt, max_tokens, conversation)
+            }
+            None => {
+                let max_tokens = self.max_tokens(request.max_tokens, &request.prompt);
+                // The one place an agent's prompt is read.
+                SummaryRequest::from_prompt(system_prompt, request.prompt, max_tokens)
+            }
+        };
         let context = self.pipeline_context(who, endpoint);
         Ok(self
             .pipeline
-            .summarize(
-                &context,
-                Purpose::Prompt,
-                // The one place an agent's prompt is read.
-                SummaryRequest::from_prompt(system_prompt, request.prompt, max_tokens),
-            )
+            .summarize(&context, Purpose::Prompt, summary_request)
             .await?)
+    }
+
+    /// The prompt for a structured conversation: the conversation in pi's form, then the
+    /// agent's instructions (compactd's history prompt when it sent none).
+    fn structured_prompt(&self, conversation: &Conversation, instructions: &str) -> String {
+        let mut prompt = conversation_block(&conversation.write());
+        prompt.push_str(if instructions.trim().is_empty() {
+            &self.prompts.summary
+        } else {
+            instructions
+        });
+        prompt
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::js_json::cmp_utf16;
 use crate::session::{Block, Entry, EntryKind, Message};
+use crate::transcript::files::{FileOp, pi_file_op};
 
 /// Paths touched by `read`, `write` and `edit` tool calls, exactly as the calls wrote them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,24 +74,16 @@ impl FileOperations {
             return;
         };
         for block in content {
-            let Block::ToolCall {
-                name,
-                arguments: Some(arguments),
-            } = block
-            else {
+            let Block::ToolCall { name, arguments } = block else {
                 continue;
             };
-            let Some(path) = arguments.get("path").and_then(Value::as_str) else {
+            let Some((op, path)) = pi_file_op(name, arguments.as_ref()) else {
                 continue;
             };
-            if path.is_empty() {
-                continue;
-            }
-            let set = match name.as_str() {
-                "read" => &mut self.read,
-                "write" => &mut self.written,
-                "edit" => &mut self.edited,
-                _ => continue,
+            let set = match op {
+                FileOp::Read => &mut self.read,
+                FileOp::Write => &mut self.written,
+                FileOp::Edit => &mut self.edited,
             };
             if !set.contains(path) {
                 set.insert(path.to_owned());

@@ -166,13 +166,8 @@ pub fn typed_conversation<'a>(
             (LlmMessage::Native(Message::ToolResult { content }), None) => {
                 let text = content.joined_text();
                 if !text.is_empty() {
-                    let mut part = String::new();
-                    pi::write_tool_result(&mut part, &text);
-                    let cut = part
-                        .strip_prefix(pi::TOOL_RESULT)
-                        .unwrap_or(&part)
-                        .to_owned();
-                    out.push(Typed::tool_result(cut, None, false));
+                    let clipped = pi::clip_tool_result(&text).into_owned();
+                    out.push(Typed::tool_result(clipped, None, false));
                 }
             }
             (LlmMessage::Native(Message::Assistant { content, .. }), None) => {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::facts::{Facts, clip, first_line};
 use super::matching;
-use crate::transcript::{self, prompt::Parts};
+use crate::summarizer::Shape;
 
 /// How much a continuation depends on an anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -140,11 +140,9 @@ const CONSTRAINT_MARKS: [&str; 9] = [
 ];
 
 /// The anchors of a summarization prompt: its conversation and previous summary.
-pub fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    let parts = Parts::parse(prompt);
-    let transcript = transcript::read(parts.conversation);
-    let facts = Facts::extract(&transcript.messages);
-    of_facts(&facts, parts.previous_summary)
+pub fn of_shape(shape: &Shape) -> Vec<Anchor> {
+    let facts = Facts::extract(&shape.conversation.messages);
+    of_facts(&facts, shape.previous_summary.as_deref())
 }
 
 /// The anchors of extracted facts and a previous summary.

@@ -123,7 +123,11 @@ impl Facts {
                         facts.failed_commands.push(command);
                     }
                     // `read` returns file contents: code, not errors.
-                    if message.tool.as_deref() == Some("read") && !message.is_error {
+                    let read = message
+                        .tool
+                        .as_deref()
+                        .is_some_and(|t| t.eq_ignore_ascii_case("read"));
+                    if read && !message.is_error {
                         continue;
                     }
                     if message.is_error
@@ -140,10 +144,12 @@ impl Facts {
     }
 
     fn add_call(&mut self, call: &ToolCall) {
-        match (call.name.as_str(), call.arg("path")) {
-            ("read", Some(path)) => self.read.push(path),
-            ("write" | "edit", Some(path)) => self.modified.push(path),
-            _ => {}
+        for (op, path) in crate::transcript::files::file_ops(call) {
+            if op.modifies() {
+                self.modified.push(&path);
+            } else {
+                self.read.push(&path);
+            }
         }
         if call.name.to_lowercase().contains("todo")
             && let Some(open) = todo_items(call)

@@ -4,7 +4,7 @@
 
 use super::anchors::{Anchor, AnchorKind};
 use super::matching::Index;
-use crate::transcript::prompt::{Asks, Parts};
+use crate::summarizer::Shape;
 
 /// What the instructions of a prompt ask the answer to look like.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,19 +14,10 @@ pub struct Expectation {
 }
 
 impl Expectation {
-    pub fn of(prompt: &str) -> Expectation {
-        let parts = Parts::parse(prompt);
-        if parts.asks() == Asks::Short {
-            return Expectation::default();
+    pub fn of(shape: &Shape) -> Expectation {
+        Expectation {
+            headings: shape.headings(),
         }
-        let headings = parts
-            .instructions
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("## "))
-            .map(|h| h.trim().to_lowercase())
-            .filter(|h| !h.is_empty())
-            .collect();
-        Expectation { headings }
     }
 }
 

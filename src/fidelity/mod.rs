@@ -38,6 +38,11 @@ pub struct Report {
     pub repair_call: bool,
     /// Anchors the returned summary does not keep.
     pub missing: Vec<Missing>,
+    /// The dialect the conversation was read in (`generic` when it was in none compactd knows:
+    /// its anchors are a best guess). Absent when there was no conversation to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub dialect: Option<String>,
 }
 
 /// An anchor a summary does not keep.
@@ -55,6 +60,7 @@ impl Report {
         self.repaired += other.repaired;
         self.appended += other.appended;
         self.repair_call |= other.repair_call;
+        self.dialect = self.dialect.or(other.dialect);
         for missing in other.missing {
             if !self.missing.contains(&missing) {
                 self.missing.push(missing);

@@ -1,6 +1,12 @@
 //! Anchors from conversations and previous summaries, and the gate's decisions and repairs.
 
-use super::anchors::{Anchor, AnchorKind, of_prompt};
+use super::anchors::{Anchor, AnchorKind};
+use crate::summarizer::Shape;
+
+/// The anchors of an agent's prompt.
+fn of_prompt(prompt: &str) -> Vec<Anchor> {
+    super::anchors::of_shape(&Shape::of_prompt(prompt))
+}
 use super::gate::{Expectation, Unusable, append_missing, check, repair_prompt, unusable};
 use crate::prompts::Prompts;
 use crate::transcript::prompt::history_prompt;
@@ -106,7 +112,7 @@ fn open_work_done_since_and_todo_lists_are_told_apart() {
 #[test]
 fn answers_that_are_no_summary_are_told_from_summaries() {
     let prompt = history_prompt(&Prompts::builtin(), CONVERSATION, None, None);
-    let expect = Expectation::of(&prompt);
+    let expect = Expectation::of(&Shape::of_prompt(&prompt));
     for (answer, why) in [
         ("", Unusable::Nothing),
         (" \u{200B}\n\u{FEFF} ", Unusable::Nothing),
@@ -133,7 +139,10 @@ fn answers_that_are_no_summary_are_told_from_summaries() {
         "## Goal\nG",
     );
     assert_eq!(
-        unusable("I fixed the parser.", &Expectation::of(&short)),
+        unusable(
+            "I fixed the parser.",
+            &Expectation::of(&Shape::of_prompt(&short))
+        ),
         None
     );
 }

@@ -87,7 +87,11 @@ pub(super) struct ChatRequest {
     #[serde(default)]
     #[allow(dead_code)]
     model: Option<String>,
-    messages: Vec<ChatMessage>,
+    /// Chat messages: `system`/`developer` ones make the system prompt. One user message is a
+    /// rendered prompt; a longer history (with `tool_calls`, `tool` messages, content parts) is a
+    /// conversation whose last user message, when it is last, is the instructions.
+    #[schema(value_type = Vec<Object>)]
+    messages: Vec<Value>,
     #[schema(value_type = Option<u64>)]
     max_tokens: Option<Value>,
     #[schema(value_type = Option<u64>)]
@@ -96,18 +100,8 @@ pub(super) struct ChatRequest {
     stream: bool,
 }
 
-/// A chat message: `system`/`developer` ones make the system prompt, the others the prompt.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-struct ChatMessage {
-    role: String,
-    /// A string, or an array of parts whose `text` values are joined.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    content: Value,
-}
-
 /// The text of a message's content: a string, or the `text` of its parts joined together.
-fn content_text(content: &Value) -> Result<String, ApiError> {
+fn content_text(content: &Value, at: usize) -> Result<String, ApiError> {
     match content {
         Value::String(text) => Ok(text.clone()),
         Value::Null => Ok(String::new()),
@@ -115,11 +109,59 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
             .iter()
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect()),
-        other => Err(ApiError::unprocessable(
-            "messages",
-            format!("message content must be a string or an array of parts, not {other}"),
-        )),
+        other => {
+            let param = format!("messages[{at}].content");
+            let message = format!("{param} must be a string or an array of parts, not {other}");
+            Err(ApiError::unprocessable(&param, message))
+        }
     }
+}
+
+/// What a chat request asks to summarize, split: the system prompt, and either a rendered prompt
+/// (one user message, as oh-my-pi sends it) or a structured conversation and its instructions.
+fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), ApiError> {
+    let mut system = Vec::new();
+    let mut rest = Vec::new();
+    for (at, message) in messages.iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).ok_or_else(|| {
+            let param = format!("messages[{at}].role");
+            ApiError::unprocessable(&param, format!("{param} must be a string"))
+        })?;
+        let content = message.get("content").unwrap_or(&Value::Null);
+        let text = content_text(content, at)?;
+        match role {
+            "system" | "developer" => system.push(text),
+            _ => rest.push((role, text, message)),
+        }
+    }
+    let structured = rest.len() > 1
+        || rest
+            .iter()
+            .any(|(role, _, message)| *role != "user" || message.get("tool_calls").is_some());
+    if !structured {
+        let prompt = rest.into_iter().map(|(_, text, _)| text).collect();
+        return Ok((system.join("\n\n"), WirePrompt::Text(prompt)));
+    }
+    // The instruction an agent appends to its history to have it summarized.
+    let instructions = match rest.last() {
+        Some(("user", text, message)) if message.get("tool_calls").is_none() => {
+            let text = text.clone();
+            rest.pop();
+            text
+        }
+        _ => String::new(),
+    };
+    let history: Vec<Value> = rest.into_iter().map(|(_, _, m)| m.clone()).collect();
+    let conversation = crate::transcript::structured::from_chat(&history);
+    Ok((
+        system.join("\n\n"),
+        WirePrompt::Conversation(conversation, instructions),
+    ))
+}
+
+enum WirePrompt {
+    Text(String),
+    Conversation(crate::transcript::Conversation, String),
 }
 
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
@@ -140,15 +182,11 @@ pub(super) async fn chat_completions(
     Caller(who): Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    let mut system = Vec::new();
-    let mut prompt = Vec::new();
-    for message in &request.messages {
-        let text = content_text(&message.content)?;
-        match message.role.as_str() {
-            "system" | "developer" => system.push(text),
-            _ => prompt.push(text),
-        }
-    }
+    let (system, prompt) = split_messages(&request.messages)?;
+    let (prompt, conversation) = match prompt {
+        WirePrompt::Text(prompt) => (prompt, None),
+        WirePrompt::Conversation(conversation, instructions) => (instructions, Some(conversation)),
+    };
     let max_tokens = match token_count(
         request.max_completion_tokens.as_ref(),
         "max_completion_tokens",
@@ -162,8 +200,9 @@ pub(super) async fn chat_completions(
             &who,
             Endpoint::ChatCompletions,
             WireRequest {
-                system_prompt: Some(system.join("\n\n")),
-                prompt: prompt.join("\n\n"),
+                system_prompt: Some(system),
+                prompt,
+                conversation,
                 max_tokens,
                 prompt_field: "messages",
             },

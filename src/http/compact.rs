@@ -89,6 +89,7 @@ pub(super) async fn compact(
             WireRequest {
                 system_prompt: request.system_prompt,
                 prompt: request.prompt,
+                conversation: None,
                 max_tokens,
                 prompt_field: "prompt",
             },

@@ -11,7 +11,7 @@ use super::{Job, Pipeline, Run};
 use crate::fidelity::gate::{Expectation, append_missing, check, repair_prompt, unusable};
 use crate::fidelity::{Anchor, Missing, Report, Weight, anchors};
 use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
-use crate::transcript::prompt::{Asks, Parts};
+use crate::transcript::prompt::Asks;
 
 /// What a caller adds to the anchors of the prompt.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +36,7 @@ impl Pipeline {
         answered_in: Duration,
         deadline: Instant,
     ) -> Summary {
-        let mut anchors = anchors::of_prompt(&job.request.prompt);
+        let mut anchors = anchors::of_shape(&job.request.shape);
         for extra in &job.gate.extra {
             if !anchors.iter().any(|a| a.text == extra.text) {
                 anchors.push(extra.clone());
@@ -60,7 +60,7 @@ impl Pipeline {
         };
         // A 2–3 sentence summary has no room for what a checkpoint must carry: it is reported on,
         // never repaired.
-        let repairable = Parts::parse(&job.request.prompt).asks() != Asks::Short;
+        let repairable = job.request.shape.asks != Asks::Short;
         let mut repair_call = false;
         let left = deadline.saturating_duration_since(Instant::now());
         let missing = missing_critical(&first);
@@ -122,6 +122,9 @@ impl Pipeline {
                     text: a.text.clone(),
                 })
                 .collect(),
+            dialect: Some(&job.request.shape.conversation)
+                .filter(|c| !c.messages.is_empty())
+                .map(|c| c.dialect.name().to_owned()),
         };
         self.tell(
             run,
@@ -158,7 +161,7 @@ impl Pipeline {
             .await
             .ok()?;
         // It must still be the summary the request asked for.
-        unusable(&repaired.text, &Expectation::of(&job.request.prompt))
+        unusable(&repaired.text, &Expectation::of(&job.request.shape))
             .is_none()
             .then_some(repaired)
     }

@@ -17,7 +17,6 @@ use sha2::{Digest, Sha256};
 
 use crate::store::{Store, now_ms};
 use crate::summarizer::{SummaryRequest, estimate_tokens};
-use crate::transcript::prompt::Parts;
 
 /// The first characters of a summary that identify it. pi appends file lists to the summary it
 /// stores, so the previous summary of the next request is the summary compactd wrote plus more:
@@ -64,14 +63,14 @@ impl Loops {
 
     /// Whether summarizing `request` into `summary` for `tenant` looks like a loop.
     pub async fn detect(&self, tenant: &str, request: &SummaryRequest, summary: &str) -> bool {
-        let parts = Parts::parse(&request.prompt);
-        let conversation = estimate_tokens(parts.conversation);
-        let previous = parts.previous_summary.map_or(0, estimate_tokens);
+        let shape = &request.shape;
+        let conversation = shape.conversation_tokens;
+        let previous = shape.previous_summary.as_deref().map_or(0, estimate_tokens);
         let replaced = conversation + previous;
         if replaced >= MIN_REPLACED_TOKENS && estimate_tokens(summary) * 10 >= replaced * 8 {
             return true;
         }
-        let Some(fingerprint) = parts.previous_summary.and_then(fingerprint) else {
+        let Some(fingerprint) = shape.previous_summary.as_deref().and_then(fingerprint) else {
             return false;
         };
         if conversation >= self.new_tokens {

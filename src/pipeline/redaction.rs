@@ -5,8 +5,11 @@
 
 use std::borrow::Cow;
 
+use serde_json::Value;
+
 use super::{Job, Pipeline};
 use crate::redact::{Placeholders, Redactor};
+use crate::summarizer::Shape;
 
 /// Texts from this size are redacted off the runtime's threads (the rules scan ~70 MB/s; a
 /// smaller text costs less than the hand-off).
@@ -57,9 +60,57 @@ fn redact_job(redactor: &Redactor, job: &Job) -> (Option<Job>, Placeholders) {
         return (None, placeholders);
     }
     let mut redacted = job.clone();
+    // The typed conversation is what the gate, the extractive summarizer and a fold read: it is
+    // redacted with the same placeholders. Its texts are pieces of the prompt's (escapes undone,
+    // which the rules also look through), so a prompt with nothing found has nothing here.
+    // The same secrets again: counted once, in the prompt.
+    let counted = placeholders.counts.clone();
+    let shape = redact_shape(redactor, &job.request.shape, &mut placeholders);
+    placeholders.counts = counted;
+    redacted.request.shape = std::sync::Arc::new(shape);
     redacted.request.system_prompt = system_prompt;
     redacted.request.prompt = prompt;
     redacted.gate.extra = extra;
     redacted.gate.appendix = appendix;
     (Some(redacted), placeholders)
+}
+
+/// `shape` with every text it holds redacted: messages (text, thinking, string arguments at any
+/// depth), the fragment of a cut conversation, the previous summary and the instructions.
+fn redact_shape(redactor: &Redactor, shape: &Shape, placeholders: &mut Placeholders) -> Shape {
+    let mut shape = shape.clone();
+    for message in &mut shape.conversation.messages {
+        message.text = redactor.redact(&message.text, placeholders);
+        message.thinking = redactor.redact(&message.thinking, placeholders);
+        for call in &mut message.calls {
+            for (_, value) in &mut call.arguments {
+                redact_value(redactor, value, placeholders);
+            }
+        }
+    }
+    let cut = &mut shape.conversation.cut;
+    cut.text = redactor.redact(&cut.text, placeholders);
+    if let Some(previous) = &mut shape.previous_summary {
+        *previous = redactor.redact(previous, placeholders);
+    }
+    shape.instructions = redactor.redact(&shape.instructions, placeholders);
+    shape.before = redactor.redact(&shape.before, placeholders);
+    shape
+}
+
+fn redact_value(redactor: &Redactor, value: &mut Value, placeholders: &mut Placeholders) {
+    match value {
+        Value::String(text) => *text = redactor.redact(text, placeholders),
+        Value::Array(items) => {
+            for item in items {
+                redact_value(redactor, item, placeholders);
+            }
+        }
+        Value::Object(map) => {
+            for item in map.values_mut() {
+                redact_value(redactor, item, placeholders);
+            }
+        }
+        _ => {}
+    }
 }

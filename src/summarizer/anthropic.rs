@@ -48,7 +48,7 @@ impl AnthropicClient {
         let mut body = json!({
             "model": model,
             "max_tokens": request.max_tokens,
-            "messages": [{"role": "user", "content": user_content(&request.prompt)}],
+            "messages": [{"role": "user", "content": user_content(request)}],
             "stream": true,
         });
         // The system prompt is the same for every summarization of a kind, across all agents:
@@ -156,16 +156,22 @@ const MIN_CACHED_TOKENS: u64 = 1024;
 /// session send again with another conversation: when it is long enough to be cached it goes
 /// first, as a block of its own marked as a cache breakpoint, then the conversation and the
 /// instructions (which name both by their tags, so the order does not change what is asked).
-fn user_content(prompt: &str) -> Value {
-    use crate::transcript::prompt::{Parts, previous_block};
-    let parts = Parts::parse(prompt);
-    match parts.previous_summary {
-        Some(previous) if super::estimate_tokens(previous) >= MIN_CACHED_TOKENS => json!([
-            {"type": "text", "text": previous_block(previous).trim_start(),
-             "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": parts.rebuild(parts.conversation, None, parts.instructions)},
+fn user_content(request: &SummaryRequest) -> Value {
+    use crate::transcript::prompt::previous_block;
+    let prompt = &request.prompt;
+    let Some(previous) = (request.shape.previous_summary.as_deref())
+        .filter(|p| super::estimate_tokens(p) >= MIN_CACHED_TOKENS)
+    else {
+        return json!(prompt);
+    };
+    // The block follows the conversation (whose own tags the agent escapes): the last one.
+    let block = previous_block(previous);
+    match prompt.rfind(&block) {
+        Some(at) => json!([
+            {"type": "text", "text": block.trim_start(), "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": format!("{}{}", &prompt[..at], &prompt[at + block.len()..])},
         ]),
-        _ => json!(prompt),
+        None => json!(prompt),
     }
 }
 

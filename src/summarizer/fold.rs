@@ -7,7 +7,7 @@
 
 use crate::prompts::Prompts;
 use crate::transcript::Conversation;
-use crate::transcript::prompt::{Asks, Parts};
+use crate::transcript::prompt::Asks;
 
 use super::{Shape, SummaryRequest, estimate_tokens};
 
@@ -44,9 +44,7 @@ const MIN_WINDOW_TOKENS: u64 = 256;
 /// A request split into windows: build each window's request with [`Fold::window`].
 #[derive(Debug)]
 pub struct Fold<'r> {
-    parts: Parts<'r>,
-    previous_summary: Option<&'r str>,
-    asks: Asks,
+    shape: &'r Shape,
     windows: Vec<Conversation>,
 }
 
@@ -65,9 +63,7 @@ impl<'r> Fold<'r> {
         if shape.conversation.messages.is_empty() {
             return None;
         }
-        // The prompt's layout (what comes before the conversation, the instructions after it).
-        let parts = Parts::parse(&request.prompt);
-        let instructions = estimate_tokens(parts.instructions)
+        let instructions = estimate_tokens(&shape.instructions)
             .max(estimate_tokens(&prompts.update))
             .max(estimate_tokens(&prompts.summary));
         let previous = shape
@@ -76,18 +72,13 @@ impl<'r> Fold<'r> {
             .map_or(0, estimate_tokens)
             .max(summary_tokens);
         let room = budget
-            .checked_sub(estimate_tokens(parts.before) + instructions + previous + TAG_SLACK)
+            .checked_sub(estimate_tokens(&shape.before) + instructions + previous + TAG_SLACK)
             .filter(|&room| room >= MIN_WINDOW_TOKENS)?;
         // Four UTF-16 units a token; a byte is at most one unit, so a window of `4 × room` bytes
         // never estimates above `room` tokens.
         let max_bytes = (room * 4) as usize;
         let windows = shape.conversation.windows(max_bytes);
-        (windows.len() > 1).then_some(Fold {
-            parts,
-            previous_summary: shape.previous_summary.as_deref(),
-            asks: shape.asks,
-            windows,
-        })
+        (windows.len() > 1).then_some(Fold { shape, windows })
     }
 
     pub fn len(&self) -> usize {
@@ -108,20 +99,21 @@ impl<'r> Fold<'r> {
         system_prompt: &str,
         max_tokens: u64,
     ) -> SummaryRequest {
+        let shape = self.shape;
         let last = index + 1 == self.windows.len();
         let previous = running.or(if index == 0 {
-            self.previous_summary
+            shape.previous_summary.as_deref()
         } else {
             None
         });
-        let checkpoint = matches!(self.asks, Asks::Checkpoint { .. });
+        let checkpoint = matches!(shape.asks, Asks::Checkpoint { .. });
         let (instructions, asks) = if last {
             // The last window answers in the request's own terms; a first-summary request has
             // a previous summary now, so it becomes an update.
-            if checkpoint && self.previous_summary.is_none() {
-                (prompts.update.as_str(), self.asks)
+            if checkpoint && shape.previous_summary.is_none() {
+                (prompts.update.as_str(), shape.asks)
             } else {
-                (self.parts.instructions, self.asks)
+                (shape.instructions.as_str(), shape.asks)
             }
         } else if previous.is_some() {
             (
@@ -139,14 +131,18 @@ impl<'r> Fold<'r> {
             )
         };
         let window = &self.windows[index];
+        let text = window.write();
         SummaryRequest::with_shape(
             system_prompt.to_owned(),
-            self.parts.rebuild(&window.write(), previous, instructions),
+            shape.prompt(&text, previous, instructions),
             max_tokens,
             Shape {
                 conversation: window.clone(),
+                conversation_tokens: estimate_tokens(&text),
                 previous_summary: previous.map(str::to_owned),
                 asks,
+                instructions: instructions.to_owned(),
+                before: shape.before.clone(),
             },
         )
     }
@@ -155,7 +151,7 @@ impl<'r> Fold<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::prompt::history_prompt;
+    use crate::transcript::prompt::{Parts, history_prompt};
 
     fn conversation(turns: usize) -> String {
         (0..turns)

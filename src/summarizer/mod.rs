@@ -15,6 +15,7 @@ pub mod extractive;
 pub mod fold;
 pub mod openai;
 pub mod overflow;
+pub mod shape;
 pub mod spec;
 pub mod stream;
 pub mod window;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
+pub use shape::Shape;
 pub use spec::ModelSpec;
 
 /// One summarization call: a system prompt, one user prompt, an output cap — and the prompt's
@@ -35,41 +37,6 @@ pub struct SummaryRequest {
     pub prompt: String,
     pub max_tokens: u64,
     pub shape: std::sync::Arc<Shape>,
-}
-
-/// What a summarization prompt holds, typed: the conversation, the previous summary, what the
-/// instructions ask for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Shape {
-    pub conversation: crate::transcript::Conversation,
-    pub previous_summary: Option<String>,
-    pub asks: crate::transcript::prompt::Asks,
-}
-
-impl Shape {
-    /// A prompt that is no summarization prompt (a repair request): no conversation.
-    pub fn none() -> Shape {
-        Shape {
-            conversation: crate::transcript::Conversation::new(
-                crate::transcript::Dialect::Generic,
-                Vec::new(),
-            ),
-            previous_summary: None,
-            asks: crate::transcript::prompt::Asks::Checkpoint {
-                critical_context: true,
-            },
-        }
-    }
-
-    /// The parts of an agent's prompt: its conversation read (once) in whatever dialect it is.
-    pub fn of_prompt(prompt: &str) -> Shape {
-        let parts = crate::transcript::prompt::Parts::parse(prompt);
-        Shape {
-            conversation: crate::transcript::read(parts.conversation),
-            previous_summary: parts.previous_summary.map(str::to_owned),
-            asks: parts.asks(),
-        }
-    }
 }
 
 impl SummaryRequest {
@@ -97,6 +64,18 @@ impl SummaryRequest {
             max_tokens,
             shape: std::sync::Arc::new(shape),
         }
+    }
+
+    /// A request for a prompt compactd rendered from `conversation`: its layout is taken from
+    /// the prompt, its conversation is the typed one it was written from.
+    pub fn rendered(
+        system_prompt: String,
+        prompt: String,
+        max_tokens: u64,
+        conversation: crate::transcript::Conversation,
+    ) -> SummaryRequest {
+        let shape = Shape::of_rendered(&prompt, conversation);
+        SummaryRequest::with_shape(system_prompt, prompt, max_tokens, shape)
     }
 
     /// A request that carries no conversation (a repair request).

@@ -15,12 +15,14 @@
 //! in no known dialect is read by a generic reader that still finds the turns it can, and says
 //! so. Readers never fail.
 //!
-//! Pure and synchronous. [`reads`] counts the texts read, so a test can prove each request's
-//! conversation is read once.
+//! Pure and synchronous. [`watch_reads`] counts the reads of a text, so a test can prove each
+//! request's conversation is read once.
 
 mod calls;
 mod cut;
 mod deepseek;
+mod detect;
+pub mod files;
 mod gemini;
 mod gemma;
 mod generic;
@@ -36,11 +38,13 @@ pub mod structured;
 mod windows;
 mod xmlish;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
 pub use cut::Cut;
+pub use detect::detect;
 
 /// The markup a conversation is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -267,82 +271,44 @@ impl Conversation {
     }
 }
 
-/// Texts read so far by [`read`], process-wide.
-static READS: AtomicU64 = AtomicU64::new(0);
+/// Whether any text is watched (see [`watch_reads`]): one relaxed load on every read otherwise.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+/// Watched text openings and how often [`read`] read a text that opens so.
+static WATCHED: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
 
-/// How many conversation texts [`read`] has read in this process.
-pub fn reads() -> u64 {
-    READS.load(Ordering::Relaxed)
+/// Counts the reads of conversations that start with `opening` from now on (see [`reads_of`]):
+/// a test's proof that every stage works on the one reading of a request, whatever else the
+/// process reads meanwhile.
+pub fn watch_reads(opening: &str) {
+    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    watched.push((opening.to_owned(), 0));
+    WATCHING.store(true, Ordering::Release);
 }
 
-/// Which dialect `conversation` is written in, from the text alone.
-pub fn detect(conversation: &str) -> Dialect {
-    let head = conversation.trim_start();
-    // Markup tokens are distinctive wherever they appear; the opening settles every real
-    // transcript, the whole text the rest.
-    let opening = &head[..floor_boundary(head, 4096)];
-    for text in [opening, head] {
-        if let Some(dialect) = detect_in(text) {
-            return dialect;
+/// How many conversations starting with `opening` were read since [`watch_reads`].
+pub fn reads_of(opening: &str) -> u64 {
+    let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    (watched.iter())
+        .filter(|(watched, _)| watched == opening)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn count_read(conversation: &str) {
+    if !WATCHING.load(Ordering::Acquire) {
+        return;
+    }
+    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    for (opening, n) in watched.iter_mut() {
+        if conversation.starts_with(opening.as_str()) {
+            *n += 1;
         }
     }
-    Dialect::Generic
 }
 
-fn detect_in(text: &str) -> Option<Dialect> {
-    let has = |needle: &str| text.contains(needle);
-    if text.starts_with("[gMASK]<sop>") || has("<|observation|>") && has("<|assistant|>") {
-        return Some(Dialect::Glm);
-    }
-    if has("<|im_user|>") || has("<|im_assistant|>") || has("<|im_middle|>") {
-        return Some(Dialect::Kimi);
-    }
-    if has("<｜User｜>") || has("<｜Assistant｜>") || has("<｜begin▁of▁sentence｜>") {
-        return Some(Dialect::DeepSeek);
-    }
-    if has("<|turn>") {
-        return Some(Dialect::Gemma);
-    }
-    if has("<start_of_turn>") {
-        return Some(Dialect::Gemini);
-    }
-    if has("<\\|start\\|>") || has("<|start|>") {
-        return Some(Dialect::Harmony);
-    }
-    if has("<|im_start|>") || has("<\\|im_start\\|>") {
-        return Some(if has("<|im_start|>tool\n") {
-            Dialect::Hermes
-        } else {
-            Dialect::Qwen3
-        });
-    }
-    if text.starts_with("Human: ")
-        || text.starts_with("Assistant: ")
-        || has("\n\nHuman: ")
-        || has("\n\nAssistant: ")
-    {
-        return Some(if has("<minimax:tool_call>") {
-            Dialect::Minimax
-        } else if has("<function_calls>") || has("<function_results>") {
-            Dialect::Anthropic
-        } else if has("<invoke name=") || has("<tool_response>") || has("<thinking>") {
-            Dialect::Xml
-        } else {
-            Dialect::Anthropic
-        });
-    }
-    if has("[Assistant tool call]: ") || opencode::is_opencode(text) {
-        return Some(Dialect::OpenCode);
-    }
-    if pi::starts_with_marker(text) || has("\n\n[Assistant]: ") || has("\n\n[User]: ") {
-        return Some(Dialect::Pi);
-    }
-    None
-}
-
-/// Reads a conversation in any dialect (counted, see [`reads`]).
+/// Reads a conversation in any dialect (counted when watched, see [`watch_reads`]).
 pub fn read(conversation: &str) -> Conversation {
-    READS.fetch_add(1, Ordering::Relaxed);
+    count_read(conversation);
     read_as(detect(conversation), conversation)
 }
 

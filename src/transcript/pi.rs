@@ -104,20 +104,25 @@ pub fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
     out.push(')');
 }
 
+/// A tool result's text as a part (see [`clip_tool_result`]).
+pub fn write_tool_result(out: &mut String, text: &str) {
+    begin_part(out, TOOL_RESULT).push_str(&clip_tool_result(text));
+}
+
 /// A tool result's text, cut after [`TOOL_RESULT_MAX_CHARS`] UTF-16 units with the reference's
 /// marker. A cut that would split a surrogate pair drops the broken half; the count still says
 /// `length − 2000`.
-pub fn write_tool_result(out: &mut String, text: &str) {
-    let part = begin_part(out, TOOL_RESULT);
+pub fn clip_tool_result(text: &str) -> std::borrow::Cow<'_, str> {
     let length = utf16_len(text);
     if length <= TOOL_RESULT_MAX_CHARS {
-        part.push_str(text);
-    } else {
-        part.push_str(&text[..utf16_prefix_byte_len(text, TOOL_RESULT_MAX_CHARS)]);
-        part.push_str("\n\n[... ");
-        part.push_str(&(length - TOOL_RESULT_MAX_CHARS).to_string());
-        part.push_str(" more characters truncated]");
+        return text.into();
     }
+    format!(
+        "{}\n\n[... {} more characters truncated]",
+        &text[..utf16_prefix_byte_len(text, TOOL_RESULT_MAX_CHARS)],
+        length - TOOL_RESULT_MAX_CHARS
+    )
+    .into()
 }
 
 // ---- typed ------------------------------------------------------------------------------------

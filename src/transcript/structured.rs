@@ -280,8 +280,17 @@ fn push_text(text: &mut String, piece: &str) {
     text.push_str(piece);
 }
 
-/// Names the results by their calls (by id where there is one, else by order).
+/// Names the results by their calls (by id where there is one, else by order) and clips their
+/// texts as pi clips a session's for its summarizer (tool outputs are what a summary needs
+/// least of, and what makes a conversation long).
 fn finish(mut messages: Vec<Message>) -> Conversation {
+    for message in &mut messages {
+        if message.role == Role::ToolResult
+            && let std::borrow::Cow::Owned(clipped) = super::pi::clip_tool_result(&message.text)
+        {
+            message.text = clipped;
+        }
+    }
     let mut names: std::collections::HashMap<String, String> = Default::default();
     for message in &messages {
         for call in &message.calls {

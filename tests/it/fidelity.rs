@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use compactd::fidelity::anchors::of_prompt;
+use compactd::fidelity::Anchor;
 use compactd::fidelity::gate::check;
 use compactd::fidelity::{AnchorKind, Weight};
 use compactd::store::Store;
@@ -15,6 +15,11 @@ use serde_json::{Value, json};
 
 use crate::dialects::{oracle, recorded};
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
+
+/// The anchors of an agent's prompt, read as compactd reads one.
+fn of_prompt(prompt: &str) -> Vec<Anchor> {
+    compactd::fidelity::anchors::of_shape(&compactd::summarizer::Shape::of_prompt(prompt))
+}
 
 on_both_backends!(
     pins_survive_three_compactions_verbatim,

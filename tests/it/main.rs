@@ -53,6 +53,7 @@ mod service;
 mod sessions;
 mod streaming;
 mod support;
+mod typed;
 mod upstream;
 
 /// Bytes of a file in `tests/fixtures/` (real pi sessions, MIT; see the README there).

@@ -42,7 +42,7 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
         "usage": {"inputTokens": 120, "outputTokens": 7},
         // The latest request is kept; the error at the end of the span is not.
         "fidelity": {"anchors": 2, "kept": 1, "repaired": 0, "appended": 0, "repairCall": false,
-            "missing": [{"kind": "unresolved_error", "text": "error: it broke"}]},
+            "missing": [{"kind": "unresolved_error", "text": "error: it broke"}], "dialect": "pi"},
         "cached": false, "loop": false, "budgetExhausted": false, "redactions": 0})
     );
 
@@ -534,7 +534,7 @@ async fn bad_requests_get_clear_json_errors() {
             r#"{"messages": [{"role": "user", "content": 7}]}"#.into(),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_value",
-            Some("messages"),
+            Some("messages[0].content"),
         ),
         (
             "/v1/chat/completions",

@@ -1,7 +1,7 @@
 //! The built-in extractive summarizer: deterministic, no network, no key.
 //!
-//! It reads the conversation inside the prompt in whatever dialect the agent wrote it
-//! ([`crate::transcript`]) and writes a summary in the format the instructions ask for from what
+//! It works on the request's typed conversation (read once from whatever dialect the agent
+//! wrote, see [`crate::transcript`]) and writes a summary in the format the instructions ask for from what
 //! it can extract verbatim ([`crate::fidelity::facts`]): nothing is paraphrased, so paths, identifiers, commands
 //! and errors survive exactly. A previous summary in the prompt is merged section by section
 //! ([`render`]).
@@ -13,22 +13,22 @@ use crate::fidelity::{Anchor, Weight, anchors, gate};
 
 use super::{Summary, SummaryRequest, TokenUsage};
 use crate::js_json::utf16_len;
-use crate::transcript::{self, prompt::Asks, prompt::Parts};
+use crate::transcript::prompt::Asks;
 
 /// Characters per token, as the reference heuristic counts.
 const CHARS_PER_TOKEN: u64 = 4;
 
 /// Summarizes `request.prompt`, within `request.max_tokens` (estimated at 4 characters a token).
 pub fn summarize(request: &SummaryRequest) -> Summary {
-    let parts = Parts::parse(&request.prompt);
-    let transcript = transcript::read(parts.conversation);
-    let facts = Facts::extract(&transcript.messages);
+    let shape = &request.shape;
+    let previous_summary = shape.previous_summary.as_deref();
+    let facts = Facts::extract(&shape.conversation.messages);
     let budget = (request.max_tokens.max(64) * CHARS_PER_TOKEN) as usize;
-    let text = match parts.asks() {
+    let text = match shape.asks {
         Asks::Checkpoint { critical_context } => {
-            let anchors = anchors::of_facts(&facts, parts.previous_summary);
+            let anchors = anchors::of_facts(&facts, previous_summary);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
-            let text = render::checkpoint(&facts, parts.previous_summary, critical_context, room);
+            let text = render::checkpoint(&facts, previous_summary, critical_context, room);
             keep_anchors(text, &anchors, budget)
         }
         Asks::TurnPrefix => {
@@ -36,7 +36,7 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             let room = budget.saturating_sub(critical_size(&anchors, budget));
             keep_anchors(render::turn_prefix(&facts, room), &anchors, budget)
         }
-        Asks::Short => render::short(&facts, parts.previous_summary),
+        Asks::Short => render::short(&facts, previous_summary),
     };
     let estimate = |s: &str| (utf16_len(s) as u64).div_ceil(CHARS_PER_TOKEN);
     Summary {

@@ -1,0 +1,85 @@
+//! What a summarization prompt holds, typed: its conversation, previous summary and
+//! instructions. Built once — from an agent's prompt, reading its conversation in whatever
+//! dialect it is written, or from a prompt compactd rendered itself from typed messages — and
+//! read by every stage instead of the text.
+
+use crate::transcript::prompt::{self, Asks, Parts};
+use crate::transcript::{self, Conversation, Dialect};
+
+use super::estimate_tokens;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub conversation: Conversation,
+    /// The conversation's estimated tokens as the prompt carries it.
+    pub conversation_tokens: u64,
+    pub previous_summary: Option<String>,
+    /// What the instructions ask for.
+    pub asks: Asks,
+    /// The instructions: what follows the tags.
+    pub instructions: String,
+    /// What comes before the conversation (normally nothing).
+    pub before: String,
+}
+
+impl Shape {
+    /// A prompt that is no summarization prompt (a repair request): no conversation.
+    pub fn none() -> Shape {
+        Shape {
+            conversation: Conversation::new(Dialect::Generic, Vec::new()),
+            conversation_tokens: 0,
+            previous_summary: None,
+            asks: Asks::Checkpoint {
+                critical_context: true,
+            },
+            instructions: String::new(),
+            before: String::new(),
+        }
+    }
+
+    /// The parts of an agent's prompt: its conversation read (once) in whatever dialect it is.
+    pub fn of_prompt(prompt: &str) -> Shape {
+        let parts = Parts::parse(prompt);
+        Shape::of_parts(&parts, transcript::read(parts.conversation))
+    }
+
+    /// The parts of a prompt compactd wrote from `conversation`: nothing is read back.
+    pub fn of_rendered(prompt: &str, conversation: Conversation) -> Shape {
+        Shape::of_parts(&Parts::parse(prompt), conversation)
+    }
+
+    fn of_parts(parts: &Parts<'_>, conversation: Conversation) -> Shape {
+        Shape {
+            conversation,
+            conversation_tokens: estimate_tokens(parts.conversation),
+            previous_summary: parts.previous_summary.map(str::to_owned),
+            asks: parts.asks(),
+            instructions: parts.instructions.to_owned(),
+            before: parts.before.to_owned(),
+        }
+    }
+
+    /// A prompt of this one's layout around another conversation (as written), previous summary
+    /// and instructions.
+    pub fn prompt(&self, conversation: &str, previous: Option<&str>, instructions: &str) -> String {
+        let mut text = self.before.clone();
+        text.push_str(&prompt::conversation_block(conversation));
+        if let Some(previous) = previous {
+            text.push_str(&prompt::previous_block(previous));
+        }
+        text.push_str(instructions);
+        text
+    }
+
+    /// The `##` headings the instructions ask for, lower-cased (none for a short summary).
+    pub fn headings(&self) -> Vec<String> {
+        if self.asks == Asks::Short {
+            return Vec::new();
+        }
+        (self.instructions.lines())
+            .filter_map(|l| l.trim().strip_prefix("## "))
+            .map(|h| h.trim().to_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect()
+    }
+}
