@@ -153,7 +153,7 @@ impl App {
             loop_detected: outcome.flags.loop_detected,
             cached: outcome.flags.cached,
         };
-        let append = new_leaf(&loaded.view, &outcome.line, Some(record))?;
+        let append = new_leaf(&loaded.view, outcome.entry.to_entry(), Some(record));
         let now = now_ms();
         match self.store.append(id, &append, now).await {
             Ok(()) => self.index_cache.appended(id, &append.entries).await,
@@ -246,7 +246,7 @@ impl App {
             AppError::Invalid { message, .. } => AppError::invalid("targetId", message),
             other => other,
         })?;
-        let append = new_leaf(&view, &outcome.line, None)?;
+        let append = new_leaf(&view, outcome.entry.to_entry(), None);
         let now = now_ms();
         self.store.append(id, &append, now).await?;
         self.index_cache.appended(id, &append.entries).await;
@@ -265,26 +265,21 @@ fn existing_entry(raw: &str, session: SessionRecord) -> Compacted {
     }
 }
 
-/// Appending one entry compactd wrote (its line), which becomes the leaf, to the session as
-/// `view` shows it.
+/// Appending one entry compactd wrote (typed, with its line), which becomes the leaf, to the
+/// session as `view` shows it.
 fn new_leaf(
     view: &IndexView,
-    line: &str,
+    entry: crate::session::Entry,
     compaction: Option<CompactionRecord>,
-) -> Result<Append, AppError> {
-    let entry = crate::session::parse_entry_line(1, line.as_bytes()).map_err(|e| {
-        AppError::Internal(anyhow::anyhow!(
-            "an entry compactd wrote does not read: {e}"
-        ))
-    })?;
+) -> Append {
     let entries = index::appended_rows(view, std::slice::from_ref(&entry));
-    Ok(Append {
+    Append {
         expected_entry_count: view.count() as i64,
         leaf_id: Some(entry.id),
         context_tokens: context_tokens_at(&entries),
         entries,
         compaction,
-    })
+    }
 }
 
 /// Usage of an outcome as the API shows it.

@@ -5,6 +5,8 @@ use serde::Serialize;
 
 use super::file_ops::FileLists;
 use crate::js_json;
+use crate::session::time::iso_to_epoch_ms;
+use crate::session::{Entry, EntryKind, Message};
 
 /// A compaction entry: child of the leaf it was made from. Serializes in pi's key order:
 /// `{"type":"compaction","id","parentId","timestamp","summary","firstKeptEntryId",
@@ -53,6 +55,28 @@ impl CompactionEntry {
     pub fn to_line(&self) -> String {
         to_line(self)
     }
+
+    /// The session entry it is, with its line: what reading the line back would give, built
+    /// from the typed fields instead.
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            line: 0,
+            raw: self.to_line().into(),
+            id: self.id.clone(),
+            parent_id: Some(self.parent_id.clone()),
+            timestamp: Some(self.timestamp.clone()),
+            kind: EntryKind::Compaction {
+                first_kept_entry_id: Some(self.first_kept_entry_id.clone()),
+                details: Some(details_json(&self.details)),
+                from_hook: self.from_hook,
+                message: Message::CompactionSummary {
+                    summary: self.summary.clone(),
+                    tokens_before: self.tokens_before,
+                    timestamp: iso_to_epoch_ms(&self.timestamp),
+                },
+            },
+        }
+    }
 }
 
 /// A branch-summary entry: `parentId` is the attach point (`null` at the root) and `fromId` the
@@ -95,6 +119,30 @@ impl BranchSummaryEntry {
     pub fn to_line(&self) -> String {
         to_line(self)
     }
+
+    /// The session entry it is, with its line (see [`CompactionEntry::to_entry`]).
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            line: 0,
+            raw: self.to_line().into(),
+            id: self.id.clone(),
+            parent_id: self.parent_id.clone(),
+            timestamp: Some(self.timestamp.clone()),
+            kind: EntryKind::BranchSummary {
+                from_id: Some(self.from_id.clone()),
+                details: Some(details_json(&self.details)),
+                from_hook: self.from_hook,
+                message: Message::BranchSummary {
+                    summary: self.summary.clone(),
+                    timestamp: iso_to_epoch_ms(&self.timestamp),
+                },
+            },
+        }
+    }
+}
+
+fn details_json(details: &FileLists) -> serde_json::Value {
+    serde_json::to_value(details).expect("file lists serialize")
 }
 
 fn to_line(entry: &impl Serialize) -> String {
@@ -168,6 +216,41 @@ mod tests {
             root.to_line(),
             r#"{"type":"branch_summary","id":"b1","parentId":null,"timestamp":"t","fromId":"root","summary":"s","details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false}"#
         );
+    }
+
+    /// The typed entry compactd appends is the one its line reads back as, for every shape it
+    /// writes: no stage parses the line compactd wrote.
+    #[test]
+    fn typed_entries_are_what_their_lines_read_back_as() {
+        let files = FileLists {
+            read_files: vec!["a.md".into(), "é/🦀.rs".into()],
+            modified_files: vec!["b.rs".into()],
+        };
+        let compaction = CompactionEntry::new(
+            "9f2c41be".into(),
+            "0a1b2c3d".into(),
+            "2026-03-01T12:00:00.123Z".into(),
+            "## Goal\n\"quoted\" </conversation> 🦀".into(),
+            "11112222".into(),
+            180_820.5,
+            files.clone(),
+        );
+        let branch = BranchSummaryEntry::new("b1".into(), None, "t".into(), "s".into(), files);
+        let attached = BranchSummaryEntry::new(
+            "b2".into(),
+            Some("p".into()),
+            "2026-03-01T12:00:00.000Z".into(),
+            String::new(),
+            FileLists::default(),
+        );
+        for (typed, line) in [
+            (compaction.to_entry(), compaction.to_line()),
+            (branch.to_entry(), branch.to_line()),
+            (attached.to_entry(), attached.to_line()),
+        ] {
+            let read = crate::session::parse_entry_line(1, line.as_bytes()).unwrap();
+            assert_eq!(Entry { line: 0, ..read }, typed, "{line}");
+        }
     }
 
     #[test]
