@@ -23,6 +23,7 @@ pub mod config;
 pub mod cpu;
 pub mod fidelity;
 pub mod files;
+pub mod gateway;
 pub mod http;
 pub mod js_json;
 pub mod metrics;

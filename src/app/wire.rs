@@ -126,6 +126,27 @@ impl App {
             .await?)
     }
 
+    /// A compaction the gateway recognized, summarized with the agent's own instructions; the
+    /// call log and the console see it as the agent's.
+    pub async fn summarize_compaction(
+        &self,
+        who: &Identity,
+        compaction: &crate::gateway::detect::Compaction,
+    ) -> Result<Summary, AppError> {
+        self.summarize_prompt(
+            who,
+            Endpoint::Gateway(compaction.agent),
+            WireRequest {
+                system_prompt: None,
+                prompt: compaction.instructions.clone(),
+                conversation: Some(compaction.conversation.clone()),
+                max_tokens: None,
+                prompt_field: "messages",
+            },
+        )
+        .await
+    }
+
     /// The prompt for a structured conversation: the conversation in pi's form, then the
     /// agent's instructions (compactd's history prompt when it sent none).
     fn structured_prompt(&self, conversation: &Conversation, instructions: &str) -> String {

@@ -4,6 +4,7 @@
 //! non-zero counts, secrets that never print); what a single value cannot say is checked by the
 //! group's `validate`. README.md has the same table.
 
+mod gateway;
 mod groups;
 mod stages;
 mod values;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+pub use gateway::{GatewayConfig, GatewaySummarizer};
 pub use groups::{
     AccessConfig, HttpConfig, LogFormat, LoggingConfig, StorageConfig, SummarizerConfig,
 };
@@ -31,6 +33,8 @@ pub struct ServeConfig {
     pub summarizers: SummarizerConfig,
     #[command(flatten)]
     pub logging: LoggingConfig,
+    #[command(flatten)]
+    pub gateway: GatewayConfig,
 }
 
 impl ServeConfig {

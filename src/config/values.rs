@@ -46,6 +46,15 @@ pub(super) fn seconds(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `on`/`off` (also `true`/`false`, `1`/`0`).
+pub(super) fn on_off(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{text:?} must be on or off")),
+    }
+}
+
 /// A number of milliseconds.
 pub(super) fn millis(text: &str) -> Result<Duration, String> {
     text.trim()

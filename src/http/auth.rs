@@ -95,5 +95,13 @@ impl FromRequestParts<AppState> for Caller {
 /// `/k/{key}/`): they never answer 401 or 403.
 pub(super) fn is_agent_wire(path: &str) -> bool {
     let path = path.trim_end_matches('/');
-    path.ends_with("/v1/compact") || path.ends_with("/v1/chat/completions")
+    [
+        "/v1/compact",
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/responses",
+    ]
+    .iter()
+    .any(|wire| path.ends_with(wire))
 }

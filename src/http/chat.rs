@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
@@ -24,8 +24,9 @@ use super::AppState;
 use super::auth::Caller;
 use super::compact::token_count;
 use super::error::{ApiError, ErrorBody};
-use super::json::JsonBody;
+use super::json::RawBody;
 use crate::app::wire::{StagesView, WireRequest};
+use crate::gateway::detect;
 use crate::pipeline::Endpoint;
 use crate::summarizer::Summary;
 
@@ -180,8 +181,30 @@ enum WirePrompt {
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     Caller(who): Caller,
-    JsonBody(request): JsonBody<ChatRequest>,
+    method: Method,
+    uri: Uri,
+    body: RawBody,
 ) -> Result<Response, ApiError> {
+    // With the gateway on, this is also an agent's model base URL: only summarization requests
+    // are compactd's to answer; the agent's ordinary turns go upstream as they came.
+    let mut endpoint = Endpoint::ChatCompletions;
+    if let Some(gateway) = state.gateway.as_deref() {
+        let parsed: Option<Value> = serde_json::from_slice(&body.bytes).ok();
+        match parsed.as_ref() {
+            Some(value) if detect::is_chat_summarization(value) => {
+                if let Some(agent) = detect::chat_agent(value) {
+                    endpoint = Endpoint::Gateway(agent);
+                }
+            }
+            _ => {
+                let RawBody { headers, bytes } = body;
+                return Ok(
+                    super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await,
+                );
+            }
+        }
+    }
+    let request: ChatRequest = body.json()?;
     let (system, prompt) = split_messages(&request.messages)?;
     let (prompt, conversation) = match prompt {
         WirePrompt::Text(prompt) => (prompt, None),
@@ -198,7 +221,7 @@ pub(super) async fn chat_completions(
         .app
         .summarize_prompt(
             &who,
-            Endpoint::ChatCompletions,
+            endpoint,
             WireRequest {
                 system_prompt: Some(system),
                 prompt,
@@ -207,7 +230,20 @@ pub(super) async fn chat_completions(
                 prompt_field: "messages",
             },
         )
-        .await?;
+        .await;
+    // An agent's own compaction that compactd cannot answer (its models down, the tenant's
+    // budget spent) goes to the agent's provider, as it would without compactd.
+    let summary = match (summary, state.gateway.as_deref(), endpoint) {
+        (Ok(summary), _, _) if !summary.flags.budget_exhausted => summary,
+        (result, Some(gateway), Endpoint::Gateway(agent)) => {
+            super::gateway::log_fallback(agent, result.as_ref().err());
+            let RawBody { headers, bytes } = body;
+            return Ok(
+                super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await,
+            );
+        }
+        (result, _, _) => result?,
+    };
     let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)

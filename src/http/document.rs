@@ -22,6 +22,7 @@ use super::AppState;
         (name = "sessions", description = "Stored sessions"),
         (name = "compaction", description = "Planning, compaction and branch summaries"),
         (name = "operations", description = "Health, readiness, metrics, this document"),
+        (name = "gateway", description = "compactd at an agent's model base URL (COMPACTD_GATEWAY=on): compactions answered, everything else passed through"),
     )
 )]
 struct ApiDoc;
@@ -32,6 +33,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .merge(super::ops::router())
         .merge(super::compact::router())
         .merge(super::chat::router())
+        .merge(super::gateway::router())
         .merge(super::sessions::router())
         .merge(super::compactions::router())
         .merge(super::pins::router())
@@ -66,7 +68,7 @@ pub(super) static DOCUMENT: LazyLock<serde_json::Value> =
 /// The responses of the layers around every `/v1` handler (the caller, the body, the rate, the
 /// store, the time limit), where the handler's own documentation does not say more.
 fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
-    let agent_wire = path == "/v1/compact" || path == "/v1/chat/completions";
+    let agent_wire = super::auth::is_agent_wire(path);
     let mut common = Vec::new();
     if agent_wire {
         common.push(("400", "Sent by a web page on another site through a browser (`cross_site_request`), or not valid"));

@@ -63,6 +63,35 @@ where
     }
 }
 
+/// A request's headers and body bytes under the body limit, whatever the body is: the gateway
+/// passes what it does not answer through as it came.
+pub(super) struct RawBody {
+    pub headers: HeaderMap,
+    pub bytes: Bytes,
+}
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let headers = request.headers().clone();
+        let bytes = read(request, state).await?;
+        Ok(RawBody { headers, bytes })
+    }
+}
+
+impl RawBody {
+    /// The body as [`JsonBody`] reads it: `application/json`, a JSON object.
+    pub(super) fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        require_type(&self.headers, Media::Json)?;
+        decode_object(&self.bytes)
+    }
+}
+
 /// A session file or lines of one (NDJSON) under the body limit.
 pub(super) struct JsonlBody(pub Bytes);
 

@@ -14,6 +14,7 @@ mod compactions;
 mod console;
 mod document;
 pub mod error;
+mod gateway;
 mod json;
 mod middleware;
 mod ops;
@@ -76,6 +77,8 @@ pub struct AppState {
     pub limits: HttpLimits,
     /// Which Host names and Origins are served (see [`browser`]).
     pub browser: Arc<browser::BrowserPolicy>,
+    /// The gateway at agents' model base URLs, when it is on.
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
 }
 
 impl FromRef<AppState> for BodyLimit {
@@ -98,6 +101,10 @@ impl AppState {
             access: Arc::new(Access::new(config.access_policy())),
             limits: HttpLimits::from(&config.http),
             browser: Arc::new(config.browser_policy()),
+            gateway: match config.gateway.enabled {
+                true => Some(Arc::new(crate::gateway::Gateway::new(&config.gateway)?)),
+                false => None,
+            },
         })
     }
 }
@@ -112,6 +119,7 @@ pub fn app(state: AppState) -> Router {
     let (wires, _) = OpenApiRouter::new()
         .merge(compact::router())
         .merge(chat::router())
+        .merge(gateway::router())
         .split_for_parts();
     let routes = documented
         .nest("/k/{key}", wires)

@@ -1,6 +1,8 @@
 //! Who asked for a summarization, and what for: every run of the pipeline carries it, so that
 //! admission counts it against the right key and the call log says whose call it was.
 
+use crate::gateway::detect::Agent;
+
 /// The way in: which endpoint or command asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -14,6 +16,8 @@ pub enum Endpoint {
     BranchSummary,
     /// `compactd compact FILE`.
     Cli,
+    /// A compaction the gateway answered for an agent at its model base URL.
+    Gateway(crate::gateway::detect::Agent),
 }
 
 impl Endpoint {
@@ -25,6 +29,12 @@ impl Endpoint {
             Endpoint::SessionCompaction => "session_compaction",
             Endpoint::BranchSummary => "branch_summary",
             Endpoint::Cli => "cli",
+            Endpoint::Gateway(agent) => match agent {
+                Agent::ClaudeCode => "gateway:claude-code",
+                Agent::CodexLocal => "gateway:codex",
+                Agent::CodexRemote => "gateway:codex-remote",
+                Agent::OpenCode => "gateway:opencode",
+            },
         }
     }
 }

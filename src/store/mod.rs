@@ -419,6 +419,14 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes a key; `false` when there is no such key or it was revoked already.
     async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, StoreError>;
     async fn active_key_count(&self) -> Result<i64, StoreError>;
+    /// The secret named `name`: `candidate` when none was stored yet (it is stored), else the one
+    /// stored first — every replica gets the same.
+    async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError>;
 }
 
 /// Storage settings.

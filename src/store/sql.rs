@@ -709,6 +709,30 @@ macro_rules! store_impl {
                 })
                 .await
             }
+
+            async fn shared_secret(
+                &self,
+                name: &str,
+                candidate: &str,
+                now_ms: i64,
+            ) -> Result<String, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    sqlx::query(
+                        "insert into shared_secrets (name, value, created_at_ms) values ($1, $2, $3) \
+                         on conflict (name) do nothing",
+                    )
+                    .bind(name)
+                    .bind(candidate)
+                    .bind(now_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(sqlx::query_scalar("select value from shared_secrets where name = $1")
+                        .bind(name)
+                        .fetch_one(&self.pool)
+                        .await?)
+                })
+                .await
+            }
         }
 
     };

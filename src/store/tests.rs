@@ -32,7 +32,26 @@ on_both_backends!(
     pins_belong_to_their_session,
     concurrent_pins_keep_the_limit_and_are_not_doubled,
     keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
+    the_first_shared_secret_stored_is_everyones,
 );
+
+/// Replicas racing to make a secret all get the one stored first.
+async fn the_first_shared_secret_stored_is_everyones(store: Arc<dyn Store>) {
+    let tries = (0..8).map(|i| {
+        let store = store.clone();
+        async move {
+            store
+                .shared_secret("s", &format!("candidate-{i}"), i)
+                .await
+                .unwrap()
+        }
+    });
+    let got = futures_util::future::join_all(tries).await;
+    assert!(got[0].starts_with("candidate-"), "{got:?}");
+    assert!(got.iter().all(|g| *g == got[0]), "{got:?}");
+    assert_eq!(store.shared_secret("s", "later", 9).await.unwrap(), got[0]);
+    assert_eq!(store.shared_secret("other", "x", 9).await.unwrap(), "x");
+}
 
 fn session(id: &str, created: i64) -> SessionRecord {
     SessionRecord {

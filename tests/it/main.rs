@@ -39,6 +39,7 @@ mod docs;
 mod extractive;
 mod fidelity;
 mod fixtures;
+mod gateway;
 mod hostile;
 mod javascript;
 mod local_model;

@@ -1,0 +1,56 @@
+//! The gateway's settings: compactd at an agent's model base URL (see `crate::gateway`).
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::values;
+
+/// Who writes the summaries of the compactions the gateway answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GatewaySummarizer {
+    /// compactd's own model chain (`COMPACTD_MODELS`).
+    Compactd,
+    /// The agent's own model, through the same upstream, with the agent's own credentials.
+    Agent,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GatewayConfig {
+    /// `on`: serve as the model base URL of Claude Code, Codex and OpenCode — their compaction
+    /// requests are answered by compactd, every other request is passed to the upstream untouched.
+    #[arg(id = "gateway_enabled", long = "gateway", env = "COMPACTD_GATEWAY", default_value = "off", value_parser = values::on_off)]
+    pub enabled: bool,
+
+    /// Where Anthropic Messages requests go: a base URL without `/v1`, like `ANTHROPIC_BASE_URL`.
+    #[arg(long = "gateway-anthropic-upstream", env = "COMPACTD_GATEWAY_ANTHROPIC_UPSTREAM", default_value = "https://api.anthropic.com", value_parser = values::http_url)]
+    pub anthropic_upstream: reqwest::Url,
+
+    /// Where OpenAI Responses and chat-completions requests go: a base URL with `/v1`.
+    #[arg(long = "gateway-openai-upstream", env = "COMPACTD_GATEWAY_OPENAI_UPSTREAM", default_value = "https://api.openai.com/v1", value_parser = values::http_url)]
+    pub openai_upstream: reqwest::Url,
+
+    /// Who writes the gateway's summaries: `compactd` (its model chain) or `agent` (the agent's
+    /// own model and credentials, through the upstream); every stage of the pipeline runs either way.
+    #[arg(
+        id = "gateway_summarizer",
+        long = "gateway-summarizer",
+        env = "COMPACTD_GATEWAY_SUMMARIZER",
+        value_enum,
+        default_value = "compactd"
+    )]
+    pub summarizer: GatewaySummarizer,
+
+    /// Largest upstream response passed through, in bytes.
+    #[arg(
+        id = "gateway_max_response_bytes",
+        long = "gateway-max-response-bytes",
+        env = "COMPACTD_GATEWAY_MAX_RESPONSE_BYTES",
+        default_value = "268435456"
+    )]
+    pub max_response_bytes: u64,
+
+    /// Longest an upstream may stay silent, before its answer or in the middle of a stream.
+    #[arg(id = "gateway_idle_timeout", long = "gateway-idle-timeout-secs", env = "COMPACTD_GATEWAY_IDLE_TIMEOUT_SECS", default_value = "300", value_parser = values::seconds)]
+    pub idle_timeout: Duration,
+}

@@ -1,0 +1,194 @@
+//! Passthrough: a request that is not a compaction goes to the configured upstream of its wire —
+//! only there, never to a URL the request names — with the client's own headers and credentials
+//! (never logged), hop-by-hop headers dropped, and the answer streamed back as it comes (each
+//! chunk as soon as it arrives, nothing buffered), bounded in size and in silence. When the
+//! agent hangs up, the response body is dropped and with it the upstream request.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::json;
+
+/// Headers that belong to one connection, not to the request (RFC 9110 §7.6.1), and the ones
+/// the client's connection to compactd sets.
+const HOP_BY_HOP: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// The upstream client and its bounds.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    client: reqwest::Client,
+    max_response_bytes: u64,
+}
+
+impl Proxy {
+    pub fn new(idle_timeout: Duration, max_response_bytes: u64) -> anyhow::Result<Proxy> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            // Silence, not length, ends a stream: an agent's turn may stream for many minutes.
+            .read_timeout(idle_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            // A redirect would carry the agent's credentials to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Proxy {
+            client,
+            max_response_bytes,
+        })
+    }
+
+    /// Sends the request to `target` and streams the answer back.
+    pub async fn forward(
+        &self,
+        target: reqwest::Url,
+        method: Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let started = std::time::Instant::now();
+        let host = target.host_str().unwrap_or_default().to_owned();
+        let mut headers = forwarded(headers);
+        // The body may be compactd's rewrite (Codex's items expanded): its length is the body's.
+        headers.remove(header::CONTENT_LENGTH);
+        let upstream = self
+            .client
+            .request(method, target)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await;
+        let upstream = match upstream {
+            Ok(upstream) => upstream,
+            Err(error) => {
+                // The error's text may hold the URL, never a header: safe to log.
+                tracing::warn!(upstream = %host, error = %error.without_url(), "gateway: the upstream did not answer");
+                return unreachable_upstream(&host);
+            }
+        };
+        tracing::debug!(upstream = %host, status = upstream.status().as_u16(), first_byte_ms = started.elapsed().as_millis() as u64, "gateway: passed through");
+        let status = upstream.status();
+        let mut response_headers = forwarded(upstream.headers());
+        response_headers.remove(header::CONTENT_LENGTH);
+        if let Some(length) = upstream.content_length() {
+            response_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        }
+        let limit = self.max_response_bytes;
+        let mut seen = 0u64;
+        let stream = upstream.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            seen += chunk.len() as u64;
+            if seen > limit {
+                return Err(std::io::Error::other(format!(
+                    "the upstream's answer is over COMPACTD_GATEWAY_MAX_RESPONSE_BYTES ({limit})"
+                )));
+            }
+            Ok(chunk)
+        });
+        let mut response = Response::new(Body::from_stream(stream));
+        *response.status_mut() = status;
+        *response.headers_mut() = response_headers;
+        response
+    }
+}
+
+/// `headers` without the hop-by-hop ones (and those a `Connection` header names).
+fn forwarded(headers: &HeaderMap) -> HeaderMap {
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let lower = name.as_str();
+        if HOP_BY_HOP.contains(&lower) || named.iter().any(|n| n == lower) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+/// 502 in the shape both wires' clients read (`error.type`, `error.message`).
+fn unreachable_upstream(host: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": "api_error", "code": "upstream_unreachable",
+        "message": format!("compactd's gateway could not reach the upstream {host}")}});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::BAD_GATEWAY;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The upstream URL of a request: `base` with the request's path after `strip` and its query.
+pub fn target(base: &reqwest::Url, path: &str, strip: &str, query: Option<&str>) -> reqwest::Url {
+    let rest = path.strip_prefix(strip).unwrap_or(path);
+    let mut url = base.clone();
+    url.set_path(&format!("{}{}", base.path().trim_end_matches('/'), rest));
+    url.set_query(query);
+    url
+}
+
+/// Whether `name` is a header the client's credentials travel in (for tests and checks).
+pub fn is_credential(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "authorization" | "x-api-key" | "api-key" | "cookie"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_keep_the_base_and_take_only_path_and_query() {
+        let anthropic = reqwest::Url::parse("https://api.anthropic.com").unwrap();
+        let openai = reqwest::Url::parse("http://127.0.0.1:9/v1/").unwrap();
+        assert_eq!(
+            target(&anthropic, "/v1/messages", "", Some("beta=true")).as_str(),
+            "https://api.anthropic.com/v1/messages?beta=true"
+        );
+        assert_eq!(
+            target(&openai, "/v1/responses", "/v1", None).as_str(),
+            "http://127.0.0.1:9/v1/responses"
+        );
+        // A path that looks like a URL stays a path on the configured host.
+        let sneaky = target(&anthropic, "//evil.example/v1/messages", "", None);
+        assert_eq!(sneaky.host_str(), Some("api.anthropic.com"));
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped_and_the_rest_kept() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, x-private"),
+        );
+        headers.insert("x-private", HeaderValue::from_static("1"));
+        headers.insert("host", HeaderValue::from_static("127.0.0.1:8080"));
+        headers.insert("x-api-key", HeaderValue::from_static("sk-ant-1"));
+        headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        let out = forwarded(&headers);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out["x-api-key"], "sk-ant-1");
+        assert_eq!(out["anthropic-version"], "2023-06-01");
+    }
+}
