@@ -40,6 +40,7 @@ mod extractive;
 mod fidelity;
 mod fixtures;
 mod gateway;
+mod gateway_hostile;
 mod hostile;
 mod javascript;
 mod local_model;
