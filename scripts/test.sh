@@ -3,7 +3,8 @@
 # runs the whole test suite, then the Docker smoke test (scripts/docker-test.sh). Storage tests run on PostgreSQL (a fresh database per test, created
 # from DATABASE_URL) and on SQLite. Set DATABASE_URL to use another server. The console's
 # end-to-end tests drive Debian's headless chromium through chromedriver: both are installed
-# here when missing (CHROMIUM and CHROMEDRIVER name others).
+# here when missing (CHROMIUM and CHROMEDRIVER name others). The real coding agents the gateway
+# tests run come from npm (scripts/agents.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${DATABASE_URL:-}" ]; then
@@ -17,6 +18,10 @@ if ! command -v "${CHROMEDRIVER:-chromedriver}" >/dev/null || [ ! -x "${CHROMIUM
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
+# The real agents the gateway's end-to-end tests run (Claude Code, Codex, OpenCode; pinned, from
+# npm, once, under target/agents).
+COMPACTD_AGENTS_BIN="$(scripts/agents.sh install)"
+export COMPACTD_AGENTS_BIN
 cargo test --locked "$@"
 # The Docker smoke test (README's Docker commands, built and run); COMPACTD_TEST_DOCKER=0 skips
 # it for a quick run of the suite alone.

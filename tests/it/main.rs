@@ -48,6 +48,7 @@ mod long_history;
 mod ops;
 mod owned_pg;
 mod races;
+mod real_agents;
 mod redaction;
 mod savings;
 mod scale;
