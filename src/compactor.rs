@@ -146,6 +146,7 @@ pub async fn compact(
             purpose,
             request: request.clone(),
             gate: gate(pinned),
+            chain: None,
         })
         .collect();
     let mut results = pipeline.run_all(context, jobs).await?.into_iter();
@@ -311,6 +312,7 @@ pub async fn summarize_branch(
                 extra: Vec::new(),
                 appendix: files.format_tags(),
             },
+            chain: None,
         };
         let result = pipeline
             .run_all(context, vec![job])

@@ -6,7 +6,10 @@
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::pipeline::{Endpoint, Purpose};
+use std::sync::Arc;
+
+use crate::pipeline::{Endpoint, Job, Purpose};
+use crate::summarizer::chain::Chain;
 use serde::Serialize;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
@@ -86,6 +89,18 @@ impl App {
         endpoint: Endpoint,
         request: WireRequest,
     ) -> Result<Summary, AppError> {
+        self.summarize_prompt_with(who, endpoint, request, None)
+            .await
+    }
+
+    /// [`App::summarize_prompt`] by `chain` instead of the configured models, when given.
+    pub async fn summarize_prompt_with(
+        &self,
+        who: &Identity,
+        endpoint: Endpoint,
+        request: WireRequest,
+        chain: Option<Arc<Chain>>,
+    ) -> Result<Summary, AppError> {
         let system = request.system_prompt.unwrap_or_default();
         let size = system.len() + request.prompt.len();
         let limit = self.limits.max_prompt_bytes;
@@ -120,10 +135,8 @@ impl App {
             }
         };
         let context = self.pipeline_context(who, endpoint);
-        Ok(self
-            .pipeline
-            .summarize(&context, Purpose::Prompt, summary_request)
-            .await?)
+        let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
+        Ok(self.pipeline.summarize_job(&context, job).await?)
     }
 
     /// A compaction the gateway recognized, summarized with the agent's own instructions; the
@@ -132,8 +145,9 @@ impl App {
         &self,
         who: &Identity,
         compaction: &crate::gateway::detect::Compaction,
+        chain: Option<Arc<Chain>>,
     ) -> Result<Summary, AppError> {
-        self.summarize_prompt(
+        self.summarize_prompt_with(
             who,
             Endpoint::Gateway(compaction.agent),
             WireRequest {
@@ -143,6 +157,7 @@ impl App {
                 max_tokens: None,
                 prompt_field: "messages",
             },
+            chain,
         )
         .await
     }

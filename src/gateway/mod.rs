@@ -17,8 +17,13 @@ use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 
+use axum::http::HeaderMap;
+
 use crate::config::{GatewayConfig, GatewaySummarizer};
 use crate::store::Store;
+use crate::summarizer::anthropic::AnthropicClient;
+use crate::summarizer::chain::{Chain, Link};
+use crate::summarizer::openai::OpenAiClient;
 
 /// The name of the shared secret Codex items are authenticated with.
 const SEAL_SECRET: &str = "gateway.codex-items";
@@ -31,6 +36,9 @@ pub struct Gateway {
     pub summarizer: GatewaySummarizer,
     pub proxy: proxy::Proxy,
     seal: OnceCell<codex::Seal>,
+    /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
+    /// credentials).
+    summarizer_http: reqwest::Client,
 }
 
 impl Gateway {
@@ -41,7 +49,65 @@ impl Gateway {
             summarizer: config.summarizer,
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
             seal: OnceCell::new(),
+            summarizer_http: reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?,
         })
+    }
+
+    /// In `agent` mode, the models that summarize a compaction of `agent` asking for `model`: the agent's own model through
+    /// the upstream of its wire, with the credentials it sent (then the extractive summarizer
+    /// when compactd's chain ends in it). `None` in `compactd` mode: compactd's chain.
+    pub fn agent_chain(
+        &self,
+        agent: detect::Agent,
+        model: &str,
+        headers: &HeaderMap,
+        configured: &Chain,
+    ) -> Option<Arc<Chain>> {
+        if self.summarizer != GatewaySummarizer::Agent || model.is_empty() {
+            return None;
+        }
+        let http = self.summarizer_http.clone();
+        let model = model.to_owned();
+        let options = serde_json::Map::new();
+        let link = match agent {
+            detect::Agent::ClaudeCode => {
+                let credentials = pick(headers, &ANTHROPIC_CREDENTIALS);
+                let client = AnthropicClient::new(
+                    http,
+                    self.anthropic_upstream.as_str(),
+                    String::new(),
+                    "2023-06-01".into(),
+                );
+                Link::Anthropic {
+                    client: client.with_credentials(credentials),
+                    model,
+                    window: None,
+                    options,
+                }
+            }
+            _ => {
+                let credentials = pick(headers, &OPENAI_CREDENTIALS);
+                let client = OpenAiClient::new(http, self.openai_upstream.as_str(), None);
+                Link::OpenAi {
+                    client: client.with_credentials(credentials),
+                    model,
+                    window: None,
+                    options,
+                }
+            }
+        };
+        let mut links = vec![link];
+        if configured
+            .links
+            .iter()
+            .any(|l| matches!(l, Link::Extractive))
+        {
+            links.push(Link::Extractive);
+        }
+        Some(Arc::new(Chain::new(links, configured.policy)))
     }
 
     /// The seal of Codex items: a secret every replica shares, made from the OS's CSPRNG by the
@@ -62,4 +128,29 @@ impl Gateway {
             })
             .await
     }
+}
+
+/// The headers an Anthropic client's credentials travel in (an API key, or a subscription's
+/// OAuth token and the betas that go with it).
+const ANTHROPIC_CREDENTIALS: [&str; 4] = [
+    "x-api-key",
+    "authorization",
+    "anthropic-version",
+    "anthropic-beta",
+];
+
+/// The headers an OpenAI client's credentials travel in.
+const OPENAI_CREDENTIALS: [&str; 3] = ["authorization", "openai-organization", "openai-project"];
+
+/// The headers of `headers` named in `names`.
+fn pick(headers: &HeaderMap, names: &[&str]) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for name in names {
+        for value in headers.get_all(*name) {
+            if let Ok(name) = axum::http::HeaderName::from_bytes(name.as_bytes()) {
+                out.append(name, value.clone());
+            }
+        }
+    }
+    out
 }

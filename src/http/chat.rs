@@ -86,7 +86,6 @@ pub(super) struct ChatRequest {
     /// The client's model name; compactd routes through its own chain and reports the model that
     /// wrote the answer instead.
     #[serde(default)]
-    #[allow(dead_code)]
     model: Option<String>,
     /// Chat messages: `system`/`developer` ones make the system prompt. One user message is a
     /// rendered prompt; a longer history (with `tool_calls`, `tool` messages, content parts) is a
@@ -217,9 +216,19 @@ pub(super) async fn chat_completions(
         Some(n) => Some(n),
         None => token_count(request.max_tokens.as_ref(), "max_tokens")?,
     };
+    // The gateway's `agent` mode: OpenCode's compaction written by the model it asked for.
+    let chain = match (state.gateway.as_deref(), endpoint) {
+        (Some(gateway), Endpoint::Gateway(agent)) => gateway.agent_chain(
+            agent,
+            request.model.as_deref().unwrap_or_default(),
+            &body.headers,
+            &state.app.pipeline.chain,
+        ),
+        _ => None,
+    };
     let summary = state
         .app
-        .summarize_prompt(
+        .summarize_prompt_with(
             &who,
             endpoint,
             WireRequest {
@@ -229,6 +238,7 @@ pub(super) async fn chat_completions(
                 max_tokens,
                 prompt_field: "messages",
             },
+            chain,
         )
         .await;
     // An agent's own compaction that compactd cannot answer (its models down, the tenant's

@@ -5,7 +5,7 @@
 //! own request goes upstream: the agent is never worse off than without compactd.
 
 use axum::extract::State;
-use axum::http::{Method, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
@@ -35,8 +35,21 @@ fn gateway(state: &AppState) -> Result<&Gateway, ApiError> {
 }
 
 /// A compaction summarized by compactd, or `None` when the agent's request should go upstream.
-async fn summarize(state: &AppState, who: &Identity, compaction: &Compaction) -> Option<Summary> {
-    match state.app.summarize_compaction(who, compaction).await {
+async fn summarize(
+    state: &AppState,
+    who: &Identity,
+    compaction: &Compaction,
+    headers: &HeaderMap,
+) -> Option<Summary> {
+    let chain = state.gateway.as_deref().and_then(|g| {
+        g.agent_chain(
+            compaction.agent,
+            &compaction.model,
+            headers,
+            &state.app.pipeline.chain,
+        )
+    });
+    match state.app.summarize_compaction(who, compaction, chain).await {
         Ok(summary) if !summary.flags.budget_exhausted => Some(summary),
         result => {
             log_fallback(compaction.agent, result.as_ref().err());
@@ -77,7 +90,7 @@ pub(super) async fn messages(
     let gateway = gateway(&state)?;
     let parsed: Option<Value> = serde_json::from_slice(&body.bytes).ok();
     if let Some(compaction) = parsed.as_ref().and_then(detect::anthropic_messages)
-        && let Some(summary) = summarize(&state, &who, &compaction).await
+        && let Some(summary) = summarize(&state, &who, &compaction, &body.headers).await
     {
         let text = answer::with_summary_tags(&summary.text);
         let reply = Answer {
@@ -163,7 +176,7 @@ pub(super) async fn responses(
         }
     }
     if let Some(compaction) = parsed.as_ref().and_then(|b| detect::responses(&headers, b))
-        && let Some(summary) = summarize(&state, &who, &compaction).await
+        && let Some(summary) = summarize(&state, &who, &compaction, &headers).await
     {
         let reply = Answer {
             text: &summary.text,

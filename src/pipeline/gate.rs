@@ -152,7 +152,7 @@ impl Pipeline {
             job.request.max_tokens,
         );
         let repaired = self
-            .chain
+            .chain_of(job)
             .ask(&summary.model, &request, deadline, |event| {
                 if let ChainEvent::Attempt(attempt) = &event {
                     self.tell(run, &Event::Attempt(attempt));

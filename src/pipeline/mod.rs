@@ -76,6 +76,9 @@ pub struct Job {
     pub purpose: Purpose,
     pub request: SummaryRequest,
     pub gate: GateInput,
+    /// The models of this job instead of the configured chain (the gateway's `agent` mode:
+    /// the agent's own model and credentials); every stage runs the same.
+    pub chain: Option<Arc<Chain>>,
 }
 
 impl Job {
@@ -84,7 +87,14 @@ impl Job {
             purpose,
             request,
             gate: GateInput::default(),
+            chain: None,
         }
+    }
+
+    /// The job summarized by `chain` instead of the configured one.
+    pub fn with_chain(mut self, chain: Option<Arc<Chain>>) -> Job {
+        self.chain = chain;
+        self
     }
 }
 
@@ -151,10 +161,23 @@ impl Pipeline {
         purpose: Purpose,
         request: SummaryRequest,
     ) -> Result<Summary, SummarizeError> {
-        let mut results = self
-            .run_all(context, vec![Job::new(purpose, request)])
-            .await?;
+        self.summarize_job(context, Job::new(purpose, request))
+            .await
+    }
+
+    /// One job through every stage.
+    pub async fn summarize_job(
+        &self,
+        context: &Context,
+        job: Job,
+    ) -> Result<Summary, SummarizeError> {
+        let mut results = self.run_all(context, vec![job]).await?;
         results.pop().expect("one result per job")
+    }
+
+    /// The models that write `job`'s summary.
+    pub(crate) fn chain_of<'a>(&'a self, job: &'a Job) -> &'a Chain {
+        job.chain.as_deref().unwrap_or(&self.chain)
     }
 
     /// Summarizations that belong together (the two parts of a split turn): admitted as one,
@@ -265,7 +288,7 @@ impl Pipeline {
         started: Instant,
     ) -> Result<Summary, SummarizeError> {
         let context = run.context;
-        let models = self.chain.names();
+        let models = self.chain_of(job).names();
         let key = self
             .stages
             .cache
@@ -305,7 +328,7 @@ impl Pipeline {
         let chain = if exhausted {
             &self.budget_chain
         } else {
-            &self.chain
+            self.chain_of(job)
         };
         let mut summary = chain
             .summarize(&job.request, deadline, |event| match &event {

@@ -15,6 +15,9 @@ pub struct AnthropicClient {
     base_url: String,
     api_key: String,
     version: String,
+    /// Headers sent with every call in place of the key: an agent's own credentials, when the
+    /// gateway summarizes with the agent's model (never shown by `Debug`).
+    credentials: reqwest::header::HeaderMap,
 }
 
 impl std::fmt::Debug for AnthropicClient {
@@ -23,6 +26,7 @@ impl std::fmt::Debug for AnthropicClient {
             .field("base_url", &self.base_url)
             .field("api_key", &"<redacted>")
             .field("version", &self.version)
+            .field("credentials", &self.credentials.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -35,7 +39,16 @@ impl AnthropicClient {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             version,
+            credentials: reqwest::header::HeaderMap::new(),
         }
+    }
+
+    /// The client with an agent's own credential headers (`x-api-key` or `authorization`, and
+    /// the `anthropic-*` headers that go with them) instead of compactd's key.
+    pub fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
+        self.api_key.clear();
+        self.credentials = credentials;
+        self
     }
 
     pub async fn complete(
@@ -60,12 +73,16 @@ impl AnthropicClient {
         for (key, value) in options {
             body[key] = value.clone();
         }
-        let call = self
+        let mut call = self
             .http
             .post(format!("{}/v1/messages", self.base_url))
-            .header("x-api-key", &self.api_key)
             .header("anthropic-version", &self.version)
             .json(&body);
+        if !self.api_key.is_empty() {
+            call = call.header("x-api-key", &self.api_key);
+        }
+        // Replaces what it names (an agent's own `anthropic-version` included).
+        call = call.headers(self.credentials.clone());
         let sent = std::time::Instant::now();
         // Errors: {"type":"error","error":{"type":"overloaded_error","message":"…"}}; 529
         // "overloaded" is Anthropic's retryable server status.

@@ -19,6 +19,9 @@ pub struct OpenAiClient {
     http: reqwest::Client,
     base_url: String,
     api_key: Option<String>,
+    /// Headers sent with every call in place of the key: an agent's own credentials, when the
+    /// gateway summarizes with the agent's model (never shown by `Debug`).
+    credentials: reqwest::header::HeaderMap,
 }
 
 impl std::fmt::Debug for OpenAiClient {
@@ -26,6 +29,7 @@ impl std::fmt::Debug for OpenAiClient {
         f.debug_struct("OpenAiClient")
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("credentials", &self.credentials.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -38,7 +42,15 @@ impl OpenAiClient {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key: api_key.filter(|k| !k.is_empty()),
+            credentials: reqwest::header::HeaderMap::new(),
         }
+    }
+
+    /// The client with an agent's own credential headers instead of compactd's key.
+    pub fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
+        self.api_key = None;
+        self.credentials = credentials;
+        self
     }
 
     /// Asks `model` for a summary. `options` are merged into the request body (sampling settings
@@ -95,6 +107,7 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key);
         }
+        call = call.headers(self.credentials.clone());
         let sent = std::time::Instant::now();
         let response = send(call, timing.first_token_due(sent)).await?;
         let model_name = format!("openai:{model}");

@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::binary::Served;
-use crate::gateway::{
+use crate::gateway_support::{
     FIXTURES, MODEL_SUMMARY, Provider, gateway_config, provider_answer, recorded, summarizer_model,
 };
 use crate::support::{FakeUpstream, Reply, TestApp};
@@ -78,11 +78,11 @@ async fn write_chunk(stream: &mut TcpStream, data: &[u8]) -> std::io::Result<()>
 }
 
 /// An ordinary Claude Code turn, as recorded.
-fn claude_turn() -> crate::gateway::Recorded {
+fn claude_turn() -> crate::gateway_support::Recorded {
     recorded(FIXTURES[0]).into_iter().next().unwrap()
 }
 
-fn claude_compaction() -> crate::gateway::Recorded {
+fn claude_compaction() -> crate::gateway_support::Recorded {
     recorded(FIXTURES[0])
         .into_iter()
         .find(|r| r.compaction)

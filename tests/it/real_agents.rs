@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::gateway::MODEL_SUMMARY;
+use crate::gateway_support::MODEL_SUMMARY;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 
 /// What the agents' key is (a dummy the provider checks it receives).
