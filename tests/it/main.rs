@@ -49,6 +49,7 @@ mod local_model;
 mod long_history;
 mod ops;
 mod owned_pg;
+mod pi_extension;
 mod races;
 mod real_agents;
 mod redaction;

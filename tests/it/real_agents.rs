@@ -23,13 +23,15 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 /// What the agents' key is (a dummy the provider checks it receives).
 const AGENT_KEY: &str = "sk-agent-own-key-for-the-provider";
 
-fn agents_bin() -> PathBuf {
+pub fn agents_bin() -> PathBuf {
     let bin = std::env::var("COMPACTD_AGENTS_BIN").map_or_else(
         |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agents/bin"),
         PathBuf::from,
     );
     assert!(
-        bin.join("claude").exists() && bin.join("codex").exists() && bin.join("opencode").exists(),
+        ["claude", "codex", "opencode", "pi"]
+            .iter()
+            .all(|b| bin.join(b).exists()),
         "the real agents are not installed in {}: run scripts/agents.sh install (scripts/test.sh does)",
         bin.display()
     );
@@ -39,8 +41,8 @@ fn agents_bin() -> PathBuf {
 /// A model provider as the agents need it: each wire answered with a complete stream saying
 /// "OK, noted.", reporting 100 input tokens — or, once, as many as `spike` was set to (to make
 /// an agent compact after that reply, and only once).
-struct ModelProvider {
-    spike: Arc<AtomicU64>,
+pub struct ModelProvider {
+    pub spike: Arc<AtomicU64>,
 }
 
 fn sse(events: &[Value]) -> String {
