@@ -1,5 +1,7 @@
 //! Load-test helper, not part of the service: an instant OpenAI-compatible upstream
-//! (`POST /v1/chat/completions`) and the "ceiling" handler (`POST /ceiling`: decode a JSON body,
+//! (`POST /v1/chat/completions`), an instant Anthropic Messages stream (`POST /v1/messages`, the
+//! gateway's passthrough; `DRIP_MS=50` holds the rest of the stream that long after its first
+//! event) and the "ceiling" handler (`POST /ceiling`: decode a JSON body,
 //! answer a small JSON) that BENCHMARKS.md compares compactd against.
 //!
 //! Run: `cargo run --release --example bench_upstream -- 127.0.0.1:9001`
@@ -7,6 +9,7 @@
 
 use axum::routing::post;
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 #[tokio::main]
@@ -33,6 +36,19 @@ async fn main() {
             }),
         )
         .route(
+            "/v1/messages",
+            post(|_: axum::body::Bytes| async {
+                let drip: u64 = std::env::var("DRIP_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                let first = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n";
+                let rest = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"OK, noted.\"}}\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+                let events = futures_util::stream::iter([(0, first), (drip, rest)]).then(|(pause, piece)| async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(piece.as_bytes()))
+                });
+                ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], axum::body::Body::from_stream(events))
+            }),
+        )
+        .route(
             "/ceiling",
             post(|Json(body): Json<Value>| async move {
                 let length = body.get("prompt").and_then(Value::as_str).map_or(0, str::len);
@@ -40,5 +56,9 @@ async fn main() {
             }),
         );
     let listener = tokio::net::TcpListener::bind(&listen).await.expect("bind");
+    // Without it the two writes of a stream wait out the client's delayed ACK (40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await.expect("serve");
 }

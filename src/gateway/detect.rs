@@ -54,6 +54,21 @@ const CODEX_PROMPT: &str = "You are performing a CONTEXT CHECKPOINT COMPACTION."
 /// OpenCode 1.18.33's summarization system prompt opens with this.
 const OPENCODE_SYSTEM: &str = "You are a context summarization agent.";
 
+/// Whether a body may be a compaction of some agent, by the markers' bytes alone: the ordinary
+/// turns that are most of the traffic (and tens of kilobytes each) pass through unparsed.
+pub fn may_be_compaction(body: &[u8]) -> bool {
+    const MARKERS: [&str; 5] = [
+        CLAUDE_TASK,
+        CODEX_PROMPT,
+        "compaction_trigger",
+        OPENCODE_SYSTEM,
+        "<conversation>",
+    ];
+    MARKERS
+        .iter()
+        .any(|marker| memchr::memmem::find(body, marker.as_bytes()).is_some())
+}
+
 /// A Claude Code compaction on the Anthropic Messages wire.
 pub fn anthropic_messages(body: &Value) -> Option<Compaction> {
     let messages = body.get("messages")?.as_array()?;

@@ -188,7 +188,9 @@ pub(super) async fn chat_completions(
     // are compactd's to answer; the agent's ordinary turns go upstream as they came.
     let mut endpoint = Endpoint::ChatCompletions;
     if let Some(gateway) = state.gateway.as_deref() {
-        let parsed: Option<Value> = serde_json::from_slice(&body.bytes).ok();
+        let parsed: Option<Value> = detect::may_be_compaction(&body.bytes)
+            .then(|| serde_json::from_slice(&body.bytes).ok())
+            .flatten();
         match parsed.as_ref() {
             Some(value) if detect::is_chat_summarization(value) => {
                 if let Some(agent) = detect::chat_agent(value) {

@@ -88,7 +88,9 @@ pub(super) async fn messages(
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
-    let parsed: Option<Value> = serde_json::from_slice(&body.bytes).ok();
+    let parsed: Option<Value> = detect::may_be_compaction(&body.bytes)
+        .then(|| serde_json::from_slice(&body.bytes).ok())
+        .flatten();
     if let Some(compaction) = parsed.as_ref().and_then(detect::anthropic_messages)
         && let Some(summary) = summarize(&state, &who, &compaction, &body.headers).await
     {
@@ -165,7 +167,10 @@ pub(super) async fn responses(
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
     let RawBody { headers, mut bytes } = body;
-    let mut parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let mut parsed: Option<Value> = (detect::may_be_compaction(&bytes)
+        || codex::may_hold_item(&bytes))
+    .then(|| serde_json::from_slice(&bytes).ok())
+    .flatten();
     // compactd's items from an earlier compaction: their summaries, before anything reads them.
     if codex::may_hold_item(&bytes)
         && let Some(value) = parsed.as_mut()
