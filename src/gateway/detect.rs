@@ -76,14 +76,35 @@ pub fn anthropic_messages(body: &Value) -> Option<Compaction> {
     if last.get("role")?.as_str()? != "user" {
         return None;
     }
-    let instructions = structured::content_text(last.get("content")?);
+    let content = last.get("content")?;
+    // The instruction is the last message's text; after a tool call Claude Code appends it to
+    // the message that carries the tool's result (recorded from 2.1.330), which stays history.
+    let blocks = content.as_array().map(Vec::as_slice).unwrap_or_default();
+    let at = blocks
+        .iter()
+        .position(|b| {
+            b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.trim_start().starts_with(CLAUDE_OPENING))
+        })
+        .unwrap_or(0);
+    let instructions = match content {
+        Value::Array(_) => structured::content_text(&Value::from(blocks[at..].to_vec())),
+        other => structured::content_text(other),
+    };
     if !instructions.trim_start().starts_with(CLAUDE_OPENING) || !instructions.contains(CLAUDE_TASK)
     {
         return None;
     }
+    let mut history = history.to_vec();
+    if at > 0 {
+        let mut kept = last.clone();
+        kept["content"] = Value::from(blocks[..at].to_vec());
+        history.push(kept);
+    }
     Some(Compaction {
         agent: Agent::ClaudeCode,
-        conversation: without_developer(structured::from_anthropic(history)),
+        conversation: without_developer(structured::from_anthropic(&history)),
         instructions,
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: model_of(body),

@@ -336,3 +336,41 @@ async fn every_fixture_compaction_is_logged_under_its_agent(store: Arc<dyn Store
     expected.sort();
     assert_eq!(logged, expected);
 }
+
+/// Recorded from the real Claude Code 2.1.330 (`real_agents.rs`): after a tool call it appends
+/// its summary instruction to the user message that carries the tool's result.
+#[tokio::test]
+async fn a_claude_code_compaction_after_a_tool_call_keeps_the_tools_result() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let path = format!(
+        "{}/tests/fixtures/agent-requests/claude-code-2.1.330-tool-history.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let body = std::fs::read(path).unwrap();
+    let recorded = recorded(FIXTURES[0])
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    let response = recorded
+        .request_with_body(&app.client, &app.url, body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(streamed_text(&recorded, &response.text().await.unwrap()).contains(MODEL_SUMMARY));
+    let asked = model.received()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (conversation, instructions) = asked.split_once("</conversation>").unwrap();
+    let call = conversation.find("Read(file_path=").expect("the tool call");
+    let result = conversation
+        .find("return a + b")
+        .expect("the tool's result");
+    assert!(call < result, "{conversation}");
+    assert!(!conversation.contains("CRITICAL: Respond with TEXT ONLY"));
+    assert!(instructions.contains("Your task is to create a detailed summary"));
+    assert!(provider.received().await.is_empty());
+}

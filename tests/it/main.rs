@@ -47,6 +47,7 @@ mod hostile;
 mod javascript;
 mod local_model;
 mod long_history;
+mod model_provider;
 mod ops;
 mod owned_pg;
 mod pi_extension;

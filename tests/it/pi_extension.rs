@@ -7,8 +7,6 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,7 +15,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use wiremock::MockServer;
 
 use crate::gateway_support::MODEL_SUMMARY;
-use crate::real_agents::{ModelProvider, agents_bin};
+use crate::model_provider::ModelProvider;
+use crate::real_agents::agents_bin;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 
 /// pi in RPC mode: commands in on stdin, events and responses out on stdout, one JSON a line.
@@ -121,9 +120,7 @@ fn scratch(provider: &MockServer) -> std::path::PathBuf {
 async fn provider() -> MockServer {
     let provider = MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(ModelProvider {
-            spike: Arc::new(AtomicU64::new(0)),
-        })
+        .respond_with(ModelProvider::default())
         .mount(&provider)
         .await;
     provider

@@ -10,12 +10,14 @@
 //! summary.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+use serde_json::json;
+use wiremock::{MockServer, Request};
+
+use crate::model_provider::{ModelProvider, ToolCall};
 
 use crate::gateway_support::MODEL_SUMMARY;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
@@ -38,86 +40,14 @@ pub fn agents_bin() -> PathBuf {
     bin
 }
 
-/// A model provider as the agents need it: each wire answered with a complete stream saying
-/// "OK, noted.", reporting 100 input tokens — or, once, as many as `spike` was set to (to make
-/// an agent compact after that reply, and only once).
-pub struct ModelProvider {
-    pub spike: Arc<AtomicU64>,
-}
-
-fn sse(events: &[Value]) -> String {
-    events
-        .iter()
-        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-        .collect()
-}
-
-impl Respond for ModelProvider {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let input = match self.spike.swap(0, Ordering::SeqCst) {
-            0 => 100,
-            spike => spike,
-        };
-        let text = "OK, noted.";
-        let path = request.url.path();
-        let body = if path.ends_with("/messages") {
-            let model = json!({"id": "msg_p", "type": "message", "role": "assistant", "model": "claude-opus-5-5",
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": input, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}});
-            sse(&[
-                json!({"type": "message_start", "message": model}),
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-                json!({"type": "content_block_stop", "index": 0}),
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 4}}),
-                json!({"type": "message_stop"}),
-            ])
-        } else if path.ends_with("/responses") {
-            let item = json!({"id": "msg_p", "type": "message", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}]});
-            let response = |status: &str, output: Value| {
-                json!({"id": "resp_p", "object": "response", "created_at": 1, "status": status, "model": "gpt-5.5",
-                    "output": output, "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + 4}})
-            };
-            let mut events = vec![
-                json!({"type": "response.created", "response": response("in_progress", json!([]))}),
-                json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
-                json!({"type": "response.output_text.delta", "item_id": "msg_p", "output_index": 0, "content_index": 0, "delta": text}),
-                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
-                json!({"type": "response.completed", "response": response("completed", json!([item]))}),
-            ];
-            for (n, event) in events.iter_mut().enumerate() {
-                event["sequence_number"] = json!(n);
-            }
-            sse(&events)
-        } else {
-            let chunk = |delta: Value, finish: Value| {
-                json!({"id": "chatcmpl-p", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-            };
-            let usage = json!({"id": "chatcmpl-p", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
-                "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": 4, "total_tokens": input + 4}});
-            [
-                chunk(json!({"role": "assistant", "content": text}), Value::Null),
-                chunk(json!({}), json!("stop")),
-                usage,
-            ]
-            .iter()
-            .map(|c| format!("data: {c}\n\n"))
-            .chain(["data: [DONE]\n\n".to_owned()])
-            .collect()
-        };
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
-    }
-}
-
 /// compactd as the gateway before the fake provider, and a scratch repository and home.
 struct Rig {
     app: TestApp,
     provider: MockServer,
     model: FakeUpstream,
     spike: Arc<AtomicU64>,
+    /// The provider's next answer is this tool call.
+    tool: Arc<Mutex<Option<ToolCall>>>,
     repo: PathBuf,
     home: PathBuf,
     bin: PathBuf,
@@ -127,10 +57,12 @@ impl Rig {
     async fn start(name: &str) -> Rig {
         let bin = agents_bin();
         let spike = Arc::new(AtomicU64::new(0));
+        let tool = Arc::new(Mutex::new(None));
         let provider = MockServer::start().await;
         wiremock::Mock::given(wiremock::matchers::any())
             .respond_with(ModelProvider {
                 spike: spike.clone(),
+                tool: tool.clone(),
             })
             .mount(&provider)
             .await;
@@ -164,6 +96,7 @@ impl Rig {
             provider,
             model,
             spike,
+            tool,
             repo,
             home,
             bin,
@@ -214,6 +147,30 @@ impl Rig {
             .collect()
     }
 
+    /// The next answer of the provider is a call of `tool` with `arguments`.
+    fn call_tool(&self, tool: &str, arguments: serde_json::Value) {
+        *self.tool.lock().unwrap() = Some((tool.to_owned(), arguments));
+    }
+
+    /// What compactd's model was asked to summarize held the tool call the provider made and the
+    /// file the agent read with it: the agent's tool history, read by compactd.
+    fn assert_tool_history(&self, tool: &str) {
+        let asked = self.model.received();
+        let first = asked
+            .first()
+            .expect("compactd's model was asked")
+            .body
+            .to_string();
+        assert!(
+            first.contains(tool),
+            "the {tool} call is in the conversation: {first}"
+        );
+        assert!(
+            first.contains("return a + b"),
+            "the tool's result is in the conversation: {first}"
+        );
+    }
+
     /// compactd's model wrote a summary, and the provider never saw a compaction request.
     async fn assert_compactd_compacted(&self, compaction_marker: &str) {
         assert!(
@@ -244,6 +201,7 @@ async fn claude_code_compacts_through_compactd() {
         ("DISABLE_AUTOUPDATER", "1".to_owned()),
     ];
     let json = ["--output-format", "json"];
+    rig.call_tool("Read", json!({"file_path": rig.repo.join("calc.py")}));
     let turn = |prompt: &'static str, more: bool| {
         let mut args = vec!["-p", prompt];
         if more {
@@ -273,6 +231,7 @@ async fn claude_code_compacts_through_compactd() {
     rig.run("claude", &turn("/compact", true), &env).await;
     rig.assert_compactd_compacted("Your task is to create a detailed summary")
         .await;
+    rig.assert_tool_history("Read");
     let seen = rig.received().await.len();
     rig.run("claude", &turn("And what about subtraction?", true), &env)
         .await;
@@ -293,6 +252,7 @@ fn codex_config(home: &Path, provider: &str) {
 /// Two Codex turns, the first answered with more tokens than the compaction limit: the second
 /// compacts first.
 async fn codex_compacts(rig: &Rig, env: &[(&str, String)]) {
+    rig.call_tool("exec_command", json!({"cmd": "cat calc.py"}));
     rig.spike.store(200_000, Ordering::SeqCst);
     rig.run(
         "codex",
@@ -329,6 +289,7 @@ async fn codex_compacts(rig: &Rig, env: &[(&str, String)]) {
     rig.assert_compactd_compacted("compaction_trigger").await;
     rig.assert_compactd_compacted("CONTEXT CHECKPOINT COMPACTION")
         .await;
+    rig.assert_tool_history("cat calc.py");
     let next = rig.bodies_since(seen).await;
     let next = next.last().expect("the next turn reached the provider");
     assert!(next.contains("SUMMARY BY COMPACTD'S MODEL"), "{next}");
@@ -415,6 +376,7 @@ async fn opencode_compacts_through_compactd() {
         Some(format!("Bearer {AGENT_KEY}").as_str())
     );
     // The next reply overflows the window: OpenCode compacts, then continues on its own.
+    rig.call_tool("read", json!({"filePath": rig.repo.join("calc.py")}));
     rig.spike.store(19_000, Ordering::SeqCst);
     let seen = first.len();
     rig.run(
@@ -435,6 +397,7 @@ async fn opencode_compacts_through_compactd() {
     .await;
     rig.assert_compactd_compacted("You are a context summarization agent")
         .await;
+    rig.assert_tool_history("read");
     let after = rig.bodies_since(seen).await;
     assert!(
         after
