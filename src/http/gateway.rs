@@ -75,10 +75,11 @@ pub(super) fn log_fallback(agent: Agent, error: Option<&AppError>) {
 #[utoipa::path(post, path = "/v1/messages", tag = "gateway",
     request_body(content = Object, description = "An Anthropic Messages request, as Claude Code sends it"),
     responses(
-        (status = 200, description = "Claude Code's compaction answered by compactd (`<summary>` tags, streamed when asked), or the upstream's answer to anything else, streamed through"),
+        (status = 200, description = "Claude Code's compaction answered by compactd (`<summary>` tags, streamed when asked), or the upstream's answer to anything else, streamed through",
+            content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 404, description = "The gateway is off (`COMPACTD_GATEWAY`), or beyond loopback an unknown key in a `/k/KEY/` URL", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
-        (status = 502, description = "The upstream could not be reached"),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
     ))]
 pub(super) async fn messages(
     State(state): State<AppState>,
@@ -108,9 +109,9 @@ pub(super) async fn messages(
 #[utoipa::path(post, path = "/v1/messages/count_tokens", tag = "gateway",
     request_body(content = Object, description = "Passed to the Anthropic upstream"),
     responses(
-        (status = 200, description = "The upstream's answer"),
+        (status = 200, description = "The upstream's answer", body = Object),
         (status = 404, description = "The gateway is off", body = ErrorBody),
-        (status = 502, description = "The upstream could not be reached"),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
     ))]
 pub(super) async fn count_tokens(
     State(state): State<AppState>,
@@ -153,10 +154,11 @@ pub(super) async fn forward_openai(
 #[utoipa::path(post, path = "/v1/responses", tag = "gateway",
     request_body(content = Object, description = "An OpenAI Responses request, as Codex sends it"),
     responses(
-        (status = 200, description = "Codex's compaction answered by compactd (for remote compaction v2, one `compaction` item compactd can read back), or the upstream's answer to anything else, with compactd's own compaction items expanded into their summaries before it goes upstream"),
+        (status = 200, description = "Codex's compaction answered by compactd (for remote compaction v2, one `compaction` item compactd can read back), or the upstream's answer to anything else, with compactd's own compaction items expanded into their summaries before it goes upstream",
+            content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 404, description = "The gateway is off", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
-        (status = 502, description = "The upstream could not be reached"),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
     ))]
 pub(super) async fn responses(
     State(state): State<AppState>,

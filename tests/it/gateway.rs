@@ -374,3 +374,41 @@ async fn a_claude_code_compaction_after_a_tool_call_keeps_the_tools_result() {
     assert!(instructions.contains("Your task is to create a detailed summary"));
     assert!(provider.received().await.is_empty());
 }
+
+/// With only the extractive summarizer behind it, OpenCode still gets its own template back.
+#[tokio::test]
+async fn opencodes_template_is_followed_by_the_extractive_summarizer() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.summarizers.models = vec!["extractive".parse().unwrap()];
+    let app = TestApp::spawn(config).await;
+    let compaction = recorded("opencode-1.18.33")
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    let response = compaction
+        .request(&app.client, &app.url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = streamed_text(&compaction, &response.text().await.unwrap());
+    let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        headings,
+        [
+            "## Objective",
+            "## Important Details",
+            "## Work State",
+            "### Completed",
+            "### Active",
+            "### Blocked",
+            "## Next Move",
+            "## Relevant Files"
+        ],
+        "{text}"
+    );
+    assert!(text.contains("calc.py"), "{text}");
+    assert!(model.received().is_empty());
+}

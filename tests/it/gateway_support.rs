@@ -144,6 +144,10 @@ impl Respond for Answers {
         if request.method.as_str() == "GET" {
             return ResponseTemplate::new(404).set_body_string("provider: no sockets here");
         }
+        if request.url.path().ends_with("/count_tokens") {
+            return ResponseTemplate::new(200)
+                .set_body_raw(r#"{"input_tokens":2048}"#, "application/json");
+        }
         ResponseTemplate::new(200)
             .insert_header("x-provider-request-id", "req_provider_1")
             .set_body_raw(provider_answer(request.url.path()), "text/event-stream")

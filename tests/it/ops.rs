@@ -228,7 +228,12 @@ async fn metrics_count_compactions_savings_and_rejections() {
 #[tokio::test]
 async fn every_documented_operation_answers_as_its_documentation_says() {
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nDocumented.")).await;
-    let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
+    let provider = crate::gateway_support::Provider::start().await;
+    let mut config = chain_config(&fake, "openai:gpt-test", true);
+    config.gateway.enabled = true;
+    config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
+    let app = TestApp::spawn(config).await;
     let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     assert_eq!(doc["info"]["title"], "compactd");
@@ -327,6 +332,28 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     for path in ["/healthz", "/readyz", "/metrics"] {
         app.get(path).await;
     }
+    // The gateway's routes: an agent's compaction and an ordinary turn of each wire.
+    use crate::gateway_support::{FIXTURES, recorded};
+    for fixture in FIXTURES {
+        for request in recorded(fixture)
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .take(3)
+        {
+            let answered = app.send(request.request(&app.client, &app.url)).await;
+            assert_eq!(
+                answered.status(),
+                StatusCode::OK,
+                "{fixture} seq {}",
+                request.seq
+            );
+        }
+    }
+    let count =
+        json!({"model": "claude-opus-5-5", "messages": [{"role": "user", "content": "hi"}]});
+    app.post("/v1/messages/count_tokens", &count).await;
+    app.send(app.client.get(format!("{}/v1/responses", app.url)))
+        .await;
     assert_eq!(
         app.delete(&format!("/v1/sessions/{id}")).await.status(),
         StatusCode::NO_CONTENT

@@ -7,6 +7,7 @@
 //! ([`render`]).
 
 mod render;
+mod template;
 
 use crate::fidelity::facts::Facts;
 use crate::fidelity::{Anchor, Weight, anchors, gate};
@@ -29,7 +30,12 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             let anchors = anchors::of_facts(&facts, previous_summary);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
             let text = render::checkpoint(&facts, previous_summary, critical_context, room);
-            keep_anchors(text, &anchors, budget)
+            let text = keep_anchors(text, &anchors, budget);
+            // The caller's own template (OpenCode's), when it asks for other headings than pi's.
+            match template::requested(&shape.instructions) {
+                Some(headings) => template::retitle(&text, &headings),
+                None => text,
+            }
         }
         Asks::TurnPrefix => {
             let anchors = anchors::of_facts(&facts, None);
