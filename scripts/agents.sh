@@ -52,6 +52,26 @@ module() {
   fi
 }
 
+# shims DIR: the packages pi's unbundled modules import, as the oracle needs them.
+shims() {
+  local dir="$1" piai="$home/pi-$PI/pi-ai/dist"
+  mkdir -p "$dir/@earendil-works/pi-ai" "$dir/cross-spawn"
+  cat > "$dir/@earendil-works/pi-ai/package.json" <<JSON
+{"name": "@earendil-works/pi-ai", "version": "$PI", "type": "module",
+ "exports": {".": "./index.js", "./compat": "./compat.js"}}
+JSON
+  cat > "$dir/@earendil-works/pi-ai/index.js" <<JS
+export { contentText } from "$piai/utils/text.js";
+export { getCurrentSystemMessage, normalizeContext } from "$piai/utils/transcript.js";
+export { uuidv7 } from "$piai/utils/uuid.js";
+export { retryAssistantCall } from "$piai/utils/retry.js";
+JS
+  echo 'export function completeSimple() { throw new Error("no model calls in the oracle"); }' \
+    > "$dir/@earendil-works/pi-ai/compat.js"
+  echo '{"name": "cross-spawn", "version": "0.0.0", "main": "index.js"}' > "$dir/cross-spawn/package.json"
+  echo 'module.exports = function spawn() { throw new Error("not in the oracle"); };' > "$dir/cross-spawn/index.js"
+}
+
 case "${1:-install}" in
   install)
     fetch "@anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE" "claude-code-$CLAUDE_CODE" claude claude
@@ -63,6 +83,12 @@ case "${1:-install}" in
     module "jiti@2.7.0" "pi-$PI/package/node_modules/jiti"
     printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$bin/node22" "$home/pi-$PI/package/dist/bundle/cli.js" > "$bin/pi"
     chmod +x "$bin/pi"
+    # pi's own planner, unbundled, for the pi 1.5 oracle (scripts/pi15/oracle.mjs): its modules
+    # import a few pure helpers of pi-ai, whose package index needs SDKs the registry lacks —
+    # so pi-ai is unpacked beside a shim that re-exports only those, and cross-spawn (unused by
+    # planning) is a stub.
+    module "@earendil-works/pi-ai@$PI" "pi-$PI/pi-ai"
+    shims "$home/pi-$PI/package/node_modules"
     echo "$bin"
     ;;
   *)

@@ -1,0 +1,41 @@
+// pi 1.5.2's own plan for a session file, from its unbundled modules (scripts/agents.sh installs
+// them under target/agents): the file opened by its SessionManager, the last entry the leaf, the
+// branch to it, prepareCompaction with the given settings. Prints one JSON line with the fields
+// of ../shared/fixtures/pi15/expected.jsonl.
+//
+//   node22 scripts/pi15/oracle.mjs SESSION.jsonl KEEP_RECENT_TOKENS [RESERVE_TOKENS]
+import { createHash } from "node:crypto";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi-1.5.2/package");
+const { SessionManager } = await import(join(pi, "dist/core/session-manager.js"));
+const { prepareCompaction, estimateTokens } = await import(join(pi, "dist/core/compaction/compaction.js"));
+const { serializeConversation } = await import(join(pi, "dist/core/compaction/utils.js"));
+const { convertToLlm } = await import(join(pi, "dist/core/messages.js"));
+
+const [file, keep, reserve = "16384"] = process.argv.slice(2);
+const settings = { enabled: true, keepRecentTokens: Number(keep), reserveTokens: Number(reserve) };
+const manager = SessionManager.open(resolve(file));
+const path = manager.getBranch();
+const sha = (text) => createHash("sha256").update(text).digest("hex");
+const prep = prepareCompaction(path, settings);
+const plan = prep ? {
+  firstKeptEntryId: prep.firstKeptEntryId,
+  isSplitTurn: prep.isSplitTurn,
+  tokensBefore: prep.tokensBefore,
+  hasPreviousSummary: prep.previousSummary !== undefined,
+  messagesToSummarize: prep.messagesToSummarize.length,
+  turnPrefixMessages: prep.turnPrefixMessages.length,
+  readFiles: [...(prep.fileOps?.read ?? [])].filter((f) => !prep.fileOps.edited?.has(f) && !prep.fileOps.written?.has(f)).sort(),
+  modifiedFiles: [...new Set([...(prep.fileOps?.edited ?? []), ...(prep.fileOps?.written ?? [])])].sort(),
+  firstKeptPathIndex: path.findIndex((e) => e.id === prep.firstKeptEntryId),
+  conversationSha256: sha(serializeConversation(convertToLlm(prep.messagesToSummarize))),
+  turnPrefixConversationSha256: sha(serializeConversation(convertToLlm(prep.turnPrefixMessages))),
+} : null;
+const entryTokens = {};
+for (const entry of path) {
+  if (entry.type === "message") entryTokens[entry.id] = estimateTokens(entry.message);
+}
+console.log(JSON.stringify({ session: file.split("/").pop(), keepRecentTokens: settings.keepRecentTokens, reserveTokens: settings.reserveTokens, plan, entryTokens }));
