@@ -142,7 +142,7 @@ const CONSTRAINT_MARKS: [&str; 9] = [
 /// The anchors of a summarization prompt: its conversation and previous summary.
 pub fn of_shape(shape: &Shape) -> Vec<Anchor> {
     let facts = Facts::extract(&shape.conversation.messages);
-    of_facts(&facts, shape.previous_summary.as_deref())
+    of_facts(&facts, shape.earlier_summary())
 }
 
 /// The anchors of extracted facts and a previous summary.

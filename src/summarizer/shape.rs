@@ -71,6 +71,17 @@ impl Shape {
         text
     }
 
+    /// The summary this one continues: the previous summary in its tags, or one the agent put in
+    /// its instructions instead (OpenCode 1.18's `<prior-summary>`). Anchors and the extractive
+    /// summarizer carry it on; the prompt is left as the agent wrote it.
+    pub fn earlier_summary(&self) -> Option<&str> {
+        self.previous_summary.as_deref().or_else(|| {
+            let (_, rest) = self.instructions.split_once("<prior-summary>\n")?;
+            let (summary, _) = rest.split_once("\n</prior-summary>")?;
+            Some(summary)
+        })
+    }
+
     /// The `##` headings the instructions ask for, lower-cased (none for a short summary).
     pub fn headings(&self) -> Vec<String> {
         if self.asks == Asks::Short {

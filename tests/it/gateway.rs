@@ -412,3 +412,31 @@ async fn opencodes_template_is_followed_by_the_extractive_summarizer() {
     assert!(text.contains("calc.py"), "{text}");
     assert!(model.received().is_empty());
 }
+
+/// OpenCode's second compaction carries the first summary in its instructions
+/// (`<prior-summary>`): the extractive summarizer carries it on.
+#[tokio::test]
+async fn opencodes_prior_summary_is_carried_into_the_next_one() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.summarizers.models = vec!["extractive".parse().unwrap()];
+    let app = TestApp::spawn(config).await;
+    let second = recorded("opencode-1.18.33")
+        .into_iter()
+        .find(|r| r.compaction && r.seq == 8)
+        .unwrap();
+    assert!(
+        second
+            .body_bytes()
+            .windows(15)
+            .any(|w| w == b"<prior-summary>")
+    );
+    let response = second.request(&app.client, &app.url).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = streamed_text(&second, &response.text().await.unwrap());
+    assert!(
+        text.contains("FAKE SUMMARY: the user asked for small edits"),
+        "{text}"
+    );
+}
