@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::compaction::pi15::Planner;
 use crate::compaction::{CompactionSettings, PlanOutcome, build_session_context};
 use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
 use crate::session::{ParseOptions, Session};
@@ -161,6 +162,9 @@ pub struct PlanArgs {
     pub session: SessionArgs,
     #[command(flatten)]
     pub budget: BudgetArgs,
+    /// Whose rules: `auto` (the file decides: pi 1.5's entries mean pi 1.5), `pi-1.5` or `pi-0.x`
+    #[arg(long, default_value = "auto", value_parser = ["auto", "pi-1.5", "pi-0.x"])]
+    pub planner: String,
 }
 
 #[derive(Debug, Args)]
@@ -188,7 +192,15 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
                 .active_path(args.session.leaf.as_deref())
                 .map_err(|e| CliError(e.to_string()))?;
             let settings = args.budget.settings();
-            write_json(out, &PlanOutcome::for_path(&path, &settings))
+            let planner = match args.planner.as_str() {
+                "pi-1.5" => Some(Planner::Pi15),
+                "pi-0.x" => Some(Planner::Pi0),
+                _ => None,
+            };
+            write_json(
+                out,
+                &PlanOutcome::for_path_choosing(&path, &settings, planner),
+            )
         }
         Command::Context(args) => {
             let session = load(&args.session)?;

@@ -3,7 +3,8 @@
 // branch to it, prepareCompaction with the given settings. Prints one JSON line with the fields
 // of ../shared/fixtures/pi15/expected.jsonl.
 //
-//   node22 scripts/pi15/oracle.mjs SESSION.jsonl KEEP_RECENT_TOKENS [RESERVE_TOKENS]
+//   node22 scripts/pi15/oracle.mjs SESSION.jsonl KEEP_RECENT_TOKENS[,KEEP...] [RESERVE_TOKENS]
+// (one line per keepRecentTokens)
 import { createHash } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,11 +16,12 @@ const { prepareCompaction, estimateTokens } = await import(join(pi, "dist/core/c
 const { serializeConversation } = await import(join(pi, "dist/core/compaction/utils.js"));
 const { convertToLlm } = await import(join(pi, "dist/core/messages.js"));
 
-const [file, keep, reserve = "16384"] = process.argv.slice(2);
-const settings = { enabled: true, keepRecentTokens: Number(keep), reserveTokens: Number(reserve) };
+const [file, keeps, reserve = "16384"] = process.argv.slice(2);
 const manager = SessionManager.open(resolve(file));
 const path = manager.getBranch();
 const sha = (text) => createHash("sha256").update(text).digest("hex");
+for (const keep of keeps.split(",")) {
+const settings = { enabled: true, keepRecentTokens: Number(keep), reserveTokens: Number(reserve) };
 const prep = prepareCompaction(path, settings);
 const plan = prep ? {
   firstKeptEntryId: prep.firstKeptEntryId,
@@ -33,9 +35,12 @@ const plan = prep ? {
   firstKeptPathIndex: path.findIndex((e) => e.id === prep.firstKeptEntryId),
   conversationSha256: sha(serializeConversation(convertToLlm(prep.messagesToSummarize))),
   turnPrefixConversationSha256: sha(serializeConversation(convertToLlm(prep.turnPrefixMessages))),
+  conversation: serializeConversation(convertToLlm(prep.messagesToSummarize)),
+  turnPrefixConversation: serializeConversation(convertToLlm(prep.turnPrefixMessages)),
 } : null;
 const entryTokens = {};
 for (const entry of path) {
   if (entry.type === "message") entryTokens[entry.id] = estimateTokens(entry.message);
 }
 console.log(JSON.stringify({ session: file.split("/").pop(), keepRecentTokens: settings.keepRecentTokens, reserveTokens: settings.reserveTokens, plan, entryTokens }));
+}

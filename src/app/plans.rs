@@ -4,6 +4,7 @@
 use super::sessions::parse;
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::compaction::pi15::Planner;
 use crate::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
 use crate::session::Session;
 
@@ -44,12 +45,13 @@ impl App {
         id: &str,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
+        planner: Option<Planner>,
     ) -> Result<PlanOutcome, AppError> {
         let stored = self.load_path(who, id, leaf_id).await?;
         let settings = *settings;
         // Planning walks the whole path read: off the runtime's threads.
         crate::cpu::off_runtime(move || {
-            let plan = plan_of(&stored.session, &settings, None)?;
+            let plan = plan_of(&stored.session, &settings, None, planner)?;
             Ok(stored.rebase(plan))
         })
         .await?
@@ -62,10 +64,12 @@ impl App {
         lenient: bool,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
+        planner: Option<Planner>,
     ) -> Result<PlanOutcome, AppError> {
         let session = parse(bytes, self.parse_options(lenient)).await?;
         let (settings, leaf_id) = (*settings, leaf_id.map(str::to_owned));
-        crate::cpu::off_runtime(move || plan_of(&session, &settings, leaf_id.as_deref())).await?
+        crate::cpu::off_runtime(move || plan_of(&session, &settings, leaf_id.as_deref(), planner))
+            .await?
     }
 
     /// What the LLM sees at `leaf_id` (the leaf by default), as JSON messages.
@@ -113,9 +117,10 @@ fn plan_of(
     session: &Session,
     settings: &CompactionSettings,
     leaf_id: Option<&str>,
+    planner: Option<Planner>,
 ) -> Result<PlanOutcome, AppError> {
     let path = session
         .active_path(leaf_id)
         .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
-    Ok(PlanOutcome::for_path(&path, settings))
+    Ok(PlanOutcome::for_path_choosing(&path, settings, planner))
 }

@@ -94,7 +94,7 @@ impl App {
         settings: &CompactionSettings,
         page: Option<usize>,
     ) -> Result<SessionTree, AppError> {
-        let plan = self.plan(who, id, settings, None).await?;
+        let plan = self.plan(who, id, settings, None, None).await?;
         let record = self.session(who, id).await?;
         let view = self.index(&record).await?;
         // Laying out every entry of the session is linear in its size: off the runtime.

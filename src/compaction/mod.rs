@@ -11,6 +11,7 @@ pub mod cut_point;
 pub mod entry;
 pub mod facts;
 pub mod file_ops;
+pub mod pi15;
 pub mod plan;
 pub mod prepare;
 pub mod serialize;

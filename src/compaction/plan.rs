@@ -3,6 +3,7 @@
 
 use serde::{Serialize, Serializer};
 
+use super::pi15::Planner;
 use super::prepare::{NothingToCompact, Preparation, prepare_compaction};
 use super::serialize::serialize_conversation;
 use super::tokens::{CompactionSettings, estimate_tokens};
@@ -36,6 +37,10 @@ pub enum NothingReason {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
+    /// Whose rules made it: `pi-0.x` for files older pis wrote, `pi-1.5` for files that show pi
+    /// 1.5's entries (`context_edit`, system messages, a compaction's `systemMessage`).
+    #[schema(value_type = String)]
+    pub planner: Planner,
     pub first_kept_entry_id: String,
     pub first_kept_path_index: usize,
     pub is_split_turn: bool,
@@ -58,8 +63,43 @@ pub struct Plan {
 }
 
 impl PlanOutcome {
-    /// Plans a compaction of `path` (root first).
+    /// Plans a compaction of `path` (root first) with the planner of the pi that wrote it.
     pub fn for_path(path: &[&Entry], settings: &CompactionSettings) -> PlanOutcome {
+        let planner = Planner::of_entries(path.iter().copied());
+        PlanOutcome::for_path_with(path, settings, planner)
+    }
+
+    /// Plans a compaction of `path` with `planner`, or the one of the pi that wrote it.
+    pub fn for_path_choosing(
+        path: &[&Entry],
+        settings: &CompactionSettings,
+        planner: Option<Planner>,
+    ) -> PlanOutcome {
+        match planner {
+            Some(planner) => PlanOutcome::for_path_with(path, settings, planner),
+            None => PlanOutcome::for_path(path, settings),
+        }
+    }
+
+    /// Plans a compaction of `path` with the given planner.
+    pub fn for_path_with(
+        path: &[&Entry],
+        settings: &CompactionSettings,
+        planner: Planner,
+    ) -> PlanOutcome {
+        if planner == Planner::Pi15 {
+            return match super::pi15::prepare(path, settings) {
+                Some(prep) => PlanOutcome {
+                    plan: Some(Plan::of_pi15(prep)),
+                    reason: None,
+                    nothing: None,
+                },
+                None => PlanOutcome::nothing(
+                    NothingReason::NothingToSummarize,
+                    "nothing to summarize (pi 1.5's planner: already compacted, or everything fits in keepRecentTokens)".to_owned(),
+                ),
+            };
+        }
         match prepare_compaction(path, settings) {
             Err(nothing) => {
                 let reason = match nothing {
@@ -92,9 +132,30 @@ impl PlanOutcome {
 }
 
 impl Plan {
+    /// A plan of pi 1.5's planner.
+    fn of_pi15(prep: super::pi15::Preparation15) -> Plan {
+        Plan {
+            planner: Planner::Pi15,
+            first_kept_entry_id: prep.first_kept_entry_id,
+            first_kept_path_index: prep.first_kept_path_index,
+            is_split_turn: prep.is_split_turn,
+            turn_start_path_index: prep.turn_start_path_index,
+            tokens_before: prep.tokens_before as f64,
+            previous_summary: prep.previous_summary,
+            messages_to_summarize: prep.messages_to_summarize,
+            turn_prefix_messages: prep.turn_prefix_messages,
+            read_files: prep.read_files,
+            modified_files: prep.modified_files,
+            conversation: prep.conversation,
+            turn_prefix_conversation: prep.turn_prefix_conversation,
+            entry_tokens: prep.entry_tokens,
+        }
+    }
+
     pub fn new(path: &[&Entry], prep: &Preparation<'_>) -> Plan {
         let lists = prep.file_ops.lists();
         Plan {
+            planner: Planner::Pi0,
             first_kept_entry_id: prep.first_kept_entry_id.to_owned(),
             first_kept_path_index: prep.cut.first_kept_entry_index,
             is_split_turn: prep.cut.is_split_turn,

@@ -1,5 +1,6 @@
 //! Planning, context rebuild, compaction and branch summaries of sessions (spec §4–§9).
 
+use crate::compaction::pi15::Planner;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -43,6 +44,10 @@ pub(super) struct PlanQuery {
     /// For `POST /v1/plan`: skip malformed lines.
     #[serde(default)]
     lenient: bool,
+    /// Whose rules: `pi-1.5` or `pi-0.x`; by default the file decides (a `context_edit` entry,
+    /// a system message or a compaction's `systemMessage` means pi 1.5).
+    #[param(value_type = Option<String>)]
+    planner: Option<Planner>,
 }
 
 /// `POST /v1/plan`: the plan of a JSONL body; nothing is stored.
@@ -58,7 +63,13 @@ pub(super) async fn plan_upload(
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
     let plan = state
         .app
-        .plan_file(body, query.lenient, &settings, query.leaf_id.as_deref())
+        .plan_file(
+            body,
+            query.lenient,
+            &settings,
+            query.leaf_id.as_deref(),
+            query.planner,
+        )
         .await?;
     Ok(Json(plan))
 }
@@ -76,7 +87,13 @@ pub(super) async fn plan_stored(
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
     let plan = state
         .app
-        .plan(&who, &id, &settings, query.leaf_id.as_deref())
+        .plan(
+            &who,
+            &id,
+            &settings,
+            query.leaf_id.as_deref(),
+            query.planner,
+        )
         .await?;
     Ok(Json(plan))
 }

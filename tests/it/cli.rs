@@ -50,9 +50,11 @@ fn plan_prints_the_plan_of_a_fixture() {
         .keys()
         .map(String::as_str)
         .collect();
+    assert_eq!(plan["planner"], "pi-0.x", "a file of pi 0.x");
     assert_eq!(
         keys,
         [
+            "planner",
             "firstKeptEntryId",
             "firstKeptPathIndex",
             "isSplitTurn",

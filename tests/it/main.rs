@@ -50,6 +50,8 @@ mod long_history;
 mod model_provider;
 mod ops;
 mod owned_pg;
+mod pi15;
+mod pi15_sessions;
 mod pi_extension;
 mod races;
 mod real_agents;

@@ -1,0 +1,114 @@
+//! pi 1.5's planner (`@earendil-works/pi-coding-agent` 1.5.2, `prepareCompaction`), for sessions
+//! pi ≥ 1.5 wrote. It plans on the session's *projection*: the context entries after the newest
+//! compaction with each `context_edit` applied (an omitted entry contributes nothing, a replaced
+//! one its new content), system messages estimated but never summarized, usage recorded before a
+//! later edit or compaction not trusted. Older files keep pi 0.x's planner ([`super::prepare`]).
+//! Verified against pi 1.5.2 itself (`scripts/pi15/oracle.mjs`, `scripts/pi15/compare.py`).
+
+mod messages;
+mod project;
+
+use serde_json::Value;
+
+use super::tokens::CompactionSettings;
+use crate::js_json::cmp_utf16;
+use crate::session::Entry;
+pub use messages::{estimate_tokens, serialize};
+pub use project::Projection;
+
+/// Which planner a plan follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Planner {
+    #[serde(rename = "pi-0.x")]
+    Pi0,
+    #[serde(rename = "pi-1.5")]
+    Pi15,
+}
+
+impl Planner {
+    /// pi 1.5's when the file shows what only pi ≥ 1.5 writes: a `context_edit` entry, a message
+    /// with role `system`, or a compaction carrying its `systemMessage`.
+    pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Planner {
+        let shows_15 = |raw: &str| {
+            raw.contains("\"context_edit\"")
+                || raw.contains("\"systemMessage\"")
+                || raw.contains("\"role\":\"system\"")
+        };
+        match entries.into_iter().any(|e| shows_15(&e.raw)) {
+            true => Planner::Pi15,
+            false => Planner::Pi0,
+        }
+    }
+}
+
+/// pi 1.5.2's preparation, as counts, texts and files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preparation15 {
+    pub first_kept_entry_id: String,
+    pub first_kept_path_index: usize,
+    pub turn_start_path_index: Option<usize>,
+    pub is_split_turn: bool,
+    pub tokens_before: u64,
+    pub previous_summary: Option<String>,
+    pub messages_to_summarize: usize,
+    pub turn_prefix_messages: usize,
+    pub conversation: String,
+    pub turn_prefix_conversation: String,
+    pub read_files: Vec<String>,
+    pub modified_files: Vec<String>,
+    pub entry_tokens: Vec<(String, u64)>,
+}
+
+/// pi 1.5.2's `prepareCompaction` on `path` (root first); `None` where pi returns no plan.
+pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Preparation15> {
+    let values: Vec<Value> = path
+        .iter()
+        .map(|e| crate::js_json::from_str(&e.raw).unwrap_or(Value::Null))
+        .collect();
+    let entry_tokens = values
+        .iter()
+        .filter(|v| v["type"] == "message")
+        .map(|v| {
+            let id = v["id"].as_str().unwrap_or_default().to_owned();
+            (
+                id,
+                messages::estimate_tokens(&messages::context_messages(v)[0]),
+            )
+        })
+        .collect();
+    if values.last().is_some_and(|v| v["type"] == "compaction") {
+        return None;
+    }
+    let projection = Projection::of_path(&values);
+    let cut = projection.prepare(settings.keep_recent_tokens)?;
+    let prefix_ids: Vec<&str> = path.iter().map(|e| e.id.as_str()).collect();
+    let index_of = |id: &str| prefix_ids.iter().position(|p| *p == id);
+    let mut files = project::FileOps::default();
+    files.add_previous(&projection, cut.previous_compaction);
+    for message in cut.summarized.iter().chain(&cut.prefix) {
+        files.add_message(message);
+    }
+    let (read_files, modified_files) = files.lists();
+    Some(Preparation15 {
+        first_kept_path_index: index_of(&cut.first_kept_id).unwrap_or_default(),
+        turn_start_path_index: cut.turn_start_id.as_deref().and_then(index_of),
+        first_kept_entry_id: cut.first_kept_id,
+        is_split_turn: cut.is_split_turn,
+        tokens_before: projection.context_tokens(&values),
+        previous_summary: cut.previous_summary,
+        messages_to_summarize: cut.summarized.len(),
+        turn_prefix_messages: cut.prefix.len(),
+        conversation: serialize(&cut.summarized.iter().collect::<Vec<_>>()),
+        turn_prefix_conversation: serialize(&cut.prefix.iter().collect::<Vec<_>>()),
+        read_files,
+        modified_files,
+        entry_tokens,
+    })
+}
+
+/// Sorted as JavaScript sorts strings (UTF-16 code units).
+fn js_sorted(mut items: Vec<String>) -> Vec<String> {
+    items.sort_by(|a, b| cmp_utf16(a, b));
+    items.dedup();
+    items
+}

@@ -1,0 +1,169 @@
+//! pi 1.5's planner: compactd plans sessions pi ≥ 1.5 wrote as pi 1.5.2 does — checked against
+//! the published samples (`tests/fixtures/pi15/`, pi 1.5.2's plans in `expected.jsonl`) and, on
+//! generated sessions holding every 1.5 type (system messages with sections and tools, context
+//! edits omitting and replacing, custom messages, branch summaries, compactions with a system
+//! message and usage, bash executions, images, thinking, all-zero usage), against pi 1.5.2 itself
+//! run as an oracle (`scripts/pi15/oracle.mjs`; `scripts/agents.sh install` puts pi in place).
+//! Older files keep pi 0.x's planner: the conformance tests of `src/compaction/tests/` run
+//! unchanged.
+
+use std::path::Path;
+
+use compactd::compaction::pi15::Planner;
+use compactd::compaction::plan::PlanOutcome;
+use compactd::compaction::tokens::CompactionSettings;
+use compactd::session::{ParseOptions, Session};
+use serde_json::{Value, json};
+
+use crate::real_agents::agents_bin;
+
+const SETTINGS: [u64; 2] = [2000, 20000];
+
+fn plan(text: &str, keep: u64) -> Value {
+    let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
+    let path = session.active_path(None).unwrap();
+    assert_eq!(Planner::of_entries(path.iter().copied()), Planner::Pi15);
+    let settings = CompactionSettings {
+        keep_recent_tokens: keep,
+        reserve_tokens: 16384,
+        ..Default::default()
+    };
+    serde_json::to_value(PlanOutcome::for_path(&path, &settings)).unwrap()["plan"].clone()
+}
+
+/// The fields pi's plan and compactd's share.
+fn comparable(plan: &Value) -> Value {
+    if plan.is_null() {
+        return Value::Null;
+    }
+    json!({
+        "firstKeptEntryId": plan["firstKeptEntryId"], "isSplitTurn": plan["isSplitTurn"],
+        "tokensBefore": plan["tokensBefore"], "messagesToSummarize": plan["messagesToSummarize"],
+        "turnPrefixMessages": plan["turnPrefixMessages"], "readFiles": plan["readFiles"],
+        "modifiedFiles": plan["modifiedFiles"], "firstKeptPathIndex": plan["firstKeptPathIndex"],
+        "hasPreviousSummary": plan.get("hasPreviousSummary").cloned()
+            .unwrap_or_else(|| json!(!plan["previousSummary"].is_null())),
+    })
+}
+
+#[test]
+fn the_published_pi15_samples_plan_as_pi_1_5_2_planned_them() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi15");
+    let expected = std::fs::read_to_string(dir.join("expected.jsonl")).unwrap();
+    let mut checked = 0;
+    for line in expected.lines() {
+        let expected: Value = serde_json::from_str(line).unwrap();
+        let text =
+            std::fs::read_to_string(dir.join(expected["session"].as_str().unwrap())).unwrap();
+        let keep = expected["keepRecentTokens"].as_u64().unwrap();
+        let ours = plan(&text, keep);
+        assert_eq!(
+            comparable(&ours),
+            comparable(&expected["plan"]),
+            "{line:.120}"
+        );
+        if !ours.is_null() {
+            assert_eq!(ours["planner"], "pi-1.5");
+            // pi's estimate of every message entry.
+            let tokens: serde_json::Map<String, Value> =
+                ours["entryTokens"].as_object().unwrap().clone();
+            assert_eq!(Value::Object(tokens), expected["entryTokens"]);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}
+
+/// pi 1.5.2's own plans of `file`, one per setting.
+fn oracle(file: &Path) -> Vec<Value> {
+    let keeps = SETTINGS.map(|k| k.to_string()).join(",");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/oracle.mjs");
+    let out = std::process::Command::new(agents_bin().join("node22"))
+        .arg(script)
+        .arg(file)
+        .arg(keeps)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn generated_pi15_sessions_plan_as_pi_1_5_2_does() {
+    let dir = std::env::temp_dir().join(format!("compactd-pi15-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut checked, mut planned, mut split) = (0, 0, 0);
+    for seed in 0..40u64 {
+        let text = crate::pi15_sessions::generate(seed);
+        let file = dir.join(format!("g{seed}.jsonl"));
+        std::fs::write(&file, &text).unwrap();
+        for (keep, want) in SETTINGS.iter().zip(oracle(&file)) {
+            let ours = plan(&text, *keep);
+            let want_plan = &want["plan"];
+            assert_eq!(
+                comparable(&ours),
+                comparable(want_plan),
+                "seed {seed} k={keep}"
+            );
+            if !ours.is_null() {
+                planned += 1;
+                split += usize::from(ours["isSplitTurn"] == true);
+                assert_eq!(
+                    ours["conversation"], want_plan["conversation"],
+                    "seed {seed} k={keep}"
+                );
+                assert_eq!(
+                    ours["turnPrefixConversation"], want_plan["turnPrefixConversation"],
+                    "seed {seed} k={keep}"
+                );
+                let tokens = ours["entryTokens"].as_object().unwrap().clone();
+                assert_eq!(Value::Object(tokens), want["entryTokens"], "seed {seed}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 80);
+    // The sessions make plans of every kind, not only "nothing to do".
+    assert!(
+        planned >= 30 && split >= 10,
+        "{planned} plans, {split} split turns"
+    );
+}
+
+#[tokio::test]
+async fn the_file_decides_the_planner_unless_the_request_names_one() {
+    let app = crate::support::TestApp::spawn(crate::support::config()).await;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let pi15 = std::fs::read(dir.join("pi15/s0000.jsonl")).unwrap();
+    let older = std::fs::read(dir.join("before-compaction.jsonl")).unwrap();
+    let plan = |body: Vec<u8>, query: &'static str| {
+        let app = &app;
+        async move {
+            let response = app
+                .post_typed(
+                    &format!("/v1/plan?keepRecentTokens=2000{query}"),
+                    "application/x-ndjson",
+                    body,
+                )
+                .await;
+            assert_eq!(response.status(), reqwest::StatusCode::OK);
+            response.json::<Value>().await.unwrap()["plan"].clone()
+        }
+    };
+    let automatic = plan(pi15.clone(), "").await;
+    assert_eq!(automatic["planner"], "pi-1.5");
+    assert_eq!(automatic["firstKeptEntryId"], "d054414d", "pi 1.5.2's cut");
+    let forced = plan(pi15, "&planner=pi-0.x").await;
+    assert_eq!(forced["planner"], "pi-0.x");
+    assert_ne!(forced["firstKeptEntryId"], automatic["firstKeptEntryId"]);
+    assert_eq!(plan(older.clone(), "").await["planner"], "pi-0.x");
+    assert_eq!(plan(older, "&planner=pi-1.5").await["planner"], "pi-1.5");
+}
