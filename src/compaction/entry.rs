@@ -25,7 +25,16 @@ pub struct CompactionEntry {
     #[serde(serialize_with = "js_json::serialize_number")]
     pub tokens_before: f64,
     pub details: FileLists,
+    /// pi 1.5: what the summary cost (pi's usage shape), written before `fromHook`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<serde_json::Value>,
     pub from_hook: bool,
+    /// pi 1.5: the system prompt as it stands (every system message replayed), which the
+    /// compaction carries past the messages it replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub system_message: Option<serde_json::Value>,
 }
 
 impl CompactionEntry {
@@ -47,7 +56,9 @@ impl CompactionEntry {
             first_kept_entry_id,
             tokens_before,
             details,
+            usage: None,
             from_hook: false,
+            system_message: None,
         }
     }
 

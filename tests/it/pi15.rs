@@ -167,3 +167,123 @@ async fn the_file_decides_the_planner_unless_the_request_names_one() {
     assert_eq!(plan(older.clone(), "").await["planner"], "pi-0.x");
     assert_eq!(plan(older, "&planner=pi-1.5").await["planner"], "pi-1.5");
 }
+
+on_both_backends!(a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back);
+
+/// A pi 1.5 session compacted through the API: pi 1.5.2's cut, its prompts, an entry in pi 1.5's
+/// shape (`usage`, `systemMessage`), and pi 1.5.2 itself rebuilds the context from it.
+async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
+    store: std::sync::Arc<dyn compactd::store::Store>,
+) {
+    use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+    let model = FakeUpstream::start(
+        vec![],
+        Reply::openai("## Goal\nSUMMARY OF THE PI 1.5 SESSION"),
+    )
+    .await;
+    let app = TestApp::with_store(chain_config(&model, "openai:gpt-test", true), store).await;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi15");
+    let uploaded: Value = app
+        .post_typed(
+            "/v1/sessions",
+            "application/x-ndjson",
+            std::fs::read(dir.join("s0001.jsonl")).unwrap(),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = uploaded["id"].as_str().unwrap();
+    let compacted = app
+        .post(
+            &format!("/v1/sessions/{id}/compactions"),
+            &json!({"keepRecentTokens": 2000}),
+        )
+        .await;
+    assert_eq!(compacted.status(), reqwest::StatusCode::CREATED);
+    let compacted: Value = compacted.json().await.unwrap();
+    let entry = &compacted["entry"];
+    // pi 1.5.2's plan of this file (expected.jsonl): its cut and its tokensBefore.
+    assert_eq!(entry["firstKeptEntryId"], "947f2330");
+    assert_eq!(entry["tokensBefore"], 75750);
+    let line = compacted["line"].as_str().unwrap();
+    let keys: Vec<String> = serde_json::from_str::<serde_json::Map<String, Value>>(line)
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "type",
+            "id",
+            "parentId",
+            "timestamp",
+            "summary",
+            "firstKeptEntryId",
+            "tokensBefore",
+            "details",
+            "usage",
+            "fromHook",
+            "systemMessage"
+        ]
+    );
+    assert_eq!(entry["systemMessage"]["role"], "system");
+    assert!(entry["usage"]["totalTokens"].as_u64().unwrap() > 0);
+    // pi 1.5's prompts: the update prompt with the previous summary, the turn prefix in its form.
+    let prompts: Vec<String> = model
+        .received()
+        .iter()
+        .map(|r| {
+            r.body["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(prompts.iter().any(|p| p.starts_with("<conversation>\n")
+        && p.contains("<previous-summary>\n")
+        && p.contains("The messages above are NEW conversation messages")));
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.starts_with("# Conversation\n") && p.contains("\n\n# Instructions\n"))
+    );
+
+    // pi 1.5.2 reads the session back with compactd's entry on it.
+    let file = std::env::temp_dir().join(format!(
+        "compactd-pi15-back-{}-{id}.jsonl",
+        std::process::id()
+    ));
+    let text = app
+        .get(&format!("/v1/sessions/{id}/entries"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    std::fs::write(&file, text).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
+    let out = std::process::Command::new(agents_bin().join("node22"))
+        .arg(script)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read["leafType"], "compaction");
+    assert_eq!(read["leafId"], entry["id"]);
+    assert_eq!(
+        read["summary"], entry["summary"],
+        "pi carries compactd's summary"
+    );
+    assert_eq!(
+        read["roles"][0], "system",
+        "then the system message the entry carries"
+    );
+    assert_eq!(read["roles"][1], "compactionSummary");
+    assert_eq!(read["plan"], Value::Null, "pi sees nothing left to compact");
+}

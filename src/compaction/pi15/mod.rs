@@ -57,6 +57,11 @@ pub struct Preparation15 {
     pub read_files: Vec<String>,
     pub modified_files: Vec<String>,
     pub entry_tokens: Vec<(String, u64)>,
+    /// The current system message (every system message of the projection replayed): what a
+    /// pi 1.5 compaction entry carries as its `systemMessage`.
+    pub system_message: Option<Value>,
+    /// The estimate of what the context keeps after the cut (system messages aside).
+    pub kept_tokens: u64,
 }
 
 /// pi 1.5.2's `prepareCompaction` on `path` (root first); `None` where pi returns no plan.
@@ -89,6 +94,7 @@ pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Prepara
         files.add_message(message);
     }
     let (read_files, modified_files) = files.lists();
+    let kept_tokens = projection.kept_tokens(&cut.first_kept_id);
     Some(Preparation15 {
         first_kept_path_index: index_of(&cut.first_kept_id).unwrap_or_default(),
         turn_start_path_index: cut.turn_start_id.as_deref().and_then(index_of),
@@ -103,6 +109,8 @@ pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Prepara
         read_files,
         modified_files,
         entry_tokens,
+        system_message: projection.current_system(),
+        kept_tokens,
     })
 }
 

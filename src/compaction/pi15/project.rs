@@ -123,6 +123,25 @@ impl Projection {
         Projection { entries }
     }
 
+    /// The current system message of the whole projection.
+    pub(super) fn current_system(&self) -> Option<Value> {
+        current_system(&self.messages().collect::<Vec<_>>())
+    }
+
+    /// The estimate of the messages from the entry `first_kept_id` on, system messages aside.
+    pub(super) fn kept_tokens(&self, first_kept_id: &str) -> u64 {
+        let from = self
+            .entries
+            .iter()
+            .position(|e| e.source["id"] == first_kept_id)
+            .unwrap_or(self.entries.len());
+        self.entries[from..]
+            .iter()
+            .flat_map(Projected::for_compaction)
+            .map(estimate_tokens)
+            .sum()
+    }
+
     fn messages(&self) -> impl Iterator<Item = &Value> {
         self.entries.iter().flat_map(|e| e.messages.iter())
     }

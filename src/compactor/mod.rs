@@ -6,6 +6,8 @@
 //! summarize is an error rather than a summary of nothing, no call is made for an empty
 //! conversation, and a split turn whose history part is empty keeps the previous summary.
 
+mod pi15;
+
 use std::time::Instant;
 
 use crate::compaction::budget::{BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens};
@@ -82,6 +84,12 @@ pub async fn compact(
 ) -> Result<CompactionOutcome, CompactError> {
     let started = Instant::now();
     let path = session.active_path(request.leaf_id.as_deref())?;
+    // A session pi ≥ 1.5 wrote is planned and written as pi 1.5 does.
+    if crate::compaction::pi15::Planner::of_entries(path.iter().copied())
+        == crate::compaction::pi15::Planner::Pi15
+    {
+        return pi15::compact(&path, taken, request, pipeline, context, started).await;
+    }
     let prep = prepare_compaction(&path, &request.settings).map_err(|nothing| {
         let reason = match nothing {
             NothingToCompact::EmptySession => NothingReason::EmptySession,
@@ -203,10 +211,20 @@ pub async fn compact(
         .iter()
         .chain(prefix_summary.iter())
         .collect();
+    Ok(finish(entry, &calls, started, tokens_after))
+}
+
+/// The outcome of a compaction whose entry is written: what its calls cost and did.
+fn finish(
+    entry: CompactionEntry,
+    calls: &[&Summary],
+    started: Instant,
+    tokens_after: u64,
+) -> CompactionOutcome {
     let mut models: Vec<&str> = calls.iter().map(|s| s.model.as_str()).collect();
     models.dedup();
     let tokens_before = entry.tokens_before as u64;
-    Ok(CompactionOutcome {
+    CompactionOutcome {
         line: entry.to_line(),
         entry,
         model: if models.is_empty() {
@@ -235,7 +253,7 @@ pub async fn compact(
                 || (tokens_before >= MIN_LOOP_TOKENS && tokens_after * 10 >= tokens_before * 8),
             redactions: calls.iter().map(|s| s.flags.redactions).sum(),
         },
-    })
+    }
 }
 
 /// Which branch summary to make.

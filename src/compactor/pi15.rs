@@ -1,0 +1,150 @@
+//! Compacting a session pi ≥ 1.5 wrote, as pi 1.5.2 compacts it: its planner
+//! ([`crate::compaction::pi15`]), its prompts (`prompts/pi15/`: the split update prompt, the turn
+//! prefix as `# Conversation` / `# Instructions`), the previous summary kept as it is when only
+//! the split turn is new, and its entry: `usage` and the current `systemMessage` written with it.
+//! Every summary goes through compactd's pipeline like the others.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{CompactError, CompactionOutcome, CompactionRequest, finish};
+use crate::compaction::NothingReason;
+use crate::compaction::budget::{history_max_tokens, turn_prefix_max_tokens};
+use crate::compaction::entry::CompactionEntry;
+use crate::compaction::file_ops::FileLists;
+use crate::compaction::pi15::prepare;
+use crate::fidelity::Anchor;
+use crate::js_json::utf16_len;
+use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose};
+use crate::session::{Entry, IdSet, new_entry_id, time};
+use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
+use crate::transcript::prompt::merge_split_turn;
+
+const SYSTEM: &str = include_str!("../../prompts/pi15/system.md");
+const SUMMARY: &str = include_str!("../../prompts/pi15/summary.md");
+const UPDATE: &str = include_str!("../../prompts/pi15/update.md");
+const TURN_PREFIX: &str = include_str!("../../prompts/pi15/turn-prefix.md");
+
+/// pi 1.5.2's usage shape (`input`, `output`, `cacheRead`, `cacheWrite`, `totalTokens`, `cost`):
+/// compactd's models are compactd's to pay for, so the cost is 0.
+fn pi_usage(usage: TokenUsage) -> Value {
+    json!({"input": usage.input_tokens, "output": usage.output_tokens,
+        "cacheRead": usage.cached_input_tokens, "cacheWrite": 0,
+        "totalTokens": usage.input_tokens + usage.output_tokens,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
+}
+
+pub(super) async fn compact(
+    path: &[&Entry],
+    taken: &(dyn IdSet + Sync),
+    request: &CompactionRequest,
+    pipeline: &Pipeline,
+    context: &Context,
+    started: Instant,
+) -> Result<CompactionOutcome, CompactError> {
+    let prep = prepare(path, &request.settings).ok_or_else(|| {
+        CompactError::Nothing(
+            NothingReason::NothingToSummarize,
+            "pi 1.5's planner finds nothing to summarize: already compacted, or everything fits in keepRecentTokens".into(),
+        )
+    })?;
+    let reserve = request.settings.reserve_tokens;
+    let focus = |prompt: String| match request.custom_instructions.as_deref() {
+        Some(focus) if !focus.trim().is_empty() => format!("{prompt}\n\nAdditional focus: {focus}"),
+        _ => prompt,
+    };
+    let history_request = (prep.messages_to_summarize > 0).then(|| {
+        let mut prompt = format!("<conversation>\n{}\n</conversation>\n\n", prep.conversation);
+        let instructions = match &prep.previous_summary {
+            Some(previous) => {
+                prompt.push_str(&format!(
+                    "<previous-summary>\n{previous}\n</previous-summary>\n\n"
+                ));
+                UPDATE
+            }
+            None => SUMMARY,
+        };
+        prompt.push_str(&focus(instructions.to_owned()));
+        SummaryRequest::from_prompt(SYSTEM.to_owned(), prompt, history_max_tokens(reserve))
+    });
+    let split = prep.is_split_turn && prep.turn_prefix_messages > 0;
+    let prefix_request = split.then(|| {
+        let prompt = format!(
+            "# Conversation\n{}\n\n# Instructions\n{TURN_PREFIX}",
+            prep.turn_prefix_conversation
+        );
+        SummaryRequest::from_prompt(
+            SYSTEM.to_owned(),
+            focus(prompt),
+            turn_prefix_max_tokens(reserve),
+        )
+    });
+    let files = FileLists {
+        read_files: prep.read_files.clone(),
+        modified_files: prep.modified_files.clone(),
+    };
+    let pins: Vec<Anchor> = request.pins.iter().map(|p| Anchor::pinned(p)).collect();
+    let jobs: Vec<Job> = history_request
+        .iter()
+        .map(|r| (Purpose::History, r, true))
+        .chain(
+            prefix_request
+                .iter()
+                .map(|r| (Purpose::TurnPrefix, r, history_request.is_none())),
+        )
+        .map(|(purpose, request, pinned)| Job {
+            purpose,
+            request: request.clone(),
+            gate: GateInput {
+                extra: if pinned { pins.clone() } else { Vec::new() },
+                appendix: files.format_tags(),
+            },
+            chain: None,
+        })
+        .collect();
+    let mut results = pipeline.run_all(context, jobs).await?.into_iter();
+    let history = match history_request {
+        Some(_) => Some(results.next().expect("a result per request")?),
+        None => None,
+    };
+    let prefix = match prefix_request {
+        Some(_) => Some(results.next().expect("a result per request")?),
+        None => None,
+    };
+    // pi 1.5 keeps the previous summary as it is when only the split turn is new.
+    let history_text = match &history {
+        Some(summary) => summary.text.clone(),
+        None => prep
+            .previous_summary
+            .clone()
+            .unwrap_or_else(|| "No prior history.".to_owned()),
+    };
+    let merged = match &prefix {
+        Some(prefix) => merge_split_turn(&history_text, &prefix.text),
+        None => history_text,
+    };
+    let calls: Vec<&Summary> = history.iter().chain(prefix.iter()).collect();
+    let usage = calls
+        .iter()
+        .fold(TokenUsage::default(), |sum, s| sum.plus(s.usage));
+    let leaf = path.last().expect("a plan has a non-empty path");
+    let timestamp = time::now_iso();
+    let mut entry = CompactionEntry::new(
+        new_entry_id(taken),
+        leaf.id.clone(),
+        timestamp.clone(),
+        merged + &files.format_tags(),
+        prep.first_kept_entry_id.clone(),
+        prep.tokens_before as f64,
+        files,
+    );
+    entry.usage = Some(pi_usage(usage));
+    entry.system_message = prep.system_message.clone().map(|mut system| {
+        let ms = time::iso_to_epoch_ms(&timestamp).unwrap_or_default();
+        system["timestamp"] = crate::js_json::number_value(ms);
+        system
+    });
+    let tokens_after = (utf16_len(&entry.summary) as u64).div_ceil(4) + prep.kept_tokens;
+    Ok(finish(entry, &calls, started, tokens_after))
+}
