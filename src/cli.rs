@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::compaction::pi15::Planner;
-use crate::compaction::{CompactionSettings, PlanOutcome, build_session_context};
+use crate::compaction::{CompactionSettings, PlanOutcome};
 use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
 use crate::session::{ParseOptions, Session};
 
@@ -207,7 +207,10 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
             let path = session
                 .active_path(args.session.leaf.as_deref())
                 .map_err(|e| CliError(e.to_string()))?;
-            write_json(out, &build_session_context(&path).llm_json())
+            write_json(
+                out,
+                &crate::app::plans::ContextView::of_path(&path).messages,
+            )
         }
     }
 }

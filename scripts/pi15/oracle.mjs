@@ -15,6 +15,7 @@ const { SessionManager } = await import(join(pi, "dist/core/session-manager.js")
 const { prepareCompaction, estimateTokens } = await import(join(pi, "dist/core/compaction/compaction.js"));
 const { serializeConversation } = await import(join(pi, "dist/core/compaction/utils.js"));
 const { convertToLlm } = await import(join(pi, "dist/core/messages.js"));
+const { buildSessionContext } = await import(join(pi, "dist/core/session-manager.js"));
 
 const [file, keeps, reserve = "16384"] = process.argv.slice(2);
 const manager = SessionManager.open(resolve(file));
@@ -42,5 +43,7 @@ const entryTokens = {};
 for (const entry of path) {
   if (entry.type === "message") entryTokens[entry.id] = estimateTokens(entry.message);
 }
-console.log(JSON.stringify({ session: file.split("/").pop(), keepRecentTokens: settings.keepRecentTokens, reserveTokens: settings.reserveTokens, plan, entryTokens }));
+const built = buildSessionContext(manager.getEntries(), manager.getLeafEntry()?.id);
+const context = { messages: convertToLlm(built.messages), thinkingLevel: built.thinkingLevel, model: built.model };
+console.log(JSON.stringify({ session: file.split("/").pop(), keepRecentTokens: settings.keepRecentTokens, reserveTokens: settings.reserveTokens, plan, entryTokens, context }));
 }

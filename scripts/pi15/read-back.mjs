@@ -10,6 +10,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi-1.5.2/package");
 const { SessionManager, buildSessionContext } = await import(join(pi, "dist/core/session-manager.js"));
 const { prepareCompaction } = await import(join(pi, "dist/core/compaction/compaction.js"));
+const { convertToLlm } = await import(join(pi, "dist/core/messages.js"));
 
 const manager = SessionManager.open(resolve(process.argv[2]));
 const entries = manager.getEntries();
@@ -23,4 +24,5 @@ console.log(JSON.stringify({
   roles: context.messages.map((m) => m.role),
   summary: summary?.summary ?? null,
   plan: plan ? { firstKeptEntryId: plan.firstKeptEntryId } : null,
+  context: { messages: convertToLlm(context.messages), thinkingLevel: context.thinkingLevel, model: context.model },
 }));

@@ -85,7 +85,7 @@ impl App {
                 .session
                 .active_path(None)
                 .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
-            Ok(ContextView::of(&build_session_context(&path)))
+            Ok(ContextView::of_path(&path))
         })
         .await?
     }
@@ -104,6 +104,22 @@ pub struct ContextView {
 }
 
 impl ContextView {
+    /// What the model sees at the end of `path`, by the rules of the pi that wrote it.
+    pub fn of_path(path: &[&crate::session::Entry]) -> ContextView {
+        if Planner::of_entries(path.iter().copied()) == Planner::Pi15 {
+            let (messages, thinking_level, model) = crate::compaction::pi15::context(path);
+            return ContextView {
+                messages,
+                thinking_level: Some(thinking_level),
+                model: model.map(|(provider, model_id)| crate::compaction::ModelRef {
+                    provider: provider.as_str().map(str::to_owned),
+                    model_id: model_id.as_str().map(str::to_owned),
+                }),
+            };
+        }
+        ContextView::of(&build_session_context(path))
+    }
+
     pub fn of(context: &SessionContext<'_>) -> ContextView {
         ContextView {
             messages: context.llm_json(),

@@ -74,6 +74,18 @@ fn the_published_pi15_samples_plan_as_pi_1_5_2_planned_them() {
     assert_eq!(checked, 6);
 }
 
+/// compactd's context of a session file, as `/context` answers it.
+fn our_context(text: &str) -> Value {
+    let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
+    let path = session.active_path(None).unwrap();
+    let view = compactd::app::plans::ContextView::of_path(&path);
+    let model = view
+        .model
+        .map(|m| json!({"provider": m.provider, "modelId": m.model_id}))
+        .unwrap_or(Value::Null);
+    json!({"messages": view.messages, "thinkingLevel": view.thinking_level, "model": model})
+}
+
 /// pi 1.5.2's own plans of `file`, one per setting.
 fn oracle(file: &Path) -> Vec<Value> {
     let keeps = SETTINGS.map(|k| k.to_string()).join(",");
@@ -127,6 +139,8 @@ fn generated_pi15_sessions_plan_as_pi_1_5_2_does() {
                 let tokens = ours["entryTokens"].as_object().unwrap().clone();
                 assert_eq!(Value::Object(tokens), want["entryTokens"], "seed {seed}");
             }
+            // The context pi 1.5.2 builds for the model, as compactd's /context gives it.
+            assert_eq!(our_context(&text), want["context"], "seed {seed}");
             checked += 1;
         }
     }
@@ -286,4 +300,13 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     );
     assert_eq!(read["roles"][1], "compactionSummary");
     assert_eq!(read["plan"], Value::Null, "pi sees nothing left to compact");
+    // compactd's /context is the context pi 1.5.2 rebuilds.
+    let ours: Value = app
+        .get(&format!("/v1/sessions/{id}/context"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ours["messages"], read["context"]["messages"]);
+    assert_eq!(ours["thinkingLevel"], read["context"]["thinkingLevel"]);
 }

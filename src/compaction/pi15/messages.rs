@@ -26,6 +26,13 @@ fn str_field<'a>(value: &'a Value, name: &str) -> &'a str {
     value.get(name).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// `new Date(entry.timestamp).getTime()`: milliseconds, or `null` (JavaScript's NaN) when the
+/// entry has no readable time.
+fn entry_ms(entry: &Value) -> Value {
+    crate::session::time::iso_to_epoch_ms(str_field(entry, "timestamp"))
+        .map_or(Value::Null, crate::js_json::number_value)
+}
+
 /// The messages an entry contributes to the model's context.
 pub(super) fn context_messages(entry: &Value) -> Vec<Value> {
     match str_field(entry, "type") {
@@ -43,13 +50,17 @@ pub(super) fn context_messages(entry: &Value) -> Vec<Value> {
             "role": "custom",
             "customType": entry.get("customType"),
             "content": entry.get("content").filter(|c| !c.is_null()).cloned().unwrap_or(json!([])),
+            "timestamp": entry_ms(entry),
         })],
         "branch_summary" if !str_field(entry, "summary").is_empty() => {
-            vec![json!({"role": "branchSummary", "summary": str_field(entry, "summary")})]
+            vec![
+                json!({"role": "branchSummary", "summary": str_field(entry, "summary"),
+                "fromId": entry.get("fromId"), "timestamp": entry_ms(entry)}),
+            ]
         }
         "compaction" => {
-            let summary =
-                json!({"role": "compactionSummary", "summary": str_field(entry, "summary")});
+            let summary = json!({"role": "compactionSummary", "summary": str_field(entry, "summary"),
+                "tokensBefore": entry.get("tokensBefore"), "timestamp": entry_ms(entry)});
             match entry
                 .get("systemMessage")
                 .filter(|m| !m.is_null() && *m != &json!(false))
@@ -183,8 +194,21 @@ fn bash_execution_text(message: &Value) -> String {
     text
 }
 
-/// `convertToLlm`: the message as the summarizer's transcript has it (`None`: left out).
-fn to_llm(message: &Value) -> Option<Value> {
+/// `convertToLlm`: the message as the model gets it (`None`: left out); a converted message
+/// keeps the original's `timestamp`.
+pub(super) fn to_llm(message: &Value) -> Option<Value> {
+    let mut llm = converted(message)?;
+    if !matches!(
+        role(message),
+        "system" | "user" | "assistant" | "toolResult"
+    ) && let Some(timestamp) = message.get("timestamp")
+    {
+        llm["timestamp"] = timestamp.clone();
+    }
+    Some(llm)
+}
+
+fn converted(message: &Value) -> Option<Value> {
     let text = |text: String| json!([{"type": "text", "text": text}]);
     match role(message) {
         "bashExecution"

@@ -114,6 +114,42 @@ pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Prepara
     })
 }
 
+/// What pi 1.5.2's `buildSessionContext` gives the model at the end of `path`: the projection's
+/// messages after `convertToLlm`, the thinking level and the model (provider, id).
+pub fn context(path: &[&Entry]) -> (Vec<Value>, String, Option<(Value, Value)>) {
+    let values: Vec<Value> = path
+        .iter()
+        .map(|e| crate::js_json::from_str(&e.raw).unwrap_or(Value::Null))
+        .collect();
+    let mut thinking = "off".to_owned();
+    let mut model = None;
+    for entry in &values {
+        match entry["type"].as_str() {
+            Some("thinking_level_change") => {
+                thinking = entry["thinkingLevel"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+            Some("model_change") => {
+                model = Some((entry["provider"].clone(), entry["modelId"].clone()))
+            }
+            Some("message") if entry["message"]["role"] == "assistant" => {
+                let message = &entry["message"];
+                model = Some((message["provider"].clone(), message["model"].clone()))
+            }
+            _ => {}
+        }
+    }
+    let messages = Projection::of_path(&values)
+        .entries
+        .iter()
+        .flat_map(|e| e.messages.iter())
+        .filter_map(messages::to_llm)
+        .collect();
+    (messages, thinking, model)
+}
+
 /// Sorted as JavaScript sorts strings (UTF-16 code units).
 fn js_sorted(mut items: Vec<String>) -> Vec<String> {
     items.sort_by(|a, b| cmp_utf16(a, b));
