@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use crate::compaction::budget::{BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
+use crate::compaction::file_ops::FileLists;
 use crate::compaction::{
     CompactionSettings, NothingReason, NothingToCompact, branch, build_session_context,
     estimate_tokens, prepare_compaction, serialize_conversation, typed_conversation,
@@ -134,38 +135,16 @@ pub async fn compact(
             typed_conversation(messages()),
         )
     });
-    // The file lists are appended to the summary below: the gate counts what they hold as kept.
-    // Pins ride with the history summary (with the turn prefix when only it is new).
     let files = prep.file_ops.lists();
-    let pins: Vec<Anchor> = request.pins.iter().map(|p| Anchor::pinned(p)).collect();
-    let gate = |pinned: bool| GateInput {
-        extra: if pinned { pins.clone() } else { Vec::new() },
-        appendix: files.format_tags(),
-    };
-    let jobs: Vec<Job> = history_request
-        .iter()
-        .map(|r| (Purpose::History, r, true))
-        .chain(
-            prefix_request
-                .iter()
-                .map(|r| (Purpose::TurnPrefix, r, history_request.is_none())),
-        )
-        .map(|(purpose, request, pinned)| Job {
-            purpose,
-            request: request.clone(),
-            gate: gate(pinned),
-            chain: None,
-        })
-        .collect();
-    let mut results = pipeline.run_all(context, jobs).await?.into_iter();
-    let history_summary = match history_request {
-        Some(_) => Some(results.next().expect("a result per request")?),
-        None => None,
-    };
-    let prefix_summary = match prefix_request {
-        Some(_) => Some(results.next().expect("a result per request")?),
-        None => None,
-    };
+    let (history_summary, prefix_summary) = summarize_parts(
+        pipeline,
+        context,
+        history_request,
+        prefix_request,
+        &request.pins,
+        &files,
+    )
+    .await?;
     let history_text = match &history_summary {
         Some(summary) => summary.text.clone(),
         // Only the split turn is new: the previous summary stays as the history part.
@@ -212,6 +191,50 @@ pub async fn compact(
         .chain(prefix_summary.iter())
         .collect();
     Ok(finish(entry, &calls, started, tokens_after))
+}
+
+/// The history summary and the split turn's prefix, summarized side by side. The file lists
+/// are appended to the summary afterwards: the gate counts what they hold as kept. Pins ride
+/// with the history summary (with the turn prefix when only it is new).
+async fn summarize_parts(
+    pipeline: &Pipeline,
+    context: &Context,
+    history: Option<SummaryRequest>,
+    prefix: Option<SummaryRequest>,
+    pins: &[String],
+    files: &FileLists,
+) -> Result<(Option<Summary>, Option<Summary>), CompactError> {
+    let pins: Vec<Anchor> = pins.iter().map(|p| Anchor::pinned(p)).collect();
+    let has_history = history.is_some();
+    let has_prefix = prefix.is_some();
+    let jobs: Vec<Job> = history
+        .into_iter()
+        .map(|r| (Purpose::History, r, true))
+        .chain(
+            prefix
+                .into_iter()
+                .map(|r| (Purpose::TurnPrefix, r, !has_history)),
+        )
+        .map(|(purpose, request, pinned)| Job {
+            purpose,
+            request,
+            gate: GateInput {
+                extra: if pinned { pins.clone() } else { Vec::new() },
+                appendix: files.format_tags(),
+            },
+            chain: None,
+        })
+        .collect();
+    let mut results = pipeline.run_all(context, jobs).await?.into_iter();
+    let mut next = |present: bool| -> Result<Option<Summary>, CompactError> {
+        match present {
+            true => Ok(Some(results.next().expect("a result per request")?)),
+            false => Ok(None),
+        }
+    };
+    let history = next(has_history)?;
+    let prefix = next(has_prefix)?;
+    Ok((history, prefix))
 }
 
 /// The outcome of a compaction whose entry is written: what its calls cost and did.

@@ -8,15 +8,14 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{CompactError, CompactionOutcome, CompactionRequest, finish};
+use super::{CompactError, CompactionOutcome, CompactionRequest, finish, summarize_parts};
 use crate::compaction::NothingReason;
 use crate::compaction::budget::{history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::CompactionEntry;
 use crate::compaction::file_ops::FileLists;
 use crate::compaction::pi15::prepare;
-use crate::fidelity::Anchor;
 use crate::js_json::utf16_len;
-use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose};
+use crate::pipeline::{Context, Pipeline};
 use crate::session::{Entry, IdSet, new_entry_id, time};
 use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::merge_split_turn;
@@ -84,34 +83,15 @@ pub(super) async fn compact(
         read_files: prep.read_files.clone(),
         modified_files: prep.modified_files.clone(),
     };
-    let pins: Vec<Anchor> = request.pins.iter().map(|p| Anchor::pinned(p)).collect();
-    let jobs: Vec<Job> = history_request
-        .iter()
-        .map(|r| (Purpose::History, r, true))
-        .chain(
-            prefix_request
-                .iter()
-                .map(|r| (Purpose::TurnPrefix, r, history_request.is_none())),
-        )
-        .map(|(purpose, request, pinned)| Job {
-            purpose,
-            request: request.clone(),
-            gate: GateInput {
-                extra: if pinned { pins.clone() } else { Vec::new() },
-                appendix: files.format_tags(),
-            },
-            chain: None,
-        })
-        .collect();
-    let mut results = pipeline.run_all(context, jobs).await?.into_iter();
-    let history = match history_request {
-        Some(_) => Some(results.next().expect("a result per request")?),
-        None => None,
-    };
-    let prefix = match prefix_request {
-        Some(_) => Some(results.next().expect("a result per request")?),
-        None => None,
-    };
+    let (history, prefix) = summarize_parts(
+        pipeline,
+        context,
+        history_request,
+        prefix_request,
+        &request.pins,
+        &files,
+    )
+    .await?;
     // pi 1.5 keeps the previous summary as it is when only the split turn is new.
     let history_text = match &history {
         Some(summary) => summary.text.clone(),

@@ -156,15 +156,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
         "pi's own model was not asked to summarize"
     );
     // compactd holds the session, with its entry.
-    let sessions: Value = app
-        .client
-        .get(format!("{}/v1/sessions", app.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
     let stored = sessions["sessions"].as_array().unwrap();
     assert_eq!(stored.len(), 1, "{sessions}");
 
@@ -182,15 +174,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
     pi.prompt("Thanks. Anything else?").await;
     let again = pi.compact().await;
     assert_eq!(again["success"], true, "{again}");
-    let sessions: Value = app
-        .client
-        .get(format!("{}/v1/sessions", app.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
     assert_eq!(
         sessions["sessions"].as_array().unwrap().len(),
         1,
