@@ -30,6 +30,20 @@ pub struct StagesView {
     pub budget_exhausted: bool,
     /// Secrets replaced by placeholders in what was sent to the model and what came back.
     pub redactions: u64,
+    /// A prompt folded over windows whose model finished only some of them before the deadline:
+    /// how many it wrote; the extractive summarizer carried its summary through the rest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_windows: Option<ModelWindows>,
+}
+
+/// Which part of a folded summary the model wrote.
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelWindows {
+    /// Windows the model summarized, from the first.
+    pub by_model: u32,
+    /// Windows of the fold.
+    pub windows: u32,
 }
 
 impl From<&Flags> for StagesView {
@@ -39,6 +53,9 @@ impl From<&Flags> for StagesView {
             loop_detected: flags.loop_detected,
             budget_exhausted: flags.budget_exhausted,
             redactions: flags.redactions,
+            model_windows: flags
+                .model_windows
+                .map(|(by_model, windows)| ModelWindows { by_model, windows }),
         }
     }
 }

@@ -399,9 +399,26 @@ impl Chain {
             } else {
                 Expectation::default()
             };
-            let summary = self
-                .call(link, &window, &expect, deadline, on_event)
-                .await?;
+            let summary = match self.call(link, &window, &expect, deadline, on_event).await {
+                Ok(summary) => summary,
+                // Out of time after some windows: what the model wrote is kept, and the
+                // extractive summarizer finishes the rest ("anytime" folding).
+                Err(failure)
+                    if index > 0
+                        && (matches!(failure.error, AttemptError::Timeout)
+                            || Instant::now() >= deadline) =>
+                {
+                    let written = running.take().expect("a window before this one");
+                    return Ok(fold.finish_extractively(
+                        index,
+                        written,
+                        &self.fold_prompts,
+                        &request.system_prompt,
+                        max_tokens,
+                    ));
+                }
+                Err(failure) => return Err(failure),
+            };
             running = Some(match running {
                 None => summary,
                 Some(before) => Summary {

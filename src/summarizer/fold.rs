@@ -89,6 +89,38 @@ impl<'r> Fold<'r> {
         self.windows.is_empty()
     }
 
+    /// The summary when the model finished only the windows before `from` in time: the
+    /// extractive summarizer carries the model's summary of them (as each next window's previous
+    /// summary) through the rest, in milliseconds. Nothing the model wrote is thrown away; the
+    /// summary's model names both, and its flags say how many windows were the model's.
+    pub fn finish_extractively(
+        &self,
+        from: usize,
+        model_summary: super::Summary,
+        prompts: &FoldPrompts,
+        system_prompt: &str,
+        max_tokens: u64,
+    ) -> super::Summary {
+        let mut text = model_summary.text;
+        let mut usage = model_summary.usage;
+        for index in from..self.windows.len() {
+            let window = self.window(index, Some(&text), prompts, system_prompt, max_tokens);
+            let summary = super::extractive::summarize(&window);
+            usage = usage.plus(summary.usage);
+            text = summary.text;
+        }
+        super::Summary {
+            text,
+            model: format!("{}+extractive", model_summary.model),
+            usage,
+            fidelity: None,
+            flags: super::Flags {
+                model_windows: Some((from as u32, self.windows.len() as u32)),
+                ..model_summary.flags
+            },
+        }
+    }
+
     /// The request of window `index`, after `running` (the summary of the windows before it):
     /// its conversation written in the request's dialect, its typed shape carried along.
     pub fn window(

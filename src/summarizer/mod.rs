@@ -130,6 +130,10 @@ pub struct Flags {
     pub loop_detected: bool,
     /// Secrets replaced by placeholders in what was sent and what came back.
     pub redactions: u64,
+    /// A conversation folded over windows whose model finished only some before the deadline:
+    /// (windows the model summarized, windows); the extractive summarizer carried its summary
+    /// through the rest.
+    pub model_windows: Option<(u32, u32)>,
 }
 
 /// A finished summary and who wrote it.

@@ -23,6 +23,7 @@ macro_rules! on_both_backends {
 }
 
 mod access;
+mod anytime_fold;
 mod bad_input;
 mod binary;
 mod browser;
