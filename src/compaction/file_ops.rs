@@ -53,7 +53,8 @@ impl FileOperations {
         }
     }
 
-    fn carry_details(&mut self, details: &Value) {
+    /// Carries the `readFiles`/`modifiedFiles` of a compaction's or branch summary's `details`.
+    pub fn carry_details(&mut self, details: &Value) {
         let strings = |key: &str| {
             details
                 .get(key)
@@ -77,17 +78,22 @@ impl FileOperations {
             let Block::ToolCall { name, arguments } = block else {
                 continue;
             };
-            let Some((op, path)) = pi_file_op(name, arguments.as_ref()) else {
-                continue;
-            };
-            let set = match op {
-                FileOp::Read => &mut self.read,
-                FileOp::Write => &mut self.written,
-                FileOp::Edit => &mut self.edited,
-            };
-            if !set.contains(path) {
-                set.insert(path.to_owned());
-            }
+            self.add_call(name, arguments.as_ref());
+        }
+    }
+
+    /// Adds one tool call's path, when it is a `read`, `write` or `edit` with a `path`.
+    pub fn add_call(&mut self, name: &str, arguments: Option<&Value>) {
+        let Some((op, path)) = pi_file_op(name, arguments) else {
+            return;
+        };
+        let set = match op {
+            FileOp::Read => &mut self.read,
+            FileOp::Write => &mut self.written,
+            FileOp::Edit => &mut self.edited,
+        };
+        if !set.contains(path) {
+            set.insert(path.to_owned());
         }
     }
 

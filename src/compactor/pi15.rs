@@ -12,13 +12,12 @@ use super::{CompactError, CompactionOutcome, CompactionRequest, finish, summariz
 use crate::compaction::NothingReason;
 use crate::compaction::budget::{history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::CompactionEntry;
-use crate::compaction::file_ops::FileLists;
 use crate::compaction::pi15::prepare;
 use crate::js_json::utf16_len;
 use crate::pipeline::{Context, Pipeline};
 use crate::session::{Entry, IdSet, new_entry_id, time};
 use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
-use crate::transcript::prompt::merge_split_turn;
+use crate::transcript::prompt::{conversation_block, merge_split_turn, previous_block};
 
 const SYSTEM: &str = include_str!("../../prompts/pi15/system.md");
 const SUMMARY: &str = include_str!("../../prompts/pi15/summary.md");
@@ -54,12 +53,10 @@ pub(super) async fn compact(
         _ => prompt,
     };
     let history_request = (prep.messages_to_summarize > 0).then(|| {
-        let mut prompt = format!("<conversation>\n{}\n</conversation>\n\n", prep.conversation);
+        let mut prompt = conversation_block(&prep.conversation);
         let instructions = match &prep.previous_summary {
             Some(previous) => {
-                prompt.push_str(&format!(
-                    "<previous-summary>\n{previous}\n</previous-summary>\n\n"
-                ));
+                prompt.push_str(&previous_block(previous));
                 UPDATE
             }
             None => SUMMARY,
@@ -79,10 +76,7 @@ pub(super) async fn compact(
             turn_prefix_max_tokens(reserve),
         )
     });
-    let files = FileLists {
-        read_files: prep.read_files.clone(),
-        modified_files: prep.modified_files.clone(),
-    };
+    let files = prep.files.clone();
     let (history, prefix) = summarize_parts(
         pipeline,
         context,

@@ -10,12 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
-
-use super::anthropic::AnthropicClient;
-use super::extractive;
 use super::fold::{Fold, FoldPrompts};
-use super::openai::OpenAiClient;
+pub use super::link::Link;
 use super::stream::Timing;
 use super::window::{self, Learnt};
 use super::{AttemptError, Summary, SummaryRequest, estimate_tokens};
@@ -26,77 +22,6 @@ const MAX_REFITS: u32 = 2;
 
 /// Longest the extractive summarizer may take (it takes milliseconds; this only guards a bug).
 const EXTRACTIVE_LIMIT: Duration = Duration::from_secs(30);
-
-/// Prompts below this size are summarized extractively on the request's own task.
-const INLINE_EXTRACTIVE_BYTES: usize = 64 * 1024;
-
-/// A model with the client that reaches it, its context window and its request options.
-#[derive(Debug, Clone)]
-pub enum Link {
-    OpenAi {
-        client: OpenAiClient,
-        model: String,
-        window: Option<u64>,
-        options: Map<String, Value>,
-    },
-    Anthropic {
-        client: AnthropicClient,
-        model: String,
-        window: Option<u64>,
-        options: Map<String, Value>,
-    },
-    Extractive,
-}
-
-impl Link {
-    pub fn name(&self) -> String {
-        match self {
-            Link::OpenAi { model, .. } => format!("openai:{model}"),
-            Link::Anthropic { model, .. } => format!("anthropic:{model}"),
-            Link::Extractive => "extractive".to_owned(),
-        }
-    }
-
-    /// The window configured or published for this model.
-    fn window(&self) -> Option<u64> {
-        match self {
-            Link::OpenAi { window, .. } | Link::Anthropic { window, .. } => *window,
-            Link::Extractive => None,
-        }
-    }
-
-    async fn attempt(
-        &self,
-        request: &SummaryRequest,
-        timing: &Timing,
-    ) -> Result<Summary, AttemptError> {
-        match self {
-            Link::OpenAi {
-                client,
-                model,
-                options,
-                ..
-            } => client.complete(model, options, request, timing).await,
-            Link::Anthropic {
-                client,
-                model,
-                options,
-                ..
-            } => client.complete(model, options, request, timing).await,
-            // Small prompts take microseconds: a hand-off to the blocking pool would cost more
-            // than the work. Large ones (up to megabytes) stay off the async workers.
-            Link::Extractive if request.prompt.len() < INLINE_EXTRACTIVE_BYTES => {
-                Ok(extractive::summarize(request))
-            }
-            Link::Extractive => {
-                let request = request.clone();
-                crate::cpu::off_runtime(move || extractive::summarize(&request))
-                    .await
-                    .map_err(|_| AttemptError::Malformed("the extractive summarizer failed".into()))
-            }
-        }
-    }
-}
 
 /// Timeouts and retries of upstream calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

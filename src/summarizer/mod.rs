@@ -13,6 +13,7 @@ pub mod anthropic;
 pub mod chain;
 pub mod extractive;
 pub mod fold;
+pub mod link;
 pub mod openai;
 pub mod overflow;
 pub mod shape;

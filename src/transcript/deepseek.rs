@@ -12,6 +12,7 @@
 //! developer text is written bare, without a token.
 
 use super::markup::parse_json;
+use super::reasoning;
 use super::{Message, Role, ToolCall, result_run, split_tokens};
 
 const BEGIN: &str = "<｜begin▁of▁sentence｜>";
@@ -118,27 +119,9 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
 }
 
 fn read_assistant(body: &str) -> Message {
-    let mut message = Message::new(Role::Assistant);
-    let mut rest = body;
-    if let Some(after) = rest.strip_prefix("<think>\n")
-        && let Some(end) = after.find("\n</think>")
-    {
-        message.thinking = after[..end].to_owned();
-        rest = &after[end + "\n</think>".len()..];
-    }
-    let section = rest.strip_suffix(CALLS_END).and_then(|r| {
-        r.rfind(CALLS_BEGIN)
-            .map(|at| (at, &r[at + CALLS_BEGIN.len()..]))
-    });
-    if let Some((at, calls_text)) = section
-        && let Some(calls) = read_calls(calls_text)
-    {
-        message.text = rest[..at].to_owned();
-        message.calls = calls;
-    } else {
-        message.text = rest.to_owned();
-    }
-    message
+    reasoning::read_assistant(body, "<think>\n", |rest| {
+        reasoning::delimited(rest, CALLS_BEGIN, CALLS_END, read_calls)
+    })
 }
 
 fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {

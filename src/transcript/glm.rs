@@ -19,6 +19,7 @@
 //! are joined by a newline, results by a newline; developer messages are `system` turns.
 
 use super::markup::{json_extent, parse_json, stringify};
+use super::reasoning;
 use super::{Message, Role, ToolCall, result_run, split_tokens, trailing};
 
 const BEGIN: &str = "[gMASK]<sop>";
@@ -108,22 +109,9 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
 }
 
 fn read_assistant(body: &str) -> Message {
-    let mut message = Message::new(Role::Assistant);
-    let mut rest = body;
-    if let Some(after) = rest.strip_prefix("\n<think>\n")
-        && let Some(end) = after.find("\n</think>")
-    {
-        message.thinking = after[..end].to_owned();
-        rest = &after[end + "\n</think>".len()..];
-    }
-    match trailing(rest, "<tool_call>", read_calls) {
-        Some((at, calls)) => {
-            message.text = rest[..at].to_owned();
-            message.calls = calls;
-        }
-        None => message.text = rest.to_owned(),
-    }
-    message
+    reasoning::read_assistant(body, "\n<think>\n", |rest| {
+        trailing(rest, "<tool_call>", read_calls)
+    })
 }
 
 /// `<tool_call>NAME(\n<arg_key>K</arg_key>\n<arg_value>JSON</arg_value>)*\n</tool_call>` blocks

@@ -15,6 +15,7 @@
 //! same way, by its place among the results that follow the call.
 
 use super::markup::parse_json;
+use super::reasoning;
 use super::{Message, Role, ToolCall, result_run};
 
 const MIDDLE: &str = "<|im_middle|>";
@@ -134,27 +135,9 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
 }
 
 fn read_assistant(body: &str) -> Message {
-    let mut message = Message::new(Role::Assistant);
-    let mut rest = body;
-    if let Some(after) = rest.strip_prefix("<think>\n")
-        && let Some(end) = after.find("\n</think>")
-    {
-        message.thinking = after[..end].to_owned();
-        rest = &after[end + "\n</think>".len()..];
-    }
-    let section = rest.strip_suffix(SECTION_END).and_then(|r| {
-        r.rfind(SECTION_BEGIN)
-            .map(|at| (at, &r[at + SECTION_BEGIN.len()..]))
-    });
-    if let Some((at, calls_text)) = section
-        && let Some(calls) = read_calls(calls_text)
-    {
-        message.text = rest[..at].to_owned();
-        message.calls = calls;
-    } else {
-        message.text = rest.to_owned();
-    }
-    message
+    reasoning::read_assistant(body, "<think>\n", |rest| {
+        reasoning::delimited(rest, SECTION_BEGIN, SECTION_END, read_calls)
+    })
 }
 
 fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {

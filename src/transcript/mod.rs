@@ -34,6 +34,7 @@ mod opencode;
 pub mod pi;
 pub mod prompt;
 mod qwen;
+mod reasoning;
 pub mod structured;
 mod windows;
 mod xmlish;

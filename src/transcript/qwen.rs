@@ -20,6 +20,7 @@
 //! `system` turns.
 
 use super::markup::{parse_json, stringify};
+use super::reasoning;
 use super::{Dialect, Message, Role, ToolCall, result_run, trailing};
 
 const OPEN: &str = "<|im_start|>";
@@ -132,22 +133,9 @@ pub(super) fn read(dialect: Dialect, conversation: &str) -> Vec<Message> {
 }
 
 fn read_assistant(body: &str) -> Message {
-    let mut message = Message::new(Role::Assistant);
-    let mut rest = body;
-    if let Some(after) = rest.strip_prefix("<think>\n")
-        && let Some(end) = after.find("\n</think>")
-    {
-        message.thinking = after[..end].to_owned();
-        rest = &after[end + "\n</think>".len()..];
-    }
-    match trailing(rest, "<tool_call>\n", read_calls) {
-        Some((at, calls)) => {
-            message.text = rest[..at].to_owned();
-            message.calls = calls;
-        }
-        None => message.text = rest.to_owned(),
-    }
-    message
+    reasoning::read_assistant(body, "<think>\n", |rest| {
+        trailing(rest, "<tool_call>\n", read_calls)
+    })
 }
 
 /// `<tool_call>\n{json}\n</tool_call>` blocks joined by newlines, the whole of `text`.

@@ -10,9 +10,9 @@ mod project;
 
 use serde_json::Value;
 
+use super::file_ops::FileLists;
 use super::tokens::CompactionSettings;
-use crate::js_json::cmp_utf16;
-use crate::session::Entry;
+use crate::session::{Entry, EntryKind, Message};
 pub use messages::{estimate_tokens, serialize};
 pub use project::Projection;
 
@@ -29,12 +29,15 @@ impl Planner {
     /// pi 1.5's when the file shows what only pi ≥ 1.5 writes: a `context_edit` entry, a message
     /// with role `system`, or a compaction carrying its `systemMessage`.
     pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Planner {
-        let shows_15 = |raw: &str| {
-            raw.contains("\"context_edit\"")
-                || raw.contains("\"systemMessage\"")
-                || raw.contains("\"role\":\"system\"")
+        let shows_15 = |entry: &Entry| match &entry.kind {
+            EntryKind::Unknown { entry_type } => entry_type == "context_edit",
+            EntryKind::Message(Message::Unknown { role }) => role == "system",
+            // Few entries are compactions: only theirs are read for the field.
+            EntryKind::Compaction { .. } => crate::js_json::from_str::<Value>(&entry.raw)
+                .is_ok_and(|line| line.get("systemMessage").is_some_and(|m| !m.is_null())),
+            _ => false,
         };
-        match entries.into_iter().any(|e| shows_15(&e.raw)) {
+        match entries.into_iter().any(shows_15) {
             true => Planner::Pi15,
             false => Planner::Pi0,
         }
@@ -54,8 +57,7 @@ pub struct Preparation15 {
     pub turn_prefix_messages: usize,
     pub conversation: String,
     pub turn_prefix_conversation: String,
-    pub read_files: Vec<String>,
-    pub modified_files: Vec<String>,
+    pub files: FileLists,
     pub entry_tokens: Vec<(String, u64)>,
     /// The current system message (every system message of the projection replayed): what a
     /// pi 1.5 compaction entry carries as its `systemMessage`.
@@ -88,12 +90,12 @@ pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Prepara
     let cut = projection.prepare(settings.keep_recent_tokens)?;
     let prefix_ids: Vec<&str> = path.iter().map(|e| e.id.as_str()).collect();
     let index_of = |id: &str| prefix_ids.iter().position(|p| *p == id);
-    let mut files = project::FileOps::default();
-    files.add_previous(&projection, cut.previous_compaction);
-    for message in cut.summarized.iter().chain(&cut.prefix) {
-        files.add_message(message);
-    }
-    let (read_files, modified_files) = files.lists();
+    let files = project::file_ops(
+        &projection,
+        cut.previous_compaction,
+        cut.summarized.iter().chain(&cut.prefix),
+    )
+    .lists();
     let kept_tokens = projection.kept_tokens(&cut.first_kept_id);
     Some(Preparation15 {
         first_kept_path_index: index_of(&cut.first_kept_id).unwrap_or_default(),
@@ -106,8 +108,7 @@ pub fn prepare(path: &[&Entry], settings: &CompactionSettings) -> Option<Prepara
         turn_prefix_messages: cut.prefix.len(),
         conversation: serialize(&cut.summarized.iter().collect::<Vec<_>>()),
         turn_prefix_conversation: serialize(&cut.prefix.iter().collect::<Vec<_>>()),
-        read_files,
-        modified_files,
+        files,
         entry_tokens,
         system_message: projection.current_system(),
         kept_tokens,
@@ -148,11 +149,4 @@ pub fn context(path: &[&Entry]) -> (Vec<Value>, String, Option<(Value, Value)>) 
         .filter_map(messages::to_llm)
         .collect();
     (messages, thinking, model)
-}
-
-/// Sorted as JavaScript sorts strings (UTF-16 code units).
-fn js_sorted(mut items: Vec<String>) -> Vec<String> {
-    items.sort_by(|a, b| cmp_utf16(a, b));
-    items.dedup();
-    items
 }

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::compaction::file_ops::FileOperations;
+
 use serde_json::Value;
 
 use super::messages::{self, context_messages, estimate_tokens, is_cut_point, is_turn_start, role};
@@ -375,80 +377,41 @@ fn current_system(messages: &[&Value]) -> Option<Value> {
     Some(system)
 }
 
-/// Files read and changed (`createFileOps` and what fills it).
-#[derive(Debug, Default)]
-pub(super) struct FileOps {
-    read: Vec<String>,
-    written: Vec<String>,
-    edited: Vec<String>,
-}
-
-impl FileOps {
-    /// The lists of the compaction the summary continues, unless an extension wrote it.
-    pub(super) fn add_previous(&mut self, projection: &Projection, previous: Option<usize>) {
-        let Some(source) = previous.map(|p| &projection.entries[p].source) else {
-            return;
-        };
-        if source["fromHook"].as_bool().unwrap_or(false) || source["details"].is_null() {
-            return;
-        }
-        let list = |name: &str| -> Vec<String> {
-            source["details"][name]
+/// pi 1.5's file lists: the previous compaction's unless an extension wrote it, then the calls
+/// of the summarized assistant messages and the `nestedCalls` of tool results.
+pub(super) fn file_ops<'a>(
+    projection: &Projection,
+    previous: Option<usize>,
+    messages: impl Iterator<Item = &'a Value>,
+) -> FileOperations {
+    let mut files = FileOperations::default();
+    if let Some(source) = previous.map(|p| &projection.entries[p].source)
+        && !source["fromHook"].as_bool().unwrap_or(false)
+        && !source["details"].is_null()
+    {
+        files.carry_details(&source["details"]);
+    }
+    for message in messages {
+        let calls: Vec<&Value> = match role(message) {
+            "toolResult" => message["nestedCalls"]["calls"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|f| f.as_str().map(str::to_owned))
-                .collect()
+                .collect(),
+            "assistant" => message["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|b| b["type"] == "toolCall")
+                .collect(),
+            _ => Vec::new(),
         };
-        self.read.extend(list("readFiles"));
-        self.edited.extend(list("modifiedFiles"));
-    }
-
-    /// `extractFileOpsFromMessage`.
-    pub(super) fn add_message(&mut self, message: &Value) {
-        match role(message) {
-            "toolResult" => {
-                for call in message["nestedCalls"]["calls"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                {
-                    self.add(call["name"].as_str(), &call["arguments"]);
-                }
-            }
-            "assistant" => {
-                for block in message["content"].as_array().into_iter().flatten() {
-                    if block["type"] == "toolCall" && block.get("arguments").is_some() {
-                        self.add(block["name"].as_str(), &block["arguments"]);
-                    }
-                }
-            }
-            _ => {}
+        for call in calls {
+            files.add_call(
+                call["name"].as_str().unwrap_or_default(),
+                call.get("arguments"),
+            );
         }
     }
-
-    fn add(&mut self, tool: Option<&str>, arguments: &Value) {
-        let Some(path) = arguments["path"].as_str().filter(|p| !p.is_empty()) else {
-            return;
-        };
-        let list = match tool {
-            Some("read") => &mut self.read,
-            Some("write") => &mut self.written,
-            Some("edit") => &mut self.edited,
-            _ => return,
-        };
-        list.push(path.to_owned());
-    }
-
-    /// (read only, modified), each sorted as JavaScript sorts.
-    pub(super) fn lists(self) -> (Vec<String>, Vec<String>) {
-        let modified: Vec<String> = self.edited.into_iter().chain(self.written).collect();
-        let modified = super::js_sorted(modified);
-        let read = self
-            .read
-            .into_iter()
-            .filter(|f| !modified.contains(f))
-            .collect();
-        (super::js_sorted(read), modified)
-    }
+    files
 }
