@@ -192,7 +192,7 @@ fn read_blocks(mut text: &str) -> Option<(Vec<ToolCall>, Vec<Message>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::markup::GEMMA_QUOTE;
+    use crate::transcript::literals::GEMMA_QUOTE;
 
     #[test]
     fn a_result_that_is_json_comes_back_as_text_that_writes_the_same() {

@@ -29,6 +29,7 @@ mod generic;
 mod glm;
 mod harmony;
 mod kimi;
+mod literals;
 mod markup;
 mod opencode;
 pub mod pi;
