@@ -5,12 +5,16 @@
 //! answer a small JSON) that BENCHMARKS.md compares compactd against.
 //!
 //! Run: `cargo run --release --example bench_upstream -- 127.0.0.1:9001`
-//! `FAIL_RATE=0.1` makes that share of completions fail with a 500; `DELAY_MS=20` delays each.
+//! `FAIL_RATE=0.1` makes that share of completions fail with a 500; `DELAY_MS=20` delays each;
+//! `SUMMARY_FILE=path` answers that file's text as the summary (one that keeps every anchor of
+//! the benchmark's body, so the fidelity gate passes it without a repair).
 
 use axum::routing::post;
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+
+static SUMMARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 #[tokio::main]
 async fn main() {
@@ -27,9 +31,13 @@ async fn main() {
                 if fastrand::f64() < fail_rate {
                     return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "injected failure"}})));
                 }
+                let summary = SUMMARY.get_or_init(|| {
+                    std::env::var("SUMMARY_FILE").ok().and_then(|path| std::fs::read_to_string(path).ok())
+                        .unwrap_or_else(|| "## Goal\nBenchmark summary.".into())
+                });
                 (axum::http::StatusCode::OK, Json(json!({
                     "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "bench",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "## Goal\nBenchmark summary."},
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": summary},
                                  "finish_reason": "stop"}],
                     "usage": {"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010}
                 })))

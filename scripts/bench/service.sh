@@ -1,40 +1,84 @@
 #!/usr/bin/env bash
-# Load test of /v1/compact against an instant fake upstream, next to a trivial axum handler
-# (the ceiling), with wrk. Prints wrk's reports; BENCHMARKS.md records them.
+# compactd's own cost on the request path, next to nginx in the same run (issue 26). One instant
+# fake OpenAI upstream (examples/bench_upstream.rs) answers a summary that keeps every anchor, so
+# every default stage runs (redaction, anchors, the fidelity gate, loops, budget, call log) and
+# none repairs. Targets, one after another, each under wrk for DURATION:
+#   nginx     proxy_pass of the body to the upstream (Debian's nginx): the baseline hop
+#   miss      POST /v1/compact, every body different (vary.lua), the summary cache off
+#   hit       POST /v1/compact, one body, the cache on (primed)
+#   chat      POST /v1/chat/completions (the chat wire), every body different, cache off
+# Prints wrk's numbers per target and the ratios to nginx.
 #   scripts/bench/service.sh [duration] [connections]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-duration=${1:-20s}
+duration=${1:-10s}
 connections=${2:-32}
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+for tool in wrk nginx; do
+  command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "$tool is needed: apt-get install $tool" >&2; exit 1; }
+done
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 cargo build --release --quiet --bin compactd --example bench_upstream
 
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-# A 4 KB prompt shaped like the agent's: serialized conversation, then instructions.
-python3 - "$work/body.json" <<'PY'
-import json, sys
-turns = "\n\n".join(f"[User]: change src/file{i}.rs please\n\n[Assistant tool calls]: edit(path=\"src/file{i}.rs\", oldText=\"a\", newText=\"b\")\n\n[Tool result]: Edited src/file{i}.rs" for i in range(24))
-prompt = f"<conversation>\n{turns}\n</conversation>\n\n## Goal ... ## Critical Context"
-json.dump({"systemPrompt": "You summarize coding sessions.", "prompt": prompt, "maxTokens": 2000}, open(sys.argv[1], "w"))
-PY
-echo "body: $(wc -c < "$work/body.json") bytes"
+trap 'kill $(jobs -p) 2>/dev/null; [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")"; rm -rf "$work"' EXIT
+python3 scripts/bench/service/bodies.py "$work"
+echo "body: $(wc -c < "$work/body.json") bytes (chat: $(wc -c < "$work/chat.json"))"
 
-./target/release/examples/bench_upstream 127.0.0.1:9001 &
-COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9001/v1 \
-  COMPACTD_MAX_CONCURRENT=256 COMPACTD_MAX_QUEUE=1024 COMPACTD_LOG=warn ./target/release/compactd &
-COMPACTD_LISTEN=127.0.0.1:9003 COMPACTD_MODELS=extractive COMPACTD_MAX_CONCURRENT=256 COMPACTD_MAX_QUEUE=1024 \
-  COMPACTD_LOG=warn ./target/release/compactd &
-for port in 9001 9002 9003; do
+SUMMARY_FILE="$work/summary.md" ./target/release/examples/bench_upstream 127.0.0.1:9001 &
+cat > "$work/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work;
+  upstream fake { server 127.0.0.1:9001; keepalive 64; }
+  server {
+    listen 127.0.0.1:9010;
+    client_max_body_size 32m;
+    location / {
+      proxy_pass http://fake/v1/chat/completions;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGINX
+"$nginx_bin" -c "$work/nginx.conf" -e "$work/nginx-error.log"
+
+common=(COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9001/v1
+        COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 COMPACTD_MAX_CONCURRENT=1024
+        COMPACTD_MAX_QUEUE=4096 COMPACTD_LOG=warn)
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_DATA_DIR="$work/miss" COMPACTD_CACHE_BYTES=0 \
+  ./target/release/compactd &
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9003 COMPACTD_DATA_DIR="$work/hit" ./target/release/compactd &
+for port in 9001 9002 9003 9010; do
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.1; done
 done
-curl -sf -X POST -H 'content-type: application/json' --data-binary @"$work/body.json" http://127.0.0.1:9002/v1/compact >/dev/null
+sed 's/@@N@@/1/' "$work/body.json" > "$work/one.json"
+curl -sf -X POST -H 'content-type: application/json' --data-binary @"$work/one.json" http://127.0.0.1:9003/v1/compact \
+  | python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["fidelity"]; print("anchors", f["anchors"], "kept", f["kept"], "repaired", f["repaired"]); assert f["repaired"] == 0'
 
-export BODY_FILE="$work/body.json"
-for target in "ceiling (trivial axum handler)|http://127.0.0.1:9001/ceiling" \
-              "compactd /v1/compact -> instant fake OpenAI upstream|http://127.0.0.1:9002/v1/compact" \
-              "compactd /v1/compact, extractive summarizer|http://127.0.0.1:9003/v1/compact"; do
-  echo "== ${target%%|*}"
-  wrk -t2 -c"$connections" -d"$duration" --latency -s scripts/bench/post.lua "${target##*|}" \
-    | grep -E "Requests/sec|Latency|50%|99%|Non-2xx|Socket errors"
+declare -A rate p50
+run() { # name, url, script, body
+  local report
+  report=$(BODY_FILE=$4 wrk -t2 -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
+  echo "== $1"; echo "$report" | grep -E "Requests/sec|Latency |50%|99%|Non-2xx|Socket errors"
+  rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
+  p50[$1]=$(echo "$report" | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}')
+}
+run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
+run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
+run hit http://127.0.0.1:9003/v1/compact post.lua "$work/one.json"
+run chat http://127.0.0.1:9002/v1/chat/completions vary.lua "$work/chat.json"
+echo "== ratios (requests/s to nginx's; median added to nginx's)"
+for name in miss hit chat; do
+  awk -v n="$name" -v r="${rate[$name]}" -v b="${rate[nginx]}" -v p="${p50[$name]}" -v q="${p50[nginx]}" \
+    'BEGIN {printf "%-5s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
+done
+awk -v c="${rate[chat]}" -v m="${rate[miss]}" 'BEGIN {printf "chat wire / /v1/compact misses: %.1f %%\n", 100*c/m}'
+for port in 9002 9003; do
+  dropped=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^compactd_call_log_dropped_total/ {print $2}')
+  echo "call-log rows dropped on :$port: ${dropped:-0}"
 done

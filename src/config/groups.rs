@@ -23,7 +23,7 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
 
     /// Time limit of any HTTP request, in seconds (above the summarization deadline).
-    #[arg(long = "request-timeout-secs", env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value = "170", value_parser = values::seconds)]
+    #[arg(long = "request-timeout-secs", env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value = "295", value_parser = values::seconds)]
     pub request_timeout: Duration,
 
     /// Connections open at once; unset: derived from the open-file limit (raised to its hard
@@ -231,9 +231,9 @@ pub struct SummarizerConfig {
     #[arg(long, env = "COMPACTD_MODEL_OPTIONS", default_value = "{}", value_parser = values::model_options)]
     pub model_options: ModelOptions,
 
-    /// Time limit of a whole summarization (queueing, retries and fallbacks), in seconds. Keep it
-    /// below the agent's 180 s.
-    #[arg(long = "deadline-secs", env = "COMPACTD_DEADLINE_SECS", default_value = "150", value_parser = values::seconds)]
+    /// Time limit of a whole summarization (queueing, retries and fallbacks), in seconds. Below
+    /// the agent's: oh-my-pi waits 5 minutes since 18.1.17 (set 150 for older versions' 180 s).
+    #[arg(long = "deadline-secs", env = "COMPACTD_DEADLINE_SECS", default_value = "280", value_parser = values::seconds)]
     pub deadline: Duration,
 
     /// Retries of the same model after a retryable failure (429, 5xx, timeout, reset, garbage,
@@ -249,7 +249,8 @@ pub struct SummarizerConfig {
     #[arg(long = "max-backoff-secs", env = "COMPACTD_MAX_BACKOFF_SECS", default_value = "20", value_parser = values::seconds)]
     pub max_backoff: Duration,
 
-    /// Summarizations running at once.
+    /// Summarizations running at once: what the upstream serves at once (a local server's
+    /// parallel slots, a provider's concurrency), since every one is a call to it.
     #[arg(long, env = "COMPACTD_MAX_CONCURRENT", default_value = "16")]
     pub max_concurrent: NonZeroUsize,
 
@@ -257,8 +258,9 @@ pub struct SummarizerConfig {
     #[arg(long, env = "COMPACTD_MAX_QUEUE", default_value = "64")]
     pub max_queue: usize,
 
-    /// Summarizations running at once per API key; 0: only the global cap.
-    #[arg(long, env = "COMPACTD_MAX_CONCURRENT_PER_KEY", default_value = "8")]
+    /// Summarizations running at once per API key; 0 (the default): only the global cap, which
+    /// is the upstream's limit. Set it to share that limit fairly between several tenants.
+    #[arg(long, env = "COMPACTD_MAX_CONCURRENT_PER_KEY", default_value = "0")]
     pub max_concurrent_per_key: usize,
 
     /// Largest prompt (system prompt plus prompt) of a summarization request, in bytes.
@@ -289,7 +291,7 @@ impl SummarizerConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.deadline >= AGENT_TIMEOUT {
             return Err(format!(
-                "COMPACTD_DEADLINE_SECS is {}: pi-family agents give up after 180 s, so keep it below",
+                "COMPACTD_DEADLINE_SECS is {}: oh-my-pi gives up after 300 s, so keep it below",
                 self.deadline.as_secs_f64()
             ));
         }

@@ -96,8 +96,9 @@ pub fn defaults<T: Args + clap::FromArgMatches>() -> T {
         .inner
 }
 
-/// Longest a summarization may take: pi-family agents give up after 180 s.
-pub const AGENT_TIMEOUT: Duration = Duration::from_secs(180);
+/// Longest a summarization may take: oh-my-pi gives up on its remote endpoint after 5 minutes
+/// since 18.1.17 (180 s before; operators of older agents set `COMPACTD_DEADLINE_SECS=150`).
+pub const AGENT_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {
@@ -127,7 +128,7 @@ mod tests {
     #[test]
     fn cross_checks_name_their_settings() {
         let mut config = ServeConfig::defaults();
-        config.summarizers.deadline = Duration::from_secs(200);
+        config.summarizers.deadline = Duration::from_secs(300);
         assert!(
             config
                 .validate()

@@ -12,6 +12,7 @@
 //! Comparisons ignore case and markdown marks (`` ` ``, `*`, quotes).
 
 use std::collections::HashSet;
+use std::sync::OnceLock;
 
 use super::anchors::{Anchor, AnchorKind};
 
@@ -24,19 +25,25 @@ pub struct Index {
     /// Lower-cased, markdown marks removed, whitespace collapsed.
     normalized: String,
     /// Whitespace collapsed only, for verbatim text.
-    verbatim: String,
-    words: HashSet<String>,
+    verbatim: OnceLock<String>,
+    /// The summary's content words: built on first use, since most anchors match as text.
+    words: OnceLock<HashSet<String>>,
+    summary: String,
 }
 
 impl Index {
     pub fn new(summary: &str) -> Index {
-        let normalized = normalize(summary);
-        let words = content_words(&normalized).map(str::to_owned).collect();
         Index {
-            verbatim: collapse_whitespace(summary),
-            normalized,
-            words,
+            normalized: normalize(summary),
+            verbatim: OnceLock::new(),
+            words: OnceLock::new(),
+            summary: summary.to_owned(),
         }
+    }
+
+    fn words(&self) -> &HashSet<String> {
+        self.words
+            .get_or_init(|| content_words(&self.normalized).map(str::to_owned).collect())
     }
 
     pub fn keeps(&self, anchor: &Anchor) -> bool {
@@ -46,7 +53,10 @@ impl Index {
                 let identifier = normalize(&anchor.text);
                 !identifier.is_empty() && contains_bounded(&self.normalized, &identifier)
             }
-            AnchorKind::Pinned => self.verbatim.contains(&collapse_whitespace(&anchor.text)),
+            AnchorKind::Pinned => self
+                .verbatim
+                .get_or_init(|| collapse_whitespace(&self.summary))
+                .contains(&collapse_whitespace(&anchor.text)),
             _ => {
                 let text = normalize(&anchor.text);
                 if text.is_empty() || self.normalized.contains(&text) {
@@ -54,7 +64,7 @@ impl Index {
                 }
                 let words: HashSet<&str> = content_words(&text).collect();
                 words.len() >= 3
-                    && words.iter().filter(|w| self.words.contains(**w)).count() as f64
+                    && words.iter().filter(|w| self.words().contains(**w)).count() as f64
                         >= WORD_COVERAGE * words.len() as f64
             }
         }
@@ -92,18 +102,22 @@ fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = true;
     for c in text.chars() {
-        let c = match c {
-            '`' | '*' | '"' | '“' | '”' | '‘' | '’' => ' ',
-            c if c.is_whitespace() => ' ',
-            c => c,
+        let blank = match c {
+            '`' | '*' | '"' | '“' | '”' | '‘' | '’' => true,
+            c => c.is_whitespace(),
         };
-        if c == ' ' {
+        if blank {
             if !space {
                 out.push(' ');
             }
             space = true;
         } else {
-            out.extend(c.to_lowercase());
+            // ASCII first: `char::to_lowercase` builds a case-mapping iterator per character.
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
             space = false;
         }
     }
@@ -121,7 +135,7 @@ fn collapse_whitespace(text: &str) -> String {
 fn content_words(normalized: &str) -> impl Iterator<Item = &str> {
     normalized
         .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(w))
+        .filter(|w| w.chars().count() >= 3 && !is_stopword(w))
         .map(stem)
 }
 
@@ -138,11 +152,17 @@ fn stem(word: &str) -> &str {
     word
 }
 
-const STOPWORDS: [&str; 33] = [
-    "please", "the", "and", "for", "that", "this", "with", "from", "are", "was", "but", "not",
-    "you", "your", "can", "all", "any", "its", "into", "then", "than", "have", "has", "had",
-    "will", "would", "should", "could", "there", "their", "what", "when", "which",
-];
+/// Words too common to say whether a text was kept (a `match`: one comparison per length class,
+/// not a scan of the list per word).
+fn is_stopword(word: &str) -> bool {
+    matches!(
+        word,
+        "please" | "the" | "and" | "for" | "that" | "this" | "with" | "from" | "are" | "was"
+            | "but" | "not" | "you" | "your" | "can" | "all" | "any" | "its" | "into" | "then"
+            | "than" | "have" | "has" | "had" | "will" | "would" | "should" | "could" | "there"
+            | "their" | "what" | "when" | "which"
+    )
+}
 
 /// Whether `needle` occurs in `haystack` with no word or path character glued to either side.
 fn contains_bounded(haystack: &str, needle: &str) -> bool {

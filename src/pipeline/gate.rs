@@ -62,6 +62,7 @@ impl Pipeline {
         // never repaired.
         let repairable = job.request.shape.asks != Asks::Short;
         let mut repair_call = false;
+        let mut repaired_check = None;
         let left = deadline.saturating_duration_since(Instant::now());
         let missing = missing_critical(&first);
         if repairable
@@ -72,25 +73,29 @@ impl Pipeline {
             repair_call = true;
             if let Some(repaired) = self.repair(run, job, &summary, &missing, deadline).await {
                 let before = missing.len();
-                let after =
-                    missing_critical(&check(&with_appendix(&repaired.text), &anchors)).len();
+                let checked = check(&with_appendix(&repaired.text), &anchors);
+                let after = missing_critical(&checked).len();
                 summary.usage = summary.usage.plus(repaired.usage);
                 // A repair that loses more than it restores is not taken.
                 if after <= before {
                     summary.text = repaired.text;
+                    repaired_check = Some(checked);
                 }
             }
         }
-        let repaired = check(&with_appendix(&summary.text), &anchors);
+        // Each check is made once per text: an unchanged summary keeps its first result.
+        let repaired = repaired_check.unwrap_or_else(|| first.clone());
         let appended: Vec<&Anchor> = if repairable {
             missing_critical(&repaired)
         } else {
             Vec::new()
         };
-        if !appended.is_empty() {
+        let last = if appended.is_empty() {
+            repaired.clone()
+        } else {
             summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
-        }
-        let last = check(&with_appendix(&summary.text), &anchors);
+            check(&with_appendix(&summary.text), &anchors)
+        };
         let outcomes: Vec<AnchorOutcome> = anchors
             .iter()
             .enumerate()

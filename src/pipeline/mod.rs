@@ -341,11 +341,15 @@ impl Pipeline {
         if let Some(redactor) = &self.stages.redactor {
             summary.text = redactor.redact(&summary.text, placeholders);
         }
+        let answered = summary.text.clone();
         let mut summary = self
             .gate(run, job, summary, started.elapsed(), deadline)
             .await;
         summary.flags.budget_exhausted = exhausted;
-        if let Some(redactor) = &self.stages.redactor {
+        // A text the gate left as it was has been redacted already.
+        if let Some(redactor) = &self.stages.redactor
+            && summary.text != answered
+        {
             summary.text = redactor.redact(&summary.text, placeholders);
         }
         if let Some(loops) = &self.stages.loops

@@ -67,7 +67,10 @@ impl Compiled {
                 }
             }
         }
+        // A DFA: the overlapping search over every prompt is the hottest part of redaction, and
+        // the keywords (a few hundred) make a DFA of a few MB, built once per process.
         let keywords = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .build(&patterns)
             .expect("keywords build an automaton");

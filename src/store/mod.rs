@@ -90,6 +90,18 @@ fn is_transient(code: &str) -> bool {
         )
 }
 
+/// `items` in chunks of 500, 100, 20, 5 and 1 (largest first): a multi-row statement per chunk
+/// size, so a batch of any length needs at most five distinct statements.
+pub(crate) fn fixed_chunks<T>(items: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        let size = [500, 100, 20, 5, 1].into_iter().find(|&n| rest.len() >= n)?;
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 /// Text for a column derived from client data: PostgreSQL text cannot hold NUL, and both backends
 /// must store the same thing, so NUL becomes U+FFFD. (Raw JSON lines never hold a raw NUL: JSON
 /// writes it as the escape `\u0000`.)

@@ -456,7 +456,9 @@ macro_rules! store_impl {
                 $crate::store::within(self.deadline, async {
                     let mut tx = self.pool.begin().await?;
                     // 20 parameters a row: 500 rows stay under both servers' parameter limits.
-                    for chunk in calls.chunks(500) {
+                    // Chunks come in a few fixed sizes so that their statements are prepared
+                    // once and then found in the connection's statement cache.
+                    for chunk in $crate::store::fixed_chunks(calls) {
                         let mut query = sqlx::QueryBuilder::<$db>::new(
                             "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
                              summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \

@@ -640,3 +640,16 @@ async fn concurrent_pins_keep_the_limit_and_are_not_doubled(store: Arc<dyn Store
     assert_eq!(store.pins("t").await.unwrap().len(), 1);
     assert_eq!(added, 51, "50 distinct pins and one of the same text");
 }
+
+#[test]
+fn fixed_chunks_cover_every_item_once_in_at_most_five_sizes() {
+    for len in [0usize, 1, 4, 5, 6, 499, 500, 501, 1234, 16_384] {
+        let items: Vec<usize> = (0..len).collect();
+        let chunks: Vec<&[usize]> = fixed_chunks(&items).collect();
+        let flat: Vec<usize> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(flat, items, "every item once, in order ({len})");
+        let mut sizes: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
+        sizes.dedup();
+        assert!(sizes.iter().all(|s| [500, 100, 20, 5, 1].contains(s)), "{sizes:?}");
+    }
+}

@@ -1,0 +1,87 @@
+//! Criterion benchmarks of what compactd does per `/v1/compact` request besides waiting for the
+//! model (issue 26), stage by stage, on the body `scripts/bench/service.sh` sends: a 3 KB
+//! remoteEndpoint prompt whose conversation edits 12 files, and a summary that keeps every anchor.
+//!
+//! Run: `cargo bench --bench request_path`. Results go in BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use compactd::fidelity::{anchors, gate};
+use compactd::redact::{Placeholders, Redactor};
+use compactd::summarizer::{Shape, SummaryRequest};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const FILES: [&str; 12] = [
+    "src/http/server.rs", "src/http/auth.rs", "src/store/sql.rs", "src/store/sqlite.rs",
+    "src/app/wire.rs", "src/pipeline/cache.rs", "src/pipeline/gate.rs", "src/redact/rules.rs",
+    "src/fidelity/anchors.rs", "src/config/stages.rs", "src/session/parse.rs",
+    "src/summarizer/link.rs",
+];
+
+/// The prompt and summary of `scripts/bench/service/bodies.py`.
+fn body() -> (String, String) {
+    let mut parts = vec![
+        "[User]: The cache keys collide when two tenants send the same prompt (run 1). Please fix \
+         that and keep the tests green."
+            .to_owned(),
+    ];
+    for file in FILES {
+        parts.push(format!(
+            "[Assistant tool calls]: edit(path=\"{file}\", oldText=\"let key = hash(prompt);\", \
+             newText=\"let key = hash((tenant, prompt));\")"
+        ));
+        parts.push(format!("[Tool result]: Successfully replaced text in {file}."));
+    }
+    parts.push(
+        "[User]: Now make sure the migration runs on both stores before you call it done.".into(),
+    );
+    let prompt = format!(
+        "<conversation>\n{}\n</conversation>\n\nSummarize the conversation above using the required \
+         format: ## Goal, ## Constraints & Preferences, ## Progress, ## Key Decisions, ## Next \
+         Steps, ## Critical Context.",
+        parts.join("\n\n")
+    );
+    let edited: String = FILES.iter().map(|f| format!("- Edited {f}\n")).collect();
+    let summary = format!(
+        "## Goal\nCache keys must include the tenant.\n\n## Progress\n### Done\n{edited}\n## Next \
+         Steps\n1. Now make sure the migration runs on both stores before you call it done.\n\n\
+         <read-files>\n</read-files>\n<modified-files>\n{}\n</modified-files>\n",
+        FILES.join("\n")
+    );
+    (prompt, summary)
+}
+
+fn stages(c: &mut Criterion) {
+    let (prompt, summary) = body();
+    let redactor = Redactor::new(None).unwrap();
+    let shape = Shape::of_prompt(&prompt);
+    let anchors = anchors::of_shape(&shape);
+    assert_eq!(anchors.len(), 13, "12 files and the latest request");
+    assert!(gate::check(&summary, &anchors).iter().all(|k| *k));
+    let mut group = c.benchmark_group("request path (3 KB remoteEndpoint prompt)");
+    group.sample_size(50).measurement_time(Duration::from_secs(5));
+    group.bench_function("read the prompt (shape)", |b| {
+        b.iter(|| SummaryRequest::from_prompt(String::new(), black_box(&prompt).clone(), 2000))
+    });
+    group.bench_function("redact the prompt", |b| {
+        b.iter(|| redactor.redact(black_box(&prompt), &mut Placeholders::default()))
+    });
+    group.bench_function("redact the summary", |b| {
+        b.iter(|| redactor.redact(black_box(&summary), &mut Placeholders::default()))
+    });
+    group.bench_function("anchors", |b| b.iter(|| anchors::of_shape(black_box(&shape))));
+    group.bench_function("check the summary", |b| {
+        b.iter(|| gate::check(black_box(&summary), &anchors))
+    });
+    group.bench_function("request JSON (baseline)", |b| {
+        b.iter(|| serde_json::to_vec(&serde_json::json!({"model": "m", "messages": [{"role": "user", "content": black_box(&prompt)}]})))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stages);
+criterion_main!(benches);
