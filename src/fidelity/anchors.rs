@@ -29,7 +29,8 @@ pub enum AnchorKind {
     ModifiedFile,
     /// In-progress and next-step items of the previous summary not since done; open todo items.
     OpenWork,
-    /// A constraint or preference the user stated ("don't…", "always…", "must…", "never…").
+    /// A standing rule or preference the user stated ([`super::standing`]), or one a previous
+    /// summary carried.
     Constraint,
     /// Text the user pinned to the session.
     Pinned,
@@ -126,19 +127,6 @@ impl Anchor {
 /// Longest latest request kept as an anchor, in characters.
 const REQUEST_CHARS: usize = 300;
 
-/// Constraint words of the critical kind (a subset of what the extractive summarizer lists).
-const CONSTRAINT_MARKS: [&str; 9] = [
-    " must ",
-    "must not",
-    "don't",
-    "do not",
-    "never ",
-    "always ",
-    "make sure",
-    "prefer",
-    "avoid ",
-];
-
 /// The anchors of a summarization prompt: its conversation and previous summary.
 pub fn of_shape(shape: &Shape) -> Vec<Anchor> {
     let facts = Facts::extract(&shape.conversation.messages);
@@ -163,18 +151,13 @@ pub fn of_facts(facts: &Facts, previous_summary: Option<&str>) -> Vec<Anchor> {
         .collect();
     open.extend(facts.todos.iter().cloned());
     anchors.extend(AnchorKind::OpenWork, &open);
-    let mut constraints: Vec<String> = previous.items("constraints").collect();
-    constraints.extend(
-        facts
-            .constraints
-            .items
-            .iter()
-            .filter(|c| {
-                let padded = format!(" {} ", c.to_lowercase());
-                CONSTRAINT_MARKS.iter().any(|m| padded.contains(m))
-            })
-            .cloned(),
-    );
+    // The rules a previous summary carried stay anchors (so a rule stated once survives every
+    // later compaction), unless the user has withdrawn them since.
+    let mut constraints: Vec<String> = previous
+        .items("constraints")
+        .filter(|rule| !facts.withdrawn(rule))
+        .collect();
+    constraints.extend(facts.constraints.items.iter().cloned());
     anchors.extend(AnchorKind::Constraint, &constraints);
     anchors.extend(
         AnchorKind::UnresolvedError,

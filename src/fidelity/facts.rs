@@ -8,7 +8,8 @@ use std::collections::{HashSet, VecDeque};
 
 use serde_json::Value;
 
-use super::words::{COMPLETION_STARTS, CONSTRAINT_WORDS, DECISION_WORDS, is_error_line};
+use super::standing::{self, Statement};
+use super::words::{COMPLETION_STARTS, DECISION_WORDS, is_error_line};
 use crate::transcript::{Message, Role, ToolCall};
 
 /// An ordered set: first-seen order, no duplicates.
@@ -26,6 +27,18 @@ impl Ordered {
         }
     }
 
+    /// Drops the items `remove` picks.
+    pub fn remove_where(&mut self, mut remove: impl FnMut(&str) -> bool) {
+        let seen = &mut self.seen;
+        self.items.retain(|item| {
+            let gone = remove(item);
+            if gone {
+                seen.remove(item);
+            }
+            !gone
+        });
+    }
+
     /// The last `n` items, oldest first.
     pub fn last(&self, n: usize) -> &[String] {
         &self.items[self.items.len().saturating_sub(n)..]
@@ -36,7 +49,11 @@ impl Ordered {
 pub struct Facts {
     /// User requests (not shell commands the user ran, not bare slash commands), in order.
     pub requests: Vec<String>,
+    /// The user's standing rules and preferences, verbatim, in order, without those a later
+    /// withdrawal lifted ([`standing`]).
     pub constraints: Ordered,
+    /// Withdrawals of rules (also in `constraints`): they lift a previous summary's rules too.
+    pub withdrawals: Vec<String>,
     pub read: Ordered,
     pub modified: Ordered,
     pub commands: Ordered,
@@ -56,6 +73,20 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// Whether a rule carried from a previous summary (or a model's wording of one) was lifted
+    /// by a withdrawal in this conversation: it shares a topic with a withdrawal and is not one
+    /// of this conversation's rules (which include the withdrawals and rules stated again).
+    pub fn withdrawn(&self, rule: &str) -> bool {
+        self.withdrawals
+            .iter()
+            .any(|w| standing::withdraws(w, rule))
+            && !self
+                .constraints
+                .items
+                .iter()
+                .any(|current| super::matching::coverage(current, rule) >= 0.8)
+    }
+
     pub fn extract(messages: &[Message]) -> Facts {
         let mut facts = Facts {
             message_count: messages.len(),
@@ -78,11 +109,15 @@ impl Facts {
                         continue;
                     }
                     facts.requests.push(text.to_owned());
-                    for sentence in sentences(text) {
-                        let padded = format!(" {} ", sentence.to_lowercase());
-                        if CONSTRAINT_WORDS.iter().any(|w| padded.contains(w)) {
-                            facts.constraints.push(clip(sentence, 240));
+                    for (statement, sentence) in standing::of_turn(text) {
+                        let sentence = clip(sentence, 240);
+                        if statement == Statement::Withdrawal {
+                            facts
+                                .constraints
+                                .remove_where(|rule| standing::withdraws(&sentence, rule));
+                            facts.withdrawals.push(sentence.clone());
                         }
+                        facts.constraints.push(sentence);
                     }
                     for span in code_spans(text) {
                         facts.identifiers.push(span);

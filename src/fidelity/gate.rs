@@ -213,6 +213,21 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
     text.trim_end().to_owned()
 }
 
+/// `summary` without the items of its Constraints section that `withdrawn` says the user lifted.
+pub fn drop_withdrawn(summary: &str, withdrawn: impl Fn(&str) -> bool) -> String {
+    let Some((start, end)) = find_section(summary, "Constraints") else {
+        return summary.to_owned();
+    };
+    let body: String = summary[start..end]
+        .split_inclusive('\n')
+        .filter(|line| {
+            let item = line.trim().trim_start_matches(['-', '*', '+', ' ']);
+            item.is_empty() || !withdrawn(item)
+        })
+        .collect();
+    format!("{}{body}{}", &summary[..start], &summary[end..])
+}
+
 /// `text` with `files` in its `<tag>` list, or as a line of Critical Context when it has none.
 fn add_files(text: String, tag: &str, label: &str, files: &[&str]) -> String {
     if files.is_empty() {

@@ -12,6 +12,7 @@ pub mod anchors;
 pub mod facts;
 pub mod gate;
 pub mod matching;
+pub mod standing;
 #[cfg(test)]
 mod tests;
 pub(crate) mod words;

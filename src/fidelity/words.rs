@@ -1,22 +1,5 @@
-//! The word lists the extractive summarizer recognizes sentences and error lines by.
-
-/// A user sentence holding one of these states a constraint or preference.
-pub(crate) const CONSTRAINT_WORDS: [&str; 14] = [
-    " must ",
-    "must not",
-    "don't",
-    "do not",
-    "never",
-    "always",
-    "prefer",
-    "should",
-    "make sure",
-    "avoid",
-    "without",
-    "only use",
-    "keep ",
-    "instead of",
-];
+//! The word lists the extractive summarizer recognizes sentences and error lines by (standing
+//! rules: [`super::standing`]).
 
 /// An assistant sentence holding one of these states a decision.
 pub(crate) const DECISION_WORDS: [&str; 10] = [

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::events::{AnchorOutcome, Event};
 use super::{Job, Pipeline, Run};
-use crate::fidelity::gate::{Expectation, append_missing, check, repair_prompt, unusable};
+use crate::fidelity::facts::Facts;
+use crate::fidelity::gate::{
+    Expectation, append_missing, check, drop_withdrawn, repair_prompt, unusable,
+};
 use crate::fidelity::{Anchor, Missing, Report, Weight, anchors};
 use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
 use crate::transcript::prompt::Asks;
@@ -36,7 +39,9 @@ impl Pipeline {
         answered_in: Duration,
         deadline: Instant,
     ) -> Summary {
-        let mut anchors = anchors::of_shape(&job.request.shape);
+        let shape = &job.request.shape;
+        let facts = Facts::extract(&shape.conversation.messages);
+        let mut anchors = anchors::of_facts(&facts, shape.earlier_summary());
         for extra in &job.gate.extra {
             if !anchors.iter().any(|a| a.text == extra.text) {
                 anchors.push(extra.clone());
@@ -90,10 +95,17 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let last = if appended.is_empty() {
+        let before = summary.text.len();
+        if !appended.is_empty() {
+            summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
+        }
+        // A rule the user withdrew is replaced by the withdrawal, not kept beside it.
+        if !facts.withdrawals.is_empty() {
+            summary.text = drop_withdrawn(&summary.text, |item| facts.withdrawn(item));
+        }
+        let last = if appended.is_empty() && summary.text.len() == before {
             repaired.clone()
         } else {
-            summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
             check(&with_appendix(&summary.text), &anchors)
         };
         let outcomes: Vec<AnchorOutcome> = anchors

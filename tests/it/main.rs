@@ -58,6 +58,7 @@ mod races;
 mod real_agents;
 mod redaction;
 mod savings;
+mod standing_rules;
 mod scale;
 mod service;
 mod sessions;

@@ -94,9 +94,15 @@ pub(super) fn checkpoint(
                 // In Progress, Blocked and Next Steps are rewritten from the new messages.
                 _ => continue,
             };
-            target
-                .lines
-                .extend(lines.into_iter().filter(|l| !is_placeholder(l)));
+            let carried = lines.into_iter().filter(|l| !is_placeholder(l));
+            if heading == "Constraints & Preferences" {
+                // A rule the user withdrew since is replaced by the withdrawal below.
+                target.lines.extend(
+                    carried.filter(|l| !facts.withdrawn(l.trim_start_matches(['-', '*', ' ']))),
+                );
+            } else {
+                target.lines.extend(carried);
+            }
         }
     }
 
@@ -109,9 +115,13 @@ pub(super) fn checkpoint(
         goal.lines
             .push(format!("- {}", clip(first_line(request), 200)));
     }
-    constraints
-        .lines
-        .extend(facts.constraints.last(8).iter().map(|c| format!("- {c}")));
+    // Every standing rule, verbatim: one dropped here is lost for every later compaction.
+    for rule in &facts.constraints.items {
+        let line = format!("- {rule}");
+        if !constraints.lines.contains(&line) {
+            constraints.lines.push(line);
+        }
+    }
     done.lines.extend(
         facts
             .modified

@@ -1,0 +1,365 @@
+//! The user's standing instructions: rules stated once that hold for the rest of the job ("never
+//! call unwrap() in library code", "no new crate dependencies unless I approve them", "use British
+//! spelling in docs", "run cargo fmt and clippy before you say a task is done"), preferences
+//! ("I prefer small commits"), the rules of a project file the user pasted (AGENTS.md, CLAUDE.md),
+//! and withdrawals of earlier rules ("you can use unwrap in tests now").
+//!
+//! A one-off request is not a rule: "use the new helper here", "now make sure the migration runs
+//! before you call it done". The tell is the scope: a rule is prohibitive or obligatory without a
+//! pointer to the thing at hand, or names a scope that outlasts it (in docs, in tests, from now on,
+//! before every commit). Precision and recall on a labelled set of user turns are measured in
+//! `tests/it/standing_rules.rs` and reported in BENCHMARKS.md.
+
+/// What a sentence of a user turn states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Statement {
+    /// A rule or preference that holds until withdrawn.
+    Rule,
+    /// A rule that lifts or relaxes an earlier one; it replaces the rules it shares a topic with.
+    Withdrawal,
+}
+
+/// Words of a rule longer than this are a paragraph, not a rule.
+const MAX_WORDS: usize = 60;
+
+/// The standing statements of one user (or developer) turn, verbatim, in order.
+pub fn of_turn(text: &str) -> Vec<(Statement, &str)> {
+    let mut found = Vec::new();
+    // A list under a line announcing rules, or any list of a pasted rules file: every item is
+    // a rule when it reads as an instruction.
+    let rules_file = ["agents.md", "claude.md", ".cursorrules", "copilot-instructions"]
+        .iter()
+        .any(|name| text.to_ascii_lowercase().contains(name));
+    let mut in_rules_list = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        let item = list_item(trimmed);
+        if item.is_none() {
+            in_rules_list = announces_rules(trimmed);
+        }
+        let listed = item.is_some() && (rules_file || in_rules_list);
+        for sentence in sentences(item.unwrap_or(trimmed)) {
+            let statement = classify(sentence)
+                .or_else(|| (listed && is_instruction(sentence)).then_some(Statement::Rule));
+            if let Some(statement) = statement {
+                found.push((statement, sentence));
+            }
+        }
+    }
+    found
+}
+
+/// What `sentence` states, if it is a standing statement.
+pub fn classify(sentence: &str) -> Option<Statement> {
+    let lower = normalized(sentence);
+    let words = lower.split_whitespace().count();
+    if !(3..=MAX_WORDS).contains(&words) || lower.ends_with('?') {
+        return None;
+    }
+    if is_withdrawal(&lower) {
+        return Some(Statement::Withdrawal);
+    }
+    if is_one_off(&lower, words) {
+        return None;
+    }
+    let rule = is_prohibition(&lower)
+        || is_obligation(&lower)
+        || is_preference(&lower)
+        || has_standing_scope(&lower)
+        || (starts_with_any(&lower, IMPERATIVES) && has_general_scope(&lower));
+    rule.then_some(Statement::Rule)
+}
+
+/// Whether `withdrawal` lifts `rule`: they share a topic word (a content word that is not an
+/// instruction's own vocabulary).
+pub fn withdraws(withdrawal: &str, rule: &str) -> bool {
+    let theirs = topic_words(rule);
+    topic_words(withdrawal).iter().any(|w| theirs.contains(w))
+}
+
+fn topic_words(text: &str) -> Vec<String> {
+    normalized(text)
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.len() >= 4 && !INSTRUCTION_WORDS.contains(w))
+        .map(|w| w.trim_end_matches('s').to_owned())
+        .collect()
+}
+
+/// Lower case, markdown marks removed, a leading "please"/"and"/"also" dropped.
+fn normalized(sentence: &str) -> String {
+    let mut lower: String = sentence
+        .chars()
+        .filter(|c| !matches!(c, '*' | '`' | '_' | '"'))
+        .map(|c| match c {
+            '’' | '‘' => '\'',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    loop {
+        let before = lower.len();
+        for lead in ["please ", "and ", "also ", "ok, ", "okay, ", "oh, ", "one more thing: "] {
+            if let Some(rest) = lower.trim_start().strip_prefix(lead) {
+                lower = rest.to_owned();
+            }
+        }
+        if lower.len() == before {
+            break;
+        }
+    }
+    lower.trim().trim_end_matches(['.', '!', ';']).to_owned()
+}
+
+fn starts_with_any(text: &str, starts: &[&str]) -> bool {
+    starts.iter().any(|s| text.starts_with(s))
+}
+
+fn contains_any(text: &str, parts: &[&str]) -> bool {
+    parts.iter().any(|p| text.contains(p))
+}
+
+fn is_withdrawal(lower: &str) -> bool {
+    contains_any(lower, WITHDRAWALS)
+        || ((lower.starts_with("you can ") || lower.starts_with("you may "))
+            && (lower.ends_with(" now") || lower.contains(" now ") || lower.contains(" again")))
+}
+
+fn is_one_off(lower: &str, words: usize) -> bool {
+    let padded = format!(" {lower} ");
+    starts_with_any(lower, &["now ", "next ", "then ", "first ", "finally ", "can you", "could you"])
+        || contains_any(&padded, ONE_OFF)
+        || (words <= 6 && contains_any(&padded, &[" this ", " that ", " it ", " these ", " those "]))
+}
+
+fn is_prohibition(lower: &str) -> bool {
+    starts_with_any(lower, PROHIBITIONS)
+        || contains_any(lower, &["you must not ", "you mustn't ", "you should never ", "you must never "])
+        || (lower.starts_with("no ")
+            && !lower.starts_with("no,")
+            && contains_any(lower, &[" unless ", " without ", " in ", " ever", " at all"]))
+}
+
+fn is_obligation(lower: &str) -> bool {
+    starts_with_any(lower, &["always ", "you must ", "you should always ", "you always "])
+        || contains_any(lower, &[" must always ", " should always ", " always have to "])
+        // "X must …" is a rule when X is a kind of thing, not the thing at hand.
+        || (contains_any(lower, &[" must ", " have to be "])
+            && starts_with_any(lower, &["every ", "all ", "each ", "any ", "you ", "we ", "new "]))
+        || contains_any(lower, BEFORE_DONE)
+}
+
+fn is_preference(lower: &str) -> bool {
+    starts_with_any(lower, PREFERENCES)
+}
+
+fn has_standing_scope(lower: &str) -> bool {
+    contains_any(lower, STANDING)
+}
+
+fn has_general_scope(lower: &str) -> bool {
+    let padded = format!(" {lower} ");
+    contains_any(&padded, GENERAL_SCOPES)
+}
+
+/// An item of a Markdown list: the text after its bullet or number.
+fn list_item(line: &str) -> Option<&str> {
+    if let Some(rest) = line.strip_prefix(['-', '*', '+']) {
+        return Some(rest.trim());
+    }
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    (digits > 0)
+        .then(|| line[digits..].strip_prefix(['.', ')']))
+        .flatten()
+        .map(str::trim)
+}
+
+/// A line that introduces a list of rules ("Ground rules for this job:", "# Conventions").
+fn announces_rules(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    (lower.ends_with(':') || lower.starts_with('#'))
+        && contains_any(
+            &lower,
+            &["rule", "guideline", "convention", "instruction", "preference", "from now on",
+              "for the whole", "throughout", "constraint", "policy", "policies"],
+        )
+}
+
+/// A list item that reads as an instruction: it opens with an imperative or a modal.
+fn is_instruction(sentence: &str) -> bool {
+    let lower = normalized(sentence);
+    lower.split_whitespace().count() >= 2
+        && (starts_with_any(&lower, IMPERATIVES)
+            || starts_with_any(&lower, PROHIBITIONS)
+            || lower.starts_with("no ")
+            || contains_any(&lower, &[" must ", " should ", " always ", " never "]))
+}
+
+/// Sentences of one line, each with its end mark; a sentence ends at `.`, `!` or `?` before a
+/// capital letter or the end (so `println!` and `v1.2` do not end one), and its clauses joined by
+/// ", and" / ", but" are read apart.
+fn sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        // The marks are ASCII, so the byte after one starts a character.
+        let ends = matches!(b, b'.' | b'!' | b'?')
+            && bytes.get(i + 1).is_none_or(|n| *n == b' ')
+            && line[i + 1..]
+                .trim_start()
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_uppercase() || !c.is_alphanumeric());
+        if ends {
+            push_clauses(&mut out, &line[start..=i]);
+            start = i + 1;
+        }
+    }
+    push_clauses(&mut out, &line[start..]);
+    out
+}
+
+fn push_clauses<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
+    let mut rest = sentence;
+    while let Some((at, joint)) = [", and ", ", but "]
+        .iter()
+        .filter_map(|j| rest.find(j).map(|at| (at, j.len())))
+        .min()
+    {
+        push_sentence(out, &rest[..at]);
+        rest = &rest[at + joint..];
+    }
+    push_sentence(out, rest);
+}
+
+fn push_sentence<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
+    let sentence = sentence.trim();
+    if sentence.len() >= 10 {
+        out.push(sentence);
+    }
+}
+
+const PROHIBITIONS: &[&str] = &[
+    "never ", "don't ", "do not ", "dont ", "avoid ", "must not ", "stop using ", "refrain from ",
+    "under no circumstances", "not a single ",
+];
+
+const PREFERENCES: &[&str] = &[
+    "i prefer ", "i'd prefer ", "i would prefer ", "i'd rather ", "i would rather ", "i like ",
+    "i don't like ", "i want you to always", "i don't want ", "i never want ", "i always want ",
+    "my preference ", "prefer ",
+];
+
+/// "… before you say a task is done": a check owed on every task.
+const BEFORE_DONE: &[&str] = &[
+    "before you say ", "before you call a", "before you mark ", "before you report ",
+    "before you claim ", "before declaring ", "before saying ", "before every commit",
+    "before each commit", "before you commit", "before committing", "before you push",
+    "before pushing", "before merging", "after every change", "after each change",
+];
+
+/// Scopes that outlast the task at hand.
+const STANDING: &[&str] = &[
+    "from now on", "for the whole job", "for the whole session", "for the rest of",
+    "throughout", "going forward", "in future", "in the future", "every time", "whenever",
+    "each time", "at all times", "for all future", "as a rule",
+];
+
+/// Scopes that name a kind of thing rather than the thing at hand.
+const GENERAL_SCOPES: &[&str] = &[
+    " in docs", " in the docs", " in documentation", " in library code", " in tests",
+    " in test code", " in comments", " in commit messages", " in the codebase", " in this repo",
+    " in this project", " in the project", " in production code", " in public api",
+    " in all ", " in every ", " in any ", " all ", " for all ", " for every ", " for any ", " everywhere",
+    " every ", " all new ", " all code", " all files", " all commits", " only ", " even when ", " even if ",
+];
+
+const IMPERATIVES: &[&str] = &[
+    "use ", "keep ", "run ", "write ", "put ", "stick to ", "follow ", "format ", "name ",
+    "add ", "comment ", "document ", "test ", "commit ", "ask ", "check ", "prefer ", "only ",
+    "make ", "target ", "support ", "leave ", "respond ", "answer ", "reply ", "sign ", "wrap ",
+    "limit ", "log ", "pin ", "return ", "mark ", "treat ",
+];
+
+/// Phrases that lift a rule.
+const WITHDRAWALS: &[&str] = &[
+    "you can now ", "you may now ", "feel free to ", "it's fine to ", "it is fine to ",
+    "it's ok to ", "it's okay to ", "no longer need", "no longer have to", "no longer required",
+    "don't need to ", "you don't have to ", "forget the rule", "forget my rule",
+    "ignore my earlier", "ignore the earlier", "ignore what i said about", "scratch the rule",
+    "is allowed now", "are allowed now", "is fine now", "are fine now", "drop the rule",
+    "lift the rule", "that rule no longer",
+];
+
+/// Phrases of a one-off request.
+const ONE_OFF: &[&str] = &[
+    " here ", " here.", " for now", " right now", " this time", " just this", " for this one",
+    " this once", " in this function", " in this file", " on this line", " the new helper",
+    " above ", " below ",
+];
+
+/// The vocabulary of instructions themselves, not of what they are about.
+const INSTRUCTION_WORDS: &[&str] = &[
+    "never", "always", "must", "should", "don't", "dont", "your", "unless", "only", "from",
+    "now", "feel", "free", "fine", "okay", "allowed", "longer", "need", "have", "want", "prefer",
+    "rule", "rules", "forget", "ignore", "earlier", "said", "about", "again", "with", "without",
+    "that", "this", "those", "these", "them", "they", "when", "before", "after", "every",
+    "code", "make", "sure", "call", "calls", "using", "call", "also", "still", "will", "would",
+    "could", "please", "thing", "things", "there", "their", "what", "which", "into", "then",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_in_varied_phrasing_are_recognized() {
+        for rule in [
+            "Never call unwrap() in library code.",
+            "No new crate dependencies unless I approve them.",
+            "Use British spelling in docs.",
+            "Run cargo fmt and clippy before you say a task is done.",
+            "From now on, answer in short paragraphs.",
+            "I prefer small commits with imperative messages.",
+            "Don't touch the generated files under src/gen/.",
+            "Every public function must have a doc comment.",
+            "Always add a test for each bug you fix.",
+        ] {
+            assert_eq!(classify(rule), Some(Statement::Rule), "{rule}");
+        }
+    }
+
+    #[test]
+    fn one_off_requests_are_not_rules() {
+        for request in [
+            "Use the new helper here.",
+            "Now make sure the migration runs on both stores before you call it done.",
+            "Can you run the tests?",
+            "Fix the failing test in src/parse.rs.",
+            "Don't do that.",
+            "Keep going.",
+            "➜  pi-mono git:(main) ✗ echo $TERM. Always. Never! ✗",
+            "No, the other file.",
+            "I must have forgotten to save it.",
+        ] {
+            assert_eq!(classify(request), None, "{request}");
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_lifts_the_rule_it_shares_a_topic_with() {
+        let lifted = "You can use unwrap in tests now.";
+        assert_eq!(classify(lifted), Some(Statement::Withdrawal));
+        assert!(withdraws(lifted, "Never call unwrap() in library code."));
+        assert!(!withdraws(lifted, "Use British spelling in docs."));
+    }
+
+    #[test]
+    fn the_items_of_a_rules_list_and_of_a_pasted_agents_md_are_rules() {
+        let turn = "Ground rules for this job:\n- keep functions short\n- write tests first\n\nNow fix the parser.";
+        let rules: Vec<&str> = of_turn(turn).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(rules, ["keep functions short", "write tests first"]);
+        let pasted = "Here is our AGENTS.md:\n# Project\nA parser.\n## Style\n- Prefer iterators to index loops\n- Error types live in src/error.rs";
+        let rules: Vec<&str> = of_turn(pasted).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(rules, ["Prefer iterators to index loops"]);
+    }
+}
