@@ -16,9 +16,17 @@ use criterion::{Criterion, criterion_group, criterion_main};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const FILES: [&str; 12] = [
-    "src/http/server.rs", "src/http/auth.rs", "src/store/sql.rs", "src/store/sqlite.rs",
-    "src/app/wire.rs", "src/pipeline/cache.rs", "src/pipeline/gate.rs", "src/redact/rules.rs",
-    "src/fidelity/anchors.rs", "src/config/stages.rs", "src/session/parse.rs",
+    "src/http/server.rs",
+    "src/http/auth.rs",
+    "src/store/sql.rs",
+    "src/store/sqlite.rs",
+    "src/app/wire.rs",
+    "src/pipeline/cache.rs",
+    "src/pipeline/gate.rs",
+    "src/redact/rules.rs",
+    "src/fidelity/anchors.rs",
+    "src/config/stages.rs",
+    "src/session/parse.rs",
     "src/summarizer/link.rs",
 ];
 
@@ -34,7 +42,9 @@ fn body() -> (String, String) {
             "[Assistant tool calls]: edit(path=\"{file}\", oldText=\"let key = hash(prompt);\", \
              newText=\"let key = hash((tenant, prompt));\")"
         ));
-        parts.push(format!("[Tool result]: Successfully replaced text in {file}."));
+        parts.push(format!(
+            "[Tool result]: Successfully replaced text in {file}."
+        ));
     }
     parts.push(
         "[User]: Now make sure the migration runs on both stores before you call it done.".into(),
@@ -63,7 +73,9 @@ fn stages(c: &mut Criterion) {
     assert_eq!(anchors.len(), 13, "12 files and the latest request");
     assert!(gate::check(&summary, &anchors).iter().all(|k| *k));
     let mut group = c.benchmark_group("request path (3 KB remoteEndpoint prompt)");
-    group.sample_size(50).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(5));
     group.bench_function("read the prompt (shape)", |b| {
         b.iter(|| SummaryRequest::from_prompt(String::new(), black_box(&prompt).clone(), 2000))
     });
@@ -73,7 +85,9 @@ fn stages(c: &mut Criterion) {
     group.bench_function("redact the summary", |b| {
         b.iter(|| redactor.redact(black_box(&summary), &mut Placeholders::default()))
     });
-    group.bench_function("anchors", |b| b.iter(|| anchors::of_shape(black_box(&shape))));
+    group.bench_function("anchors", |b| {
+        b.iter(|| anchors::of_shape(black_box(&shape)))
+    });
     group.bench_function("check the summary", |b| {
         b.iter(|| gate::check(black_box(&summary), &anchors))
     });
@@ -83,5 +97,46 @@ fn stages(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stages);
+/// Standing-rule detection (issue 28): every user turn of the labelled sets, as one request's
+/// worth of turns would be read.
+fn standing_rules(c: &mut Criterion) {
+    use compactd::fidelity::standing;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/standing-rules");
+    let turns: Vec<String> = ["fixture-turns.jsonl", "own-turns.jsonl"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(format!("{dir}/{f}"))
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["turn"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let bytes: usize = turns.iter().map(String::len).sum();
+    let mut group = c.benchmark_group(format!(
+        "standing rules ({} user turns, {} KB)",
+        turns.len(),
+        bytes / 1024
+    ));
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(5));
+    group.throughput(criterion::Throughput::Bytes(bytes as u64));
+    group.bench_function("detect", |b| {
+        b.iter(|| {
+            turns
+                .iter()
+                .map(|t| standing::of_turn(black_box(t)).len())
+                .sum::<usize>()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stages, standing_rules);
 criterion_main!(benches);

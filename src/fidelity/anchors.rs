@@ -221,7 +221,13 @@ impl<'a> Sections<'a> {
         let mut sections: Vec<(String, Vec<&'a str>)> = Vec::new();
         for line in summary.lines() {
             let trimmed = line.trim();
-            if let Some(heading) = trimmed.strip_prefix('#') {
+            // A rule (`---`) or a bold line (pi's "**Turn Context (split turn):**") ends a
+            // section: what follows belongs to no heading.
+            if trimmed == "---"
+                || (trimmed.len() > 4 && trimmed.starts_with("**") && trimmed.ends_with("**"))
+            {
+                sections.push((String::new(), Vec::new()));
+            } else if let Some(heading) = trimmed.strip_prefix('#') {
                 let heading = heading.trim_start_matches('#').trim().to_lowercase();
                 sections.push((heading, Vec::new()));
             } else if let Some((_, lines)) = sections.last_mut() {

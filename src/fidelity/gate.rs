@@ -169,14 +169,15 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
             &[format!("Latest user request (verbatim): {request}")],
         );
     }
+    // Always in a Constraints section (created when missing): the next compaction carries the
+    // rules it finds there.
     let constraints = owned(of(AnchorKind::Constraint));
     if !constraints.is_empty() {
-        let section = if find_section(&text, "Constraints").is_some() {
-            "Constraints & Preferences"
-        } else {
-            "Critical Context"
+        let section = match find_section(&text, "Constraints") {
+            Some(_) => section_name(&text, "Constraints"),
+            None => "Constraints & Preferences".to_owned(),
         };
-        text = add_items(&text, section, &constraints);
+        text = add_items(&text, &section, &constraints);
     }
     let open = owned(of(AnchorKind::OpenWork));
     if !open.is_empty() {
@@ -245,6 +246,14 @@ fn add_files(text: String, tag: &str, label: &str, files: &[&str]) -> String {
             &[format!("{label}: {}", files.join(", "))],
         ),
     }
+}
+
+/// The full heading of the `##` section whose heading starts with `name`.
+fn section_name(text: &str, name: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("## "))
+        .find(|h| h.trim().to_lowercase().starts_with(&name.to_lowercase()))
+        .map_or_else(|| name.to_owned(), |h| h.trim().to_owned())
 }
 
 /// The byte range of the body of the `##` section whose heading starts with `name`.

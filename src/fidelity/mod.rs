@@ -39,6 +39,10 @@ pub struct Report {
     pub repair_call: bool,
     /// Anchors the returned summary does not keep.
     pub missing: Vec<Missing>,
+    /// The user's standing rules the summary carries (its constraint anchors, verbatim): every
+    /// one is kept, repaired or appended, so this is what the agent will still be told to obey.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
     /// The dialect the conversation was read in (`generic` when it was in none compactd knows:
     /// its anchors are a best guess). Absent when there was no conversation to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,11 @@ impl Report {
         self.appended += other.appended;
         self.repair_call |= other.repair_call;
         self.dialect = self.dialect.or(other.dialect);
+        for rule in other.rules {
+            if !self.rules.contains(&rule) {
+                self.rules.push(rule);
+            }
+        }
         for missing in other.missing {
             if !self.missing.contains(&missing) {
                 self.missing.push(missing);

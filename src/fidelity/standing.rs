@@ -27,9 +27,14 @@ pub fn of_turn(text: &str) -> Vec<(Statement, &str)> {
     let mut found = Vec::new();
     // A list under a line announcing rules, or any list of a pasted rules file: every item is
     // a rule when it reads as an instruction.
-    let rules_file = ["agents.md", "claude.md", ".cursorrules", "copilot-instructions"]
-        .iter()
-        .any(|name| text.to_ascii_lowercase().contains(name));
+    let rules_file = [
+        "agents.md",
+        "claude.md",
+        ".cursorrules",
+        "copilot-instructions",
+    ]
+    .iter()
+    .any(|name| text.to_ascii_lowercase().contains(name));
     let mut in_rules_list = false;
     for line in text.lines() {
         let trimmed = line.trim();
@@ -38,6 +43,10 @@ pub fn of_turn(text: &str) -> Vec<(Statement, &str)> {
             in_rules_list = announces_rules(trimmed);
         }
         let listed = item.is_some() && (rules_file || in_rules_list);
+        // A line that introduces a list ("Ground rules for the whole job:") is not a rule itself.
+        if item.is_none() && trimmed.ends_with(':') {
+            continue;
+        }
         for sentence in sentences(item.unwrap_or(trimmed)) {
             let statement = classify(sentence)
                 .or_else(|| (listed && is_instruction(sentence)).then_some(Statement::Rule));
@@ -70,11 +79,13 @@ pub fn classify(sentence: &str) -> Option<Statement> {
     rule.then_some(Statement::Rule)
 }
 
-/// Whether `withdrawal` lifts `rule`: they share a topic word (a content word that is not an
-/// instruction's own vocabulary).
+/// Whether `withdrawal` lifts `rule`: the rule is about the withdrawal's topic, its first word
+/// that is not an instruction's own vocabulary ("unwrap" in "you can use unwrap in tests now";
+/// "tests" there is a scope, and "write the tests first" stays).
 pub fn withdraws(withdrawal: &str, rule: &str) -> bool {
-    let theirs = topic_words(rule);
-    topic_words(withdrawal).iter().any(|w| theirs.contains(w))
+    topic_words(withdrawal)
+        .first()
+        .is_some_and(|topic| topic_words(rule).contains(topic))
 }
 
 fn topic_words(text: &str) -> Vec<String> {
@@ -97,7 +108,15 @@ fn normalized(sentence: &str) -> String {
         .collect();
     loop {
         let before = lower.len();
-        for lead in ["please ", "and ", "also ", "ok, ", "okay, ", "oh, ", "one more thing: "] {
+        for lead in [
+            "please ",
+            "and ",
+            "also ",
+            "ok, ",
+            "okay, ",
+            "oh, ",
+            "one more thing: ",
+        ] {
             if let Some(rest) = lower.trim_start().strip_prefix(lead) {
                 lower = rest.to_owned();
             }
@@ -125,17 +144,39 @@ fn is_withdrawal(lower: &str) -> bool {
 
 fn is_one_off(lower: &str, words: usize) -> bool {
     let padded = format!(" {lower} ");
-    starts_with_any(lower, &["now ", "next ", "then ", "first ", "finally ", "can you", "could you"])
-        || contains_any(&padded, ONE_OFF)
-        || (words <= 6 && contains_any(&padded, &[" this ", " that ", " it ", " these ", " those "]))
+    starts_with_any(
+        lower,
+        &[
+            "now ",
+            "next ",
+            "then ",
+            "first ",
+            "finally ",
+            "can you",
+            "could you",
+        ],
+    ) || contains_any(&padded, ONE_OFF)
+        || (words <= 6
+            && contains_any(&padded, &[" this ", " that ", " it ", " these ", " those "]))
 }
 
 fn is_prohibition(lower: &str) -> bool {
     starts_with_any(lower, PROHIBITIONS)
-        || contains_any(lower, &["you must not ", "you mustn't ", "you should never ", "you must never "])
+        || contains_any(
+            lower,
+            &[
+                "you must not ",
+                "you mustn't ",
+                "you should never ",
+                "you must never ",
+            ],
+        )
         || (lower.starts_with("no ")
             && !lower.starts_with("no,")
-            && contains_any(lower, &[" unless ", " without ", " in ", " ever", " at all"]))
+            && contains_any(
+                lower,
+                &[" unless ", " without ", " in ", " ever", " at all"],
+            ))
 }
 
 fn is_obligation(lower: &str) -> bool {
@@ -178,8 +219,19 @@ fn announces_rules(line: &str) -> bool {
     (lower.ends_with(':') || lower.starts_with('#'))
         && contains_any(
             &lower,
-            &["rule", "guideline", "convention", "instruction", "preference", "from now on",
-              "for the whole", "throughout", "constraint", "policy", "policies"],
+            &[
+                "rule",
+                "guideline",
+                "convention",
+                "instruction",
+                "preference",
+                "from now on",
+                "for the whole",
+                "throughout",
+                "constraint",
+                "policy",
+                "policies",
+            ],
         )
 }
 
@@ -239,72 +291,198 @@ fn push_sentence<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
 }
 
 const PROHIBITIONS: &[&str] = &[
-    "never ", "don't ", "do not ", "dont ", "avoid ", "must not ", "stop using ", "refrain from ",
-    "under no circumstances", "not a single ",
+    "never ",
+    "don't ",
+    "do not ",
+    "dont ",
+    "avoid ",
+    "must not ",
+    "stop using ",
+    "refrain from ",
+    "under no circumstances",
+    "not a single ",
 ];
 
 const PREFERENCES: &[&str] = &[
-    "i prefer ", "i'd prefer ", "i would prefer ", "i'd rather ", "i would rather ", "i like ",
-    "i don't like ", "i want you to always", "i don't want ", "i never want ", "i always want ",
-    "my preference ", "prefer ",
+    "i prefer ",
+    "i'd prefer ",
+    "i would prefer ",
+    "i'd rather ",
+    "i would rather ",
+    "i like ",
+    "i don't like ",
+    "i want you to always",
+    "i don't want ",
+    "i never want ",
+    "i always want ",
+    "my preference ",
+    "prefer ",
 ];
 
 /// "… before you say a task is done": a check owed on every task.
 const BEFORE_DONE: &[&str] = &[
-    "before you say ", "before you call a", "before you mark ", "before you report ",
-    "before you claim ", "before declaring ", "before saying ", "before every commit",
-    "before each commit", "before you commit", "before committing", "before you push",
-    "before pushing", "before merging", "after every change", "after each change",
+    "before you say ",
+    "before you call a",
+    "before you mark ",
+    "before you report ",
+    "before you claim ",
+    "before declaring ",
+    "before saying ",
+    "before every commit",
+    "before each commit",
+    "before you commit",
+    "before committing",
+    "before you push",
+    "before pushing",
+    "before merging",
+    "after every change",
+    "after each change",
 ];
 
 /// Scopes that outlast the task at hand.
 const STANDING: &[&str] = &[
-    "from now on", "for the whole job", "for the whole session", "for the rest of",
-    "throughout", "going forward", "in future", "in the future", "every time", "whenever",
-    "each time", "at all times", "for all future", "as a rule",
+    "from now on",
+    "for the whole job",
+    "for the whole session",
+    "for the rest of",
+    "throughout",
+    "going forward",
+    "in future",
+    "in the future",
+    "every time",
+    "whenever",
+    "each time",
+    "at all times",
+    "for all future",
+    "as a rule",
 ];
 
 /// Scopes that name a kind of thing rather than the thing at hand.
 const GENERAL_SCOPES: &[&str] = &[
-    " in docs", " in the docs", " in documentation", " in library code", " in tests",
-    " in test code", " in comments", " in commit messages", " in the codebase", " in this repo",
-    " in this project", " in the project", " in production code", " in public api",
-    " in all ", " in every ", " in any ", " all ", " for all ", " for every ", " for any ", " everywhere",
-    " every ", " all new ", " all code", " all files", " all commits", " only ", " even when ", " even if ",
+    " in docs",
+    " in the docs",
+    " in documentation",
+    " in library code",
+    " in tests",
+    " in test code",
+    " in comments",
+    " in commit messages",
+    " in the codebase",
+    " in this repo",
+    " in this project",
+    " in the project",
+    " in production code",
+    " in public api",
+    " in all ",
+    " in every ",
+    " in any ",
+    " all ",
+    " for all ",
+    " for every ",
+    " for any ",
+    " everywhere",
+    " every ",
+    " all new ",
+    " all code",
+    " all files",
+    " all commits",
+    " only ",
+    " even when ",
+    " even if ",
 ];
 
 const IMPERATIVES: &[&str] = &[
-    "use ", "keep ", "run ", "write ", "put ", "stick to ", "follow ", "format ", "name ",
-    "add ", "comment ", "document ", "test ", "commit ", "ask ", "check ", "prefer ", "only ",
-    "make ", "target ", "support ", "leave ", "respond ", "answer ", "reply ", "sign ", "wrap ",
-    "limit ", "log ", "pin ", "return ", "mark ", "treat ",
+    "use ",
+    "keep ",
+    "run ",
+    "write ",
+    "put ",
+    "stick to ",
+    "follow ",
+    "format ",
+    "name ",
+    "add ",
+    "comment ",
+    "document ",
+    "test ",
+    "commit ",
+    "ask ",
+    "check ",
+    "prefer ",
+    "only ",
+    "make ",
+    "target ",
+    "support ",
+    "leave ",
+    "respond ",
+    "answer ",
+    "reply ",
+    "sign ",
+    "wrap ",
+    "limit ",
+    "log ",
+    "pin ",
+    "return ",
+    "mark ",
+    "treat ",
 ];
 
 /// Phrases that lift a rule.
 const WITHDRAWALS: &[&str] = &[
-    "you can now ", "you may now ", "feel free to ", "it's fine to ", "it is fine to ",
-    "it's ok to ", "it's okay to ", "no longer need", "no longer have to", "no longer required",
-    "don't need to ", "you don't have to ", "forget the rule", "forget my rule",
-    "ignore my earlier", "ignore the earlier", "ignore what i said about", "scratch the rule",
-    "is allowed now", "are allowed now", "is fine now", "are fine now", "drop the rule",
-    "lift the rule", "that rule no longer",
+    "you can now ",
+    "you may now ",
+    "feel free to ",
+    "it's fine to ",
+    "it is fine to ",
+    "it's ok to ",
+    "it's okay to ",
+    "no longer need",
+    "no longer have to",
+    "no longer required",
+    "don't need to ",
+    "you don't have to ",
+    "forget the rule",
+    "forget my rule",
+    "ignore my earlier",
+    "ignore the earlier",
+    "ignore what i said about",
+    "scratch the rule",
+    "is allowed now",
+    "are allowed now",
+    "is fine now",
+    "are fine now",
+    "drop the rule",
+    "lift the rule",
+    "that rule no longer",
 ];
 
 /// Phrases of a one-off request.
 const ONE_OFF: &[&str] = &[
-    " here ", " here.", " for now", " right now", " this time", " just this", " for this one",
-    " this once", " in this function", " in this file", " on this line", " the new helper",
-    " above ", " below ",
+    " here ",
+    " here.",
+    " for now",
+    " right now",
+    " this time",
+    " just this",
+    " for this one",
+    " this once",
+    " in this function",
+    " in this file",
+    " on this line",
+    " the new helper",
+    " above ",
+    " below ",
 ];
 
 /// The vocabulary of instructions themselves, not of what they are about.
 const INSTRUCTION_WORDS: &[&str] = &[
-    "never", "always", "must", "should", "don't", "dont", "your", "unless", "only", "from",
-    "now", "feel", "free", "fine", "okay", "allowed", "longer", "need", "have", "want", "prefer",
-    "rule", "rules", "forget", "ignore", "earlier", "said", "about", "again", "with", "without",
-    "that", "this", "those", "these", "them", "they", "when", "before", "after", "every",
-    "code", "make", "sure", "call", "calls", "using", "call", "also", "still", "will", "would",
-    "could", "please", "thing", "things", "there", "their", "what", "which", "into", "then",
+    "never", "always", "must", "should", "don't", "dont", "your", "unless", "only", "from", "now",
+    "feel", "free", "fine", "okay", "allowed", "longer", "need", "have", "want", "prefer", "rule",
+    "rules", "forget", "ignore", "earlier", "said", "about", "again", "with", "without", "that",
+    "this", "those", "these", "them", "they", "when", "before", "after", "every", "code", "make",
+    "sure", "call", "calls", "using", "call", "also", "still", "will", "would", "could", "please",
+    "thing", "things", "there", "their", "what", "which", "into", "then", "write", "writing",
+    "used", "adding", "running", "keeping", "putting", "anymore", "okay",
 ];
 
 #[cfg(test)]
@@ -351,6 +529,10 @@ mod tests {
         assert_eq!(classify(lifted), Some(Statement::Withdrawal));
         assert!(withdraws(lifted, "Never call unwrap() in library code."));
         assert!(!withdraws(lifted, "Use British spelling in docs."));
+        assert!(
+            !withdraws(lifted, "write the tests first"),
+            "tests is the scope, not the topic"
+        );
     }
 
     #[test]

@@ -56,8 +56,12 @@ fn anchors_come_from_the_conversation_and_the_previous_summary() {
     );
     assert_eq!(
         of(&anchors, AnchorKind::Constraint),
-        // The latest request states a constraint too; it is anchored once, as the request.
-        ["Keep MSRV 1.75", "Do not change the public API."]
+        // The latest request states a standing rule in its second clause: that clause is a rule.
+        [
+            "Keep MSRV 1.75",
+            "Do not change the public API.",
+            "always run clippy before you finish."
+        ]
     );
     assert_eq!(
         of(&anchors, AnchorKind::FailedCommand),

@@ -12,7 +12,7 @@ use crate::fidelity::facts::Facts;
 use crate::fidelity::gate::{
     Expectation, append_missing, check, drop_withdrawn, repair_prompt, unusable,
 };
-use crate::fidelity::{Anchor, Missing, Report, Weight, anchors};
+use crate::fidelity::{Anchor, AnchorKind, Missing, Report, Weight, anchors};
 use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
 use crate::transcript::prompt::Asks;
 
@@ -125,6 +125,11 @@ impl Pipeline {
             })
             .collect();
         let report = Report {
+            rules: anchors
+                .iter()
+                .filter(|a| a.kind == AnchorKind::Constraint)
+                .map(|a| a.text.clone())
+                .collect(),
             anchors: anchors.len(),
             kept: first.iter().filter(|k| **k).count(),
             repaired: first.iter().zip(&last).filter(|(f, l)| !**f && **l).count(),

@@ -95,7 +95,9 @@ fn is_transient(code: &str) -> bool {
 pub(crate) fn fixed_chunks<T>(items: &[T]) -> impl Iterator<Item = &[T]> {
     let mut rest = items;
     std::iter::from_fn(move || {
-        let size = [500, 100, 20, 5, 1].into_iter().find(|&n| rest.len() >= n)?;
+        let size = [500, 100, 20, 5, 1]
+            .into_iter()
+            .find(|&n| rest.len() >= n)?;
         let (chunk, tail) = rest.split_at(size);
         rest = tail;
         Some(chunk)

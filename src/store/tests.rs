@@ -650,6 +650,9 @@ fn fixed_chunks_cover_every_item_once_in_at_most_five_sizes() {
         assert_eq!(flat, items, "every item once, in order ({len})");
         let mut sizes: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
         sizes.dedup();
-        assert!(sizes.iter().all(|s| [500, 100, 20, 5, 1].contains(s)), "{sizes:?}");
+        assert!(
+            sizes.iter().all(|s| [500, 100, 20, 5, 1].contains(s)),
+            "{sizes:?}"
+        );
     }
 }

@@ -63,7 +63,7 @@ impl OpenAiClient {
         timing: &Timing,
     ) -> Result<Summary, AttemptError> {
         if let Asked::Answer(summary) = self.ask(model, options, request, timing, true).await? {
-            return Ok(summary);
+            return Ok(*summary);
         }
         // The server may drop the connection of the silent stream after its answer, and the
         // pool hands that connection out again: a connection error here is asked once more.
@@ -72,7 +72,7 @@ impl OpenAiClient {
             other => other,
         };
         match unstreamed? {
-            Asked::Answer(summary) => Ok(summary),
+            Asked::Answer(summary) => Ok(*summary),
             Asked::SilentStream => Err(AttemptError::Empty),
         }
     }
@@ -113,7 +113,7 @@ impl OpenAiClient {
         let model_name = format!("openai:{model}");
         if !is_event_stream(&response) {
             let bytes = read_body(response, timing.deadline).await?;
-            return completion(&bytes, model_name, request).map(Asked::Answer);
+            return completion(&bytes, model_name, request).map(|s| Asked::Answer(Box::new(s)));
         }
         let mut text = String::new();
         let mut usage: Option<ChatUsage> = None;
@@ -159,13 +159,15 @@ impl OpenAiClient {
             }
             Ended::Done => {}
         }
-        Ok(Asked::Answer(summary(text, usage, model_name, request)?))
+        Ok(Asked::Answer(Box::new(summary(
+            text, usage, model_name, request,
+        )?)))
     }
 }
 
 /// What one request produced.
 enum Asked {
-    Answer(Summary),
+    Answer(Box<Summary>),
     /// A stream that closed without a single event.
     SilentStream,
 }

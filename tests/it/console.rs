@@ -307,6 +307,12 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
         console.text("#anchors").await,
         made["fidelity"]["anchors"].to_string()
     );
+    // The standing rules the summary carries are listed (the fixture's user turns state none
+    // that hold beyond their task, so this counts what the previous summaries carried).
+    assert_eq!(
+        console.count("#rules li").await,
+        made["fidelity"]["rules"].as_array().map_or(0, Vec::len)
+    );
     assert_eq!(
         console.text("#forgotten-count").await,
         made["forgotten"].as_array().unwrap().len().to_string()

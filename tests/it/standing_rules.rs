@@ -42,7 +42,10 @@ fn score(set: &[Labelled]) -> (usize, usize, usize) {
         found_all += found.len();
         expected_all += expected.len();
         if report && found != expected {
-            println!("turn {:?}\n  found    {found:?}\n  expected {expected:?}", item.turn);
+            println!(
+                "turn {:?}\n  found    {found:?}\n  expected {expected:?}",
+                item.turn
+            );
         }
     }
     (hits, found_all, expected_all)
@@ -64,7 +67,10 @@ fn rule_detection_is_precise_on_real_turns_and_finds_the_rules_of_written_ones()
          precision {precision:.3}, recall {recall:.3}; false alarms on the real sessions' turns: {found_f}",
         fixtures.len() + own.len()
     );
-    assert!(found_f <= 2, "{found_f} rules found in the real sessions, which state none");
+    assert!(
+        found_f <= 2,
+        "{found_f} rules found in the real sessions, which state none"
+    );
     assert!(precision >= 0.9, "precision {precision:.3}");
     assert!(recall >= 0.9, "recall {recall:.3}");
 }

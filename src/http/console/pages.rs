@@ -454,6 +454,7 @@ pub(super) async fn compaction(
             repaired: f.repaired,
             appended: f.appended,
             repair_call: f.repair_call,
+            rules: f.rules.clone(),
         }),
         forgotten: view
             .forgotten

@@ -218,6 +218,7 @@ pub(super) struct FidelityView {
     pub repaired: usize,
     pub appended: usize,
     pub repair_call: bool,
+    pub rules: Vec<String>,
 }
 
 #[derive(Template)]
