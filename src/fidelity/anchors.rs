@@ -92,7 +92,8 @@ impl AnchorKind {
             AnchorKind::LatestRequest => 1,
             AnchorKind::ModifiedFile | AnchorKind::ReadFile => 40,
             AnchorKind::OpenWork => 15,
-            AnchorKind::Constraint => 12,
+            // Standing rules are stated once and must outlive every compaction: a generous bound.
+            AnchorKind::Constraint => 40,
             AnchorKind::Pinned => usize::MAX,
             AnchorKind::UnresolvedError | AnchorKind::FailedCommand => 5,
             AnchorKind::Identifier => 30,
