@@ -15,6 +15,7 @@ CLAUDE_CODE=2.1.330
 CODEX=0.169.0
 OPENCODE=1.18.33
 PI=1.5.2
+MCP_SDK=1.32.2
 # pi 1.5 needs node >= 22.19; Debian's may be older: node's own build, from npm.
 NODE=22.23.3
 
@@ -89,6 +90,14 @@ case "${1:-install}" in
     # planning) is a stub.
     module "@earendil-works/pi-ai@$PI" "pi-$PI/pi-ai"
     shims "$home/pi-$PI/package/node_modules"
+    # The reference MCP SDK, for recall's MCP server (tests/it/recall.rs runs
+    # scripts/mcp/recall-client.mjs with it): an ordinary install, its scripts not run.
+    if [ ! -f "$home/mcp-sdk-$MCP_SDK/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+      mkdir -p "$home/mcp-sdk-$MCP_SDK"
+      (cd "$home/mcp-sdk-$MCP_SDK" && echo '{"private": true}' > package.json &&
+        npm install --silent --ignore-scripts --no-audit --no-fund "@modelcontextprotocol/sdk@$MCP_SDK" >&2)
+    fi
+    ln -sfn "$home/mcp-sdk-$MCP_SDK/node_modules" "$bin/mcp-node-modules"
     echo "$bin"
     ;;
   *)

@@ -56,6 +56,8 @@ impl App {
                 max_output_tokens: summarizers.max_output_tokens.get(),
                 context_window: summarizers.context_window.get(),
                 index_cache_bytes: storage.index_cache_bytes,
+                recall_retention: summarizers.stages.recall_retention,
+                recall_footer: summarizers.stages.recall_footer,
             },
         ))
     }

@@ -22,6 +22,7 @@ pub mod index;
 pub mod pins;
 pub mod plans;
 pub mod preview;
+pub mod recall;
 pub mod sessions;
 mod stored_path;
 pub mod tree;
@@ -56,6 +57,10 @@ pub struct Limits {
     pub context_window: u64,
     /// Memory for the indexes of stored sessions, in bytes.
     pub index_cache_bytes: u64,
+    /// How long wire conversations stay searchable by recall; zero: not kept.
+    pub recall_retention: std::time::Duration,
+    /// Whether a summary of a kept conversation ends with its recall line.
+    pub recall_footer: bool,
 }
 
 /// Everything the operations need; cheap to clone.

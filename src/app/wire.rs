@@ -152,8 +152,21 @@ impl App {
             }
         };
         let context = self.pipeline_context(who, endpoint);
+        let shape = summary_request.shape.clone();
         let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
-        Ok(self.pipeline.summarize_job(&context, job).await?)
+        let mut summary = self.pipeline.summarize_job(&context, job).await?;
+        // Kept only once summarized: a failed summarization leaves nothing behind.
+        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation).await {
+            if self.limits.recall_footer {
+                summary.text = format!(
+                    "{}\n\n{}",
+                    summary.text.trim_end(),
+                    super::recall::footer(&id)
+                );
+            }
+            summary.flags.recall_id = Some(id);
+        }
+        Ok(summary)
     }
 
     /// A compaction the gateway recognized, summarized with the agent's own instructions; the

@@ -276,6 +276,7 @@ fn finish(
                 || (tokens_before >= MIN_LOOP_TOKENS && tokens_after * 10 >= tokens_before * 8),
             redactions: calls.iter().map(|s| s.flags.redactions).sum(),
             model_windows: calls.iter().find_map(|s| s.flags.model_windows),
+            recall_id: None,
         },
     }
 }

@@ -47,6 +47,16 @@ pub struct StagesConfig {
     /// "Little new content": a conversation of fewer estimated tokens than this.
     #[arg(long, env = "COMPACTD_LOOP_NEW_TOKENS", default_value = "8000")]
     pub loop_new_tokens: u64,
+
+    /// How long the redacted conversations of wire summarizations stay searchable by recall
+    /// (`3d`, `12h`, seconds without a unit); `0` turns recall off for wire requests.
+    #[arg(long, env = "COMPACTD_RECALL_RETENTION", default_value = "3d", value_parser = values::span)]
+    pub recall_retention: Duration,
+
+    /// End each summary of a kept conversation with one line naming its recall id and the
+    /// tool that searches it.
+    #[arg(long, env = "COMPACTD_RECALL_FOOTER", default_value = "true", action = clap::ArgAction::Set)]
+    pub recall_footer: bool,
 }
 
 impl StagesConfig {

@@ -46,6 +46,35 @@ pub(super) fn seconds(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// A span of time: a number with `s`, `m`, `h` or `d` (seconds without one); `0` is none.
+pub(super) fn span(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c.to_ascii_lowercase()),
+        _ => (text, 's'),
+    };
+    let seconds = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86_400.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: give a number with s, m, h or d (\"3d\")"
+            ));
+        }
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a span of time (\"3d\", \"12h\", \"0\")"))?;
+    if value.is_finite() && value >= 0.0 {
+        Ok(Duration::from_secs_f64(value * seconds))
+    } else {
+        Err(format!("{text:?} must not be negative"))
+    }
+}
+
 /// `on`/`off` (also `true`/`false`, `1`/`0`).
 pub(super) fn on_off(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {

@@ -45,6 +45,10 @@ pub(super) struct CompactResponse {
     fidelity: Report,
     #[serde(flatten)]
     stages: StagesView,
+    /// The recall id the conversation was kept under: `recall_search` / `GET /v1/recall/search`
+    /// find its turns until `COMPACTD_RECALL_RETENTION` has passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recall_id: Option<String>,
 }
 
 /// Reads a positive integer token count; `param` names the field in the error.
@@ -100,6 +104,7 @@ pub(super) async fn compact(
         model: summary.model,
         usage: summary.usage,
         stages: StagesView::from(&summary.flags),
+        recall_id: summary.flags.recall_id.clone(),
         fidelity: summary.fidelity.unwrap_or_default(),
     }))
 }

@@ -37,6 +37,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .merge(super::sessions::router())
         .merge(super::compactions::router())
         .merge(super::pins::router())
+        .merge(super::recall::router())
 }
 
 /// The OpenAPI 3.1 description of every endpoint, from the same list as the router.

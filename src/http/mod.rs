@@ -19,6 +19,7 @@ mod json;
 mod middleware;
 mod ops;
 mod pins;
+mod recall;
 pub mod server;
 mod sessions;
 
@@ -96,8 +97,12 @@ impl AppState {
 
     /// The state around an already connected store.
     pub fn with_store(config: &ServeConfig, store: Arc<dyn Store>) -> anyhow::Result<AppState> {
+        let app = App::build(&config.summarizers, &config.storage, store)?;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            app.spawn_recall_purge();
+        }
         Ok(AppState {
-            app: App::build(&config.summarizers, &config.storage, store)?,
+            app,
             access: Arc::new(Access::new(config.access_policy())),
             limits: HttpLimits::from(&config.http),
             browser: Arc::new(config.browser_policy()),
@@ -121,8 +126,11 @@ pub fn app(state: AppState) -> Router {
         .merge(chat::router())
         .merge(gateway::router())
         .split_for_parts();
+    let mcp = mcp_service(&state);
     let routes = documented
         .nest("/k/{key}", wires)
+        .route_service("/mcp", mcp.clone())
+        .route_service("/k/{key}/mcp", mcp)
         .merge(console::router())
         .fallback(error::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -137,6 +145,29 @@ pub fn app(state: AppState) -> Router {
     // Clients write `…/chat/completions/` (oh-my-pi accepts a trailing slash) and `//v1/…`:
     // the path is normalized before routing, so every route answers with or without them.
     Router::new().fallback_service(NormalizePathLayer::trim_trailing_slash().layer(routes))
+}
+
+/// Recall's MCP server (Streamable HTTP), behind the REST API's authentication. Stateless, so
+/// any replica answers any request; compactd's own middleware checks Host, Origin and body size.
+fn mcp_service(state: &AppState) -> axum::routing::MethodRouter {
+    use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let app = state.app.clone();
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.sse_keep_alive = None;
+    let service = StreamableHttpService::new(
+        move || Ok(recall::mcp::RecallServer::new(app.clone())),
+        std::sync::Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    axum::routing::any_service(service).layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        recall::mcp_caller,
+    ))
 }
 
 /// Refuses to serve beyond loopback with no API key at all, unless anonymous access was allowed

@@ -6,6 +6,7 @@
 //! and error details differ.
 
 mod postgres;
+pub mod recall;
 mod records;
 mod sql;
 mod sqlite;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use postgres::PgStore;
+pub use recall::{NewRecall, Recall, RecallHit, RecallQuery, RecallTurn};
 pub use records::{
     Append, CallRecord, CompactionRecord, EntryRecord, FactRecord, KeyRecord, NewEntry, PinAdded,
     PinRecord, SessionRecord,
@@ -129,7 +131,7 @@ pub(crate) fn like_pattern(search: &str) -> String {
 
 /// The storage interface the HTTP layer uses.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: recall::Recall + Send + Sync + 'static {
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;
     /// Whether the database answers and its migrations are applied.

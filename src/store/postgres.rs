@@ -7,9 +7,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 pub struct PgStore {
-    pool: PgPool,
+    pub(super) pool: PgPool,
     /// Every call finishes within this (see `StoreConfig::deadline`).
-    deadline: Duration,
+    pub(super) deadline: Duration,
 }
 
 impl PgStore {

@@ -10,9 +10,9 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
     /// Every call finishes within this (see `StoreConfig::deadline`).
-    deadline: Duration,
+    pub(super) deadline: Duration,
 }
 
 impl SqliteStore {

@@ -135,6 +135,8 @@ pub struct Flags {
     /// (windows the model summarized, windows); the extractive summarizer carried its summary
     /// through the rest.
     pub model_windows: Option<(u32, u32)>,
+    /// The recall id its conversation was kept under (wire requests; see `app::recall`).
+    pub recall_id: Option<String>,
 }
 
 /// A finished summary and who wrote it.

@@ -56,6 +56,7 @@ mod pi15_sessions;
 mod pi_extension;
 mod races;
 mod real_agents;
+mod recall;
 mod redaction;
 mod savings;
 mod scale;

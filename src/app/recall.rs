@@ -1,0 +1,181 @@
+//! Recall (issue 27): nothing summarized is lost for good. The conversation of every wire
+//! summarization is kept, redacted, per tenant, for `COMPACTD_RECALL_RETENTION`, under a recall
+//! id that the summary's last line names; the agent searches and reads it back through the MCP
+//! tools or the REST API. Shared by the HTTP handlers, the MCP server and the CLI.
+
+use std::time::Duration;
+
+use super::{App, AppError};
+use crate::access::Identity;
+use crate::pipeline::Endpoint;
+use crate::redact::Placeholders;
+use crate::store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
+use crate::transcript::{Conversation, Role};
+
+/// Most hits one search returns.
+pub const MAX_HITS: i64 = 50;
+/// Most turns one read returns.
+pub const MAX_TURNS: i64 = 50;
+/// How often expired conversations are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// Argument names whose value is a file path.
+const PATH_ARGUMENTS: [&str; 5] = ["path", "file_path", "filePath", "file", "filename"];
+
+impl App {
+    /// Keeps `conversation` for recall, redacted; its id, or `None` when recall is off, there is
+    /// nothing to keep, or the store did not take it (the summary is answered all the same).
+    pub async fn keep_recall(
+        &self,
+        who: &Identity,
+        endpoint: Endpoint,
+        conversation: &Conversation,
+    ) -> Option<String> {
+        let retention = self.limits.recall_retention;
+        if retention.is_zero() || conversation.messages.is_empty() {
+            return None;
+        }
+        let turns = self.recall_turns_of(conversation);
+        let mut id = [0u8; 12];
+        getrandom::fill(&mut id).ok()?;
+        let id = format!("r_{}", crate::pipeline::cache::hex(&id));
+        let now = now_ms();
+        let recall = NewRecall {
+            id: id.clone(),
+            tenant: who.tenant.clone(),
+            source: endpoint.label().to_owned(),
+            created_at_ms: now,
+            expires_at_ms: now + retention.as_millis() as i64,
+            turns,
+        };
+        match self.store.save_recall(&recall).await {
+            Ok(()) => Some(id),
+            Err(error) => {
+                tracing::warn!(%error, "recall not kept: the store did not take it");
+                None
+            }
+        }
+    }
+
+    /// The turns of a conversation as recall keeps them: secrets replaced as the models saw
+    /// them, tool calls written out, the paths they named listed.
+    fn recall_turns_of(&self, conversation: &Conversation) -> Vec<RecallTurn> {
+        let mut placeholders = Placeholders::default();
+        let mut redact = |text: &str| match self.pipeline.redactor() {
+            Some(redactor) => redactor.redact(text, &mut placeholders),
+            None => text.to_owned(),
+        };
+        // A tool result is filed under the paths its call named (the calls of the assistant
+        // turn before it).
+        let mut call_paths: Vec<String> = Vec::new();
+        conversation
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(seq, message)| {
+                let mut text = message.text.clone();
+                let mut paths = Vec::new();
+                if message.role == Role::ToolResult {
+                    paths.clone_from(&call_paths);
+                }
+                for call in &message.calls {
+                    let arguments =
+                        serde_json::Value::Object(call.arguments.iter().cloned().collect());
+                    text.push_str(&format!("\n[call] {}({arguments})", call.name));
+                    for (name, value) in &call.arguments {
+                        if PATH_ARGUMENTS.contains(&name.as_str())
+                            && let Some(path) = value.as_str()
+                        {
+                            paths.push(path.to_owned());
+                        }
+                    }
+                }
+                if message.role == Role::Assistant {
+                    call_paths.clone_from(&paths);
+                }
+                let tool = match message.role {
+                    Role::ToolResult => message.tool.clone(),
+                    _ if !message.calls.is_empty() => Some(
+                        message
+                            .calls
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ),
+                    _ => None,
+                };
+                RecallTurn {
+                    seq: seq as i32,
+                    role: match message.role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                        Role::ToolResult => "tool",
+                        Role::Developer => "developer",
+                    }
+                    .to_owned(),
+                    tool,
+                    paths: redact(&paths.join(" ")),
+                    text: redact(&text),
+                }
+            })
+            .collect()
+    }
+
+    /// The caller's turns that hold every word of `query`, best first.
+    pub async fn search_recall(
+        &self,
+        who: &Identity,
+        mut query: RecallQuery,
+    ) -> Result<Vec<RecallHit>, AppError> {
+        if crate::store::recall::query_words(&query.text).is_empty() {
+            return Err(AppError::invalid(
+                "q",
+                "q: give at least one word to search for",
+            ));
+        }
+        query.limit = query.limit.clamp(1, MAX_HITS);
+        query.now_ms = now_ms();
+        Ok(self.store.search_recall(&who.tenant, &query).await?)
+    }
+
+    /// Turns `from..` (at most `limit`) of one of the caller's kept conversations, and how many
+    /// it has; `NotFound` for another tenant's or an expired one.
+    pub async fn read_recall(
+        &self,
+        who: &Identity,
+        id: &str,
+        from: i32,
+        limit: i64,
+    ) -> Result<(i64, Vec<RecallTurn>), AppError> {
+        self.store
+            .recall_turns(
+                &who.tenant,
+                id,
+                from.max(0),
+                limit.clamp(1, MAX_TURNS),
+                now_ms(),
+            )
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no recall {id}")))
+    }
+
+    /// Deletes expired conversations every ten minutes, for as long as the process runs.
+    pub fn spawn_recall_purge(&self) {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(PURGE_EVERY);
+            loop {
+                every.tick().await;
+                if let Err(error) = store.purge_recalls(now_ms()).await {
+                    tracing::warn!(%error, "expired recalls not purged: the store did not answer");
+                }
+            }
+        });
+    }
+}
+
+/// The line a summary ends with when its conversation was kept.
+pub fn footer(id: &str) -> String {
+    format!("Earlier detail is searchable: recall_search in compactd (MCP at /mcp), id {id}")
+}

@@ -1,0 +1,281 @@
+//! Recall over HTTP (issue 27): `GET /v1/recall/search`, `GET /v1/recall/{id}/turns`, and the
+//! MCP server at `/mcp` (also `/k/KEY/mcp`) whose tools `recall_search` and `recall_read` do the
+//! same for an agent. Both take the REST API's keys; every query is the caller's tenant's.
+
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use crate::store::{RecallHit, RecallQuery, RecallTurn};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(search))
+        .routes(routes!(turns))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchParams {
+    /// Words to find (all of them); a path or an identifier is one word.
+    q: String,
+    /// Only this kept conversation (the id a summary's last line names).
+    id: Option<String>,
+    /// `user`, `assistant`, `tool` or `developer`.
+    role: Option<String>,
+    /// Only turns of this tool (its results, or assistant turns that called it).
+    tool: Option<String>,
+    /// Only turns whose tool calls named this path (or a path holding it).
+    path: Option<String>,
+    /// Most hits (1–50, default 10).
+    limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct Hits {
+    hits: Vec<RecallHit>,
+}
+
+/// `GET /v1/recall/search`: the caller's kept turns that hold every word of `q`, best first, with
+/// the words marked in a snippet.
+#[utoipa::path(get, path = "/v1/recall/search", tag = "recall", params(SearchParams),
+    responses(
+        (status = 200, description = "Matching turns, best first", body = Hits),
+        (status = 422, description = "No word to search for", body = ErrorBody),
+    ))]
+pub(super) async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(params): Query<SearchParams>,
+) -> Result<Json<Hits>, ApiError> {
+    let query = RecallQuery {
+        text: params.q,
+        recall_id: params.id,
+        role: params.role,
+        tool: params.tool,
+        path: params.path,
+        limit: params.limit.unwrap_or(10),
+        now_ms: 0,
+    };
+    let hits = state.app.search_recall(&caller.0, query).await?;
+    Ok(Json(Hits { hits }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TurnsParams {
+    /// First turn (0-based, default 0).
+    from: Option<i32>,
+    /// Most turns (1–50, default 20).
+    limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Turns {
+    id: String,
+    /// Turns the conversation has.
+    total: i64,
+    turns: Vec<RecallTurn>,
+    /// Where the next page starts, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<i32>,
+}
+
+/// `GET /v1/recall/{id}/turns`: a page of one kept conversation, each turn in full.
+#[utoipa::path(get, path = "/v1/recall/{id}/turns", tag = "recall",
+    params(("id" = String, Path, description = "Recall id"), TurnsParams),
+    responses(
+        (status = 200, description = "The turns", body = Turns),
+        (status = 404, description = "No such conversation for this caller, or expired", body = ErrorBody),
+    ))]
+pub(super) async fn turns(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(params): Query<TurnsParams>,
+) -> Result<Json<Turns>, ApiError> {
+    let from = params.from.unwrap_or(0);
+    let (total, turns) = state
+        .app
+        .read_recall(&caller.0, &id, from, params.limit.unwrap_or(20))
+        .await?;
+    Ok(Json(page(id, from, total, turns)))
+}
+
+fn page(id: String, from: i32, total: i64, turns: Vec<RecallTurn>) -> Turns {
+    let next = turns
+        .last()
+        .map(|t| t.seq + 1)
+        .filter(|next| i64::from(*next) < total && from >= 0);
+    Turns {
+        id,
+        total,
+        turns,
+        next,
+    }
+}
+
+/// Authenticates an MCP request as the REST API does and hands the caller to the tools.
+pub(super) async fn mcp_caller(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match <Caller as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+        &mut parts, &state,
+    )
+    .await
+    {
+        Ok(caller) => {
+            parts.extensions.insert(caller.0);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+pub(super) mod mcp {
+    //! The MCP server: two tools over the caller's kept conversations.
+
+    use rmcp::handler::server::router::tool::ToolRouter;
+    use rmcp::handler::server::tool::Extension;
+    use rmcp::handler::server::wrapper::Parameters;
+    use rmcp::model::{ServerCapabilities, ServerConfig};
+    use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+    use serde::Deserialize;
+
+    use crate::access::Identity;
+    use crate::app::App;
+    use crate::store::RecallQuery;
+
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct SearchArgs {
+        /// Words to find, all of them: an error message, a file path, an identifier, a phrase
+        /// the user used.
+        pub query: String,
+        /// Only this conversation: the recall id the summary's last line names.
+        pub recall_id: Option<String>,
+        /// Only turns of this role: user, assistant, tool or developer.
+        pub role: Option<String>,
+        /// Only turns of this tool (its results, or calls of it).
+        pub tool: Option<String>,
+        /// Only turns whose tool calls named this file path.
+        pub path: Option<String>,
+        /// Most hits, 1 to 50 (default 10).
+        pub limit: Option<i64>,
+    }
+
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct ReadArgs {
+        /// The recall id (from the summary's last line or a search hit).
+        pub recall_id: String,
+        /// First turn to read, 0-based (a search hit's `seq`).
+        pub from: Option<i32>,
+        /// Most turns, 1 to 50 (default 1: the turn at `from`, in full).
+        pub limit: Option<i64>,
+    }
+
+    #[derive(Clone)]
+    pub(crate) struct RecallServer {
+        app: App,
+        tool_router: ToolRouter<Self>,
+    }
+
+    impl RecallServer {
+        pub(crate) fn new(app: App) -> RecallServer {
+            RecallServer {
+                app,
+                tool_router: Self::tool_router(),
+            }
+        }
+    }
+
+    fn caller(parts: &axum::http::request::Parts) -> Result<&Identity, ErrorData> {
+        parts
+            .extensions
+            .get::<Identity>()
+            .ok_or_else(|| ErrorData::internal_error("no caller", None))
+    }
+
+    fn tool_error(error: crate::app::AppError) -> ErrorData {
+        ErrorData::invalid_params(error.to_string(), None)
+    }
+
+    #[tool_router]
+    impl RecallServer {
+        #[tool(
+            description = "Search the earlier part of this conversation that was compacted away. \
+            Use it when the summary lacks a detail you need: a file's exact content, a command's \
+            output, an error message, why something was decided, what the user said earlier. \
+            Returns matching turns (recall id, seq, role, tool, snippet with the words in \
+            [brackets]); read one in full with recall_read."
+        )]
+        async fn recall_search(
+            &self,
+            Parameters(args): Parameters<SearchArgs>,
+            Extension(parts): Extension<axum::http::request::Parts>,
+        ) -> Result<String, ErrorData> {
+            let query = RecallQuery {
+                text: args.query,
+                recall_id: args.recall_id,
+                role: args.role,
+                tool: args.tool,
+                path: args.path,
+                limit: args.limit.unwrap_or(10),
+                now_ms: 0,
+            };
+            let hits = self
+                .app
+                .search_recall(caller(&parts)?, query)
+                .await
+                .map_err(tool_error)?;
+            Ok(serde_json::json!({ "hits": hits }).to_string())
+        }
+
+        #[tool(
+            description = "Read turns of a compacted-away conversation back in full, exactly as \
+            they were (secrets redacted): the turn a recall_search hit named (from = its seq), or \
+            a range of turns around it (limit up to 50). Returns the turns and `next` when more follow."
+        )]
+        async fn recall_read(
+            &self,
+            Parameters(args): Parameters<ReadArgs>,
+            Extension(parts): Extension<axum::http::request::Parts>,
+        ) -> Result<String, ErrorData> {
+            let from = args.from.unwrap_or(0);
+            let (total, turns) = self
+                .app
+                .read_recall(
+                    caller(&parts)?,
+                    &args.recall_id,
+                    from,
+                    args.limit.unwrap_or(1),
+                )
+                .await
+                .map_err(tool_error)?;
+            let page = super::page(args.recall_id, from, total, turns);
+            Ok(serde_json::to_string(&page).unwrap_or_default())
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for RecallServer {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+                .with_instructions(
+                    "compactd keeps what your context's compaction summarized away. When a \
+                     summary ends with a recall id and you need a detail it lacks, search with \
+                     recall_search and read with recall_read.",
+                )
+        }
+    }
+}

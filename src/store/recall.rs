@@ -1,0 +1,321 @@
+//! Recall's storage (issue 27): the redacted conversations of wire summarizations, turn by turn,
+//! with a full-text index — PostgreSQL's `tsvector` with a GIN index, SQLite's FTS5 — searched
+//! and read per tenant, never across tenants, until they expire.
+
+use serde::Serialize;
+
+use super::{PgStore, SqliteStore, StoreError, within};
+
+/// One turn of a stored conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct RecallTurn {
+    pub seq: i32,
+    /// `user`, `assistant`, `tool` or `developer`.
+    pub role: String,
+    /// The tool that produced a result, or the tools an assistant turn called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// File paths the turn's tool calls named, space-separated.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub paths: String,
+    pub text: String,
+}
+
+/// A conversation to keep.
+#[derive(Debug, Clone)]
+pub struct NewRecall {
+    pub id: String,
+    pub tenant: String,
+    /// The wire it came from (`remote-endpoint`, `chat`, `gateway:…`).
+    pub source: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub turns: Vec<RecallTurn>,
+}
+
+/// What to search for.
+#[derive(Debug, Clone, Default)]
+pub struct RecallQuery {
+    /// Words, all of which a turn must hold.
+    pub text: String,
+    pub recall_id: Option<String>,
+    pub role: Option<String>,
+    pub tool: Option<String>,
+    /// A path (or part of one) the turn's calls named.
+    pub path: Option<String>,
+    pub limit: i64,
+    pub now_ms: i64,
+}
+
+/// A turn that matched, best first.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallHit {
+    pub recall_id: String,
+    pub seq: i32,
+    pub role: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The matched words in context, marked `[like this]`.
+    pub snippet: String,
+    pub created_at_ms: i64,
+}
+
+/// The words of a query: letters, digits, `_`, `.`, `/` and `-` runs (a path or an identifier is
+/// one word), at most 16; FTS syntax never reaches the database.
+pub fn query_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')))
+        .map(|w| w.trim_matches(['.', '/', '-']))
+        .filter(|w| !w.is_empty())
+        .take(16)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+#[async_trait::async_trait]
+pub trait Recall: Send + Sync {
+    /// Keeps a conversation (all its turns, in one transaction).
+    async fn save_recall(&self, recall: &NewRecall) -> Result<(), StoreError>;
+    /// Turns of `tenant`'s unexpired conversations that hold every word of the query.
+    async fn search_recall(
+        &self,
+        tenant: &str,
+        query: &RecallQuery,
+    ) -> Result<Vec<RecallHit>, StoreError>;
+    /// Turns `from..from+limit` of one of `tenant`'s unexpired conversations; `None` when it has
+    /// no such conversation.
+    async fn recall_turns(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: i32,
+        limit: i64,
+        now_ms: i64,
+    ) -> Result<Option<(i64, Vec<RecallTurn>)>, StoreError>;
+    /// Deletes the conversations expired by `now_ms`; how many.
+    async fn purge_recalls(&self, now_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// The parts both stores share: saving, reading, purging (same SQL), by a macro as in `sql.rs`.
+macro_rules! recall_impl {
+    ($store:ty, $db:ty, { $($search:tt)* }) => {
+    #[async_trait::async_trait]
+    impl Recall for $store {
+        $($search)*
+
+        async fn save_recall(&self, recall: &NewRecall) -> Result<(), StoreError> {
+            within(self.deadline, async {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "insert into recalls (id, tenant, source, created_at_ms, expires_at_ms) \
+                     values ($1, $2, $3, $4, $5)",
+                )
+                .bind(&recall.id)
+                .bind(&recall.tenant)
+                .bind(&recall.source)
+                .bind(recall.created_at_ms)
+                .bind(recall.expires_at_ms)
+                .execute(&mut *tx)
+                .await?;
+                // 7 parameters a turn: 500 turns per statement stay under both limits.
+                for chunk in recall.turns.chunks(500) {
+                    let mut query = sqlx::QueryBuilder::<$db>::new(
+                        "insert into recall_turns (recall_id, tenant, seq, role, tool, paths, text) ",
+                    );
+                    query.push_values(chunk, |mut row, turn| {
+                        row.push_bind(recall.id.clone())
+                            .push_bind(recall.tenant.clone())
+                            .push_bind(turn.seq)
+                            .push_bind(turn.role.clone())
+                            .push_bind(turn.tool.clone())
+                            .push_bind(super::column_text(&turn.paths).into_owned())
+                            .push_bind(super::column_text(&turn.text).into_owned());
+                    });
+                    query.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+            .await
+        }
+
+        async fn recall_turns(
+            &self,
+            tenant: &str,
+            id: &str,
+            from: i32,
+            limit: i64,
+            now_ms: i64,
+        ) -> Result<Option<(i64, Vec<RecallTurn>)>, StoreError> {
+            within(self.deadline, async {
+                let total: Option<i64> = sqlx::query_scalar(
+                    "select (select count(*) from recall_turns t where t.recall_id = r.id) \
+                     from recalls r where r.id = $1 and r.tenant = $2 and r.expires_at_ms > $3",
+                )
+                .bind(id)
+                .bind(tenant)
+                .bind(now_ms)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(total) = total else { return Ok(None) };
+                let rows: Vec<(i32, String, Option<String>, String, String)> = sqlx::query_as(
+                    "select seq, role, tool, paths, text from recall_turns \
+                     where recall_id = $1 and tenant = $2 and seq >= $3 order by seq limit $4",
+                )
+                .bind(id)
+                .bind(tenant)
+                .bind(from)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                let turns = rows
+                    .into_iter()
+                    .map(|(seq, role, tool, paths, text)| RecallTurn { seq, role, tool, paths, text })
+                    .collect();
+                Ok(Some((total, turns)))
+            })
+            .await
+        }
+
+        async fn purge_recalls(&self, now_ms: i64) -> Result<u64, StoreError> {
+            within(self.deadline, async {
+                // Turns first: SQLite's FTS triggers fire on the turns' own deletes.
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "delete from recall_turns where recall_id in \
+                     (select id from recalls where expires_at_ms <= $1)",
+                )
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+                let gone = sqlx::query("delete from recalls where expires_at_ms <= $1")
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(gone)
+            })
+            .await
+        }
+    }
+    };
+}
+
+type HitRow = (String, i32, String, Option<String>, String, i64);
+
+fn hits(rows: Vec<HitRow>) -> Vec<RecallHit> {
+    rows.into_iter()
+        .map(
+            |(recall_id, seq, role, tool, snippet, created_at_ms)| RecallHit {
+                recall_id,
+                seq,
+                role,
+                tool,
+                snippet,
+                created_at_ms,
+            },
+        )
+        .collect()
+}
+
+recall_impl!(PgStore, sqlx::Postgres, {
+    async fn search_recall(
+        &self,
+        tenant: &str,
+        query: &RecallQuery,
+    ) -> Result<Vec<RecallHit>, StoreError> {
+        let words = query_words(&query.text);
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each word as a quoted phrase (a path's parts in order), all of them required.
+        let tsquery = words
+            .iter()
+            .map(|w| format!("'{}'", w.replace('\'', "")))
+            .collect::<Vec<_>>()
+            .join(" & ");
+        within(self.deadline, async {
+            let rows: Vec<HitRow> = sqlx::query_as(
+                "select t.recall_id, t.seq, t.role, t.tool, \
+                   ts_headline('simple', t.text, q, 'StartSel=[, StopSel=], MaxWords=30, MinWords=12'), \
+                   r.created_at_ms \
+                 from recall_turns t join recalls r on r.id = t.recall_id, \
+                   to_tsquery('simple', $2) q \
+                 where t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 and t.search @@ q \
+                   and ($4::text is null or t.recall_id = $4) and ($5::text is null or t.role = $5) \
+                   and ($6::text is null or t.tool = $6) and ($7::text is null or position($7 in t.paths) > 0) \
+                 order by ts_rank(t.search, q) desc, r.created_at_ms desc, t.seq limit $8",
+            )
+            .bind(tenant)
+            .bind(&tsquery)
+            .bind(query.now_ms)
+            .bind(&query.recall_id)
+            .bind(&query.role)
+            .bind(&query.tool)
+            .bind(&query.path)
+            .bind(query.limit)
+            .fetch_all(&self.pool)
+            .await?;
+            Ok(hits(rows))
+        })
+        .await
+    }
+});
+
+recall_impl!(SqliteStore, sqlx::Sqlite, {
+    async fn search_recall(
+        &self,
+        tenant: &str,
+        query: &RecallQuery,
+    ) -> Result<Vec<RecallHit>, StoreError> {
+        let words = query_words(&query.text);
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each word a quoted FTS5 string (a phrase of its tokens), all of them required.
+        let fts = words
+            .iter()
+            .map(|w| format!("\"{}\"", w.replace('"', "")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        within(self.deadline, async {
+            let rows: Vec<HitRow> = sqlx::query_as(
+                "select t.recall_id, t.seq, t.role, t.tool, \
+                   snippet(recall_fts, 1, '[', ']', '…', 24), r.created_at_ms \
+                 from recall_fts join recall_turns t on t.rowid = recall_fts.rowid \
+                   join recalls r on r.id = t.recall_id \
+                 where recall_fts match $2 and t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 \
+                   and ($4 is null or t.recall_id = $4) and ($5 is null or t.role = $5) \
+                   and ($6 is null or t.tool = $6) and ($7 is null or instr(t.paths, $7) > 0) \
+                 order by bm25(recall_fts), r.created_at_ms desc, t.seq limit $8",
+            )
+            .bind(tenant)
+            .bind(&fts)
+            .bind(query.now_ms)
+            .bind(&query.recall_id)
+            .bind(&query.role)
+            .bind(&query.tool)
+            .bind(&query.path)
+            .bind(query.limit)
+            .fetch_all(&self.pool)
+            .await?;
+            Ok(hits(rows))
+        })
+        .await
+    }
+});
+
+#[cfg(test)]
+mod tests {
+    use super::query_words;
+
+    #[test]
+    fn query_words_keep_paths_whole_and_drop_search_syntax() {
+        assert_eq!(
+            query_words("\"ERR_BAD\" OR src/lib.rs* NEAR(x) -- 'drop'"),
+            ["err_bad", "or", "src/lib.rs", "near", "x", "drop"]
+        );
+        assert!(query_words("  *** ").is_empty());
+    }
+}
