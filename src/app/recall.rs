@@ -177,5 +177,8 @@ impl App {
 
 /// The line a summary ends with when its conversation was kept.
 pub fn footer(id: &str) -> String {
-    format!("Earlier detail is searchable: recall_search in compactd (MCP at /mcp), id {id}")
+    format!(
+        "{} recall_search in compactd (MCP at /mcp), id {id}",
+        crate::summarizer::RECALL_LINE_START
+    )
 }

@@ -120,6 +120,9 @@ impl TokenUsage {
     }
 }
 
+/// How the line that ends a summary whose conversation recall kept starts (`app::recall`).
+pub const RECALL_LINE_START: &str = "Earlier detail is searchable:";
+
 /// What the pipeline's stages did to a summary besides writing it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flags {

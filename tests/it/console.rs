@@ -448,6 +448,33 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     );
     console.screenshot("fleet").await;
 
+    // Recall: what the agent wire summarized is found by the search box, the word marked.
+    let compacted = app
+        .client
+        .post(format!("{}/k/{alice}/v1/compact", app.url))
+        .json(&serde_json::json!({"prompt": "<conversation>\n[User]: why does the wombat cache miss?\n\n[Assistant]: The wombat cache keys omit the tenant.\n</conversation>"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(compacted.status().is_success());
+    console.go("/ui").await;
+    console.click("#nav-recall").await;
+    console.fill("#recall-q", "wombat tenant").await;
+    console.click("#recall-search").await;
+    console
+        .wait_for_url("the recall results", |p| p.starts_with("/ui/recall?q="))
+        .await;
+    assert_eq!(console.count("#recall-results li.hit").await, 1);
+    assert!(
+        console.text("#recall-results").await.contains("[wombat]")
+            || console
+                .text("#recall-results")
+                .await
+                .to_lowercase()
+                .contains("[wombat]")
+    );
+    console.screenshot("recall").await;
+
     // Another tenant's key sees none of it.
     console.click("#logout").await;
     console
@@ -457,6 +484,8 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     assert_eq!(console.text("#tenant").await, "bob");
     console.find("#no-sessions").await;
     assert_eq!(console.count("tr.session").await, 0);
+    console.go("/ui/recall?q=wombat").await;
+    console.find("#recall-none").await;
     for path in [
         format!("/ui/sessions/{id}"),
         format!("/ui/sessions/{id}/compactions/{entry_id}"),

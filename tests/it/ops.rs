@@ -349,6 +349,22 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
             );
         }
     }
+    // Recall: a wire summary's conversation, searched and read.
+    let kept: Value = app
+        .post(
+            "/v1/compact",
+            &json!({"prompt": "<conversation>\n[User]: the kiwi parser fails\n</conversation>"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let recall_id = kept["recallId"].as_str().unwrap();
+    app.get("/v1/recall/search?q=kiwi").await;
+    app.get(&format!("/v1/recall/{recall_id}/turns?limit=5"))
+        .await;
+    app.get("/v1/recall/search?q=%20").await;
+    app.get("/v1/recall/r_none/turns").await;
     let count =
         json!({"model": "claude-opus-5-5", "messages": [{"role": "user", "content": "hi"}]});
     app.post("/v1/messages/count_tokens", &count).await;

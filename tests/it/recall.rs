@@ -90,6 +90,7 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();
     config.summarizers.models = vec!["extractive".parse().unwrap()];
+    config.summarizers.stages.recall_footer = true;
     let app = TestApp::with_store(config, store.clone()).await;
     let (alice, _) = key(&store, "alice").await;
     let (bob, _) = key(&store, "bob").await;
@@ -115,6 +116,29 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
             .ends_with(&format!("recall_search in compactd (MCP at /mcp), id {id}")),
         "{summary}"
     );
+
+    // The next compaction carries the summary on, with one recall line: its own.
+    let next = compactd::transcript::prompt::history_prompt(
+        &compactd::prompts::Prompts::builtin(),
+        "[User]: Then bump the version.",
+        Some(summary),
+        None,
+    );
+    let chained: Value = app
+        .post(&format!("/k/{alice}/v1/compact"), &json!({"prompt": next}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let chained_summary = chained["summary"].as_str().unwrap();
+    assert_eq!(
+        chained_summary
+            .matches("Earlier detail is searchable")
+            .count(),
+        1,
+        "{chained_summary}"
+    );
+    assert_ne!(chained["recallId"], id.as_str());
 
     // The official Rust SDK: initialize, list the tools, search, read.
     let client = mcp(&app.url, &alice).await.unwrap();

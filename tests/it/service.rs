@@ -35,7 +35,10 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    let body = json_of(response).await;
+    let mut body = json_of(response).await;
+    // The conversation was kept for recall, under an id of its own.
+    let recall_id = body.as_object_mut().unwrap().remove("recallId").unwrap();
+    assert!(recall_id.as_str().unwrap().starts_with("r_"), "{recall_id}");
     assert_eq!(
         body,
         json!({"summary": answer("ship it"), "model": "openai:gpt-test",

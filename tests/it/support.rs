@@ -209,6 +209,8 @@ pub fn config() -> ServeConfig {
     config.storage.database_url = Some(compactd::config::Secret::new("sqlite::memory:"));
     // The name in-process requests are sent to (see `TestApp::in_process`).
     config.access.allowed_hosts = vec!["in-process.compactd.invalid".into()];
+    // Tests compare summaries exactly; recall's line is tested where it is the subject.
+    config.summarizers.stages.recall_footer = false;
     config
 }
 

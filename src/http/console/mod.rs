@@ -13,6 +13,7 @@ mod extract;
 mod fleet;
 mod markdown;
 mod pages;
+mod recall;
 mod viewer;
 mod views;
 
@@ -36,6 +37,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/ui/login", get(viewer::login_page).post(viewer::login))
         .route("/ui/logout", post(viewer::logout))
         .route("/ui/fleet", get(fleet::fleet))
+        .route("/ui/recall", get(recall::recall))
         .route("/ui/sessions", post(pages::upload))
         .route("/ui/sessions/{id}", get(pages::session))
         .route("/ui/sessions/{id}/compact", post(pages::compact))

@@ -45,7 +45,12 @@ fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
             in_tag = false;
             continue;
         }
-        if in_tag || trimmed.is_empty() || trimmed == "---" {
+        // The recall line belongs to the summary it ends, not to the next one.
+        if in_tag
+            || trimmed.is_empty()
+            || trimmed == "---"
+            || trimmed.starts_with(crate::summarizer::RECALL_LINE_START)
+        {
             continue;
         }
         if trimmed.starts_with("#") {
