@@ -62,22 +62,38 @@ async fn main() -> anyhow::Result<()> {
             })
             .collect();
         store
-            .save_recall(&NewRecall {
+            .save_recalls(&[NewRecall {
                 id: format!("r_bench{conversation:05}"),
                 tenant: format!("tenant{}", conversation % 10),
                 source: "remote-endpoint".into(),
                 created_at_ms: 1,
                 expires_at_ms: i64::MAX,
                 turns,
-            })
+            }])
             .await?;
         n += 100;
     }
-    println!("stored {n} turns in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "stored {n} turns in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let words = [
-        "theme", "chalk", "truecolor", "TuiRenderer", "packages/coding-agent/src/main.ts",
-        "error TS2304", "userMessageText", "npm run check", "selector", "ghostty", "invalidate",
-        "markdown code block", "session-manager.ts", "compaction", "tsgo --noEmit", "rgb",
+        "theme",
+        "chalk",
+        "truecolor",
+        "TuiRenderer",
+        "packages/coding-agent/src/main.ts",
+        "error TS2304",
+        "userMessageText",
+        "npm run check",
+        "selector",
+        "ghostty",
+        "invalidate",
+        "markdown code block",
+        "session-manager.ts",
+        "compaction",
+        "tsgo --noEmit",
+        "rgb",
     ];
     let mut times = Vec::new();
     let mut hits = 0;
@@ -89,7 +105,10 @@ async fn main() -> anyhow::Result<()> {
             ..RecallQuery::default()
         };
         let at = Instant::now();
-        hits += store.search_recall(&format!("tenant{}", i % 10), &query).await?.len();
+        hits += store
+            .search_recall(&format!("tenant{}", i % 10), &query)
+            .await?
+            .len();
         times.push(at.elapsed());
     }
     times.sort();

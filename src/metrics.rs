@@ -29,6 +29,7 @@ pub struct Metrics {
     pub session_index_bytes: IntGauge,
     pub rejections: IntCounter,
     pub call_log_dropped: IntCounter,
+    pub recall_dropped: IntCounter,
     pub anchors: IntCounterVec,
     pub repair_calls: IntCounter,
     pub redactions: IntCounterVec,
@@ -141,6 +142,10 @@ impl Metrics {
             call_log_dropped: counter(
                 "compactd_call_log_dropped_total",
                 "Call-log rows dropped because the log queue was full.",
+            ),
+            recall_dropped: counter(
+                "compactd_recall_dropped_total",
+                "Conversations not kept for recall: its write queue was full or the store refused them.",
             ),
             anchors: counter_vec(
                 "compactd_anchors_total",

@@ -23,6 +23,7 @@ pub mod pins;
 pub mod plans;
 pub mod preview;
 pub mod recall;
+pub mod recall_writer;
 pub mod sessions;
 mod stored_path;
 pub mod tree;
@@ -75,6 +76,7 @@ pub struct App {
     leaf_locks: compactions::LeafLocks,
     /// The facts of recently used sessions (see [`index`]).
     pub index_cache: index::IndexCache,
+    recall_writer: recall_writer::RecallWriter,
 }
 
 impl App {
@@ -86,7 +88,9 @@ impl App {
         calls: CallLog,
         limits: Limits,
     ) -> App {
+        let recall_writer = recall_writer::RecallWriter::spawn(store.clone(), metrics.clone());
         App {
+            recall_writer,
             store,
             pipeline,
             prompts: Arc::new(prompts),

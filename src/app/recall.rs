@@ -23,9 +23,10 @@ const PURGE_EVERY: Duration = Duration::from_secs(600);
 const PATH_ARGUMENTS: [&str; 5] = ["path", "file_path", "filePath", "file", "filename"];
 
 impl App {
-    /// Keeps `conversation` for recall, redacted; its id, or `None` when recall is off, there is
-    /// nothing to keep, or the store did not take it (the summary is answered all the same).
-    pub async fn keep_recall(
+    /// Keeps `conversation` for recall, redacted (queued: written within moments, see
+    /// [`super::recall_writer`]); its id, or `None` when recall is off, there is nothing to
+    /// keep, or the queue is full (the summary is answered all the same).
+    pub fn keep_recall(
         &self,
         who: &Identity,
         endpoint: Endpoint,
@@ -48,12 +49,11 @@ impl App {
             expires_at_ms: now + retention.as_millis() as i64,
             turns,
         };
-        match self.store.save_recall(&recall).await {
-            Ok(()) => Some(id),
-            Err(error) => {
-                tracing::warn!(%error, "recall not kept: the store did not take it");
-                None
-            }
+        if self.recall_writer.queue(recall) {
+            Some(id)
+        } else {
+            self.metrics.recall_dropped.inc();
+            None
         }
     }
 

@@ -156,7 +156,7 @@ impl App {
         let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
         let mut summary = self.pipeline.summarize_job(&context, job).await?;
         // Kept only once summarized: a failed summarization leaves nothing behind.
-        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation).await {
+        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation) {
             if self.limits.recall_footer {
                 summary.text = format!(
                     "{}\n\n{}",

@@ -74,8 +74,8 @@ pub fn query_words(text: &str) -> Vec<String> {
 
 #[async_trait::async_trait]
 pub trait Recall: Send + Sync {
-    /// Keeps a conversation (all its turns, in one transaction).
-    async fn save_recall(&self, recall: &NewRecall) -> Result<(), StoreError>;
+    /// Keeps conversations, all their turns, in one transaction.
+    async fn save_recalls(&self, recalls: &[NewRecall]) -> Result<(), StoreError>;
     /// Turns of `tenant`'s unexpired conversations that hold every word of the query.
     async fn search_recall(
         &self,
@@ -103,26 +103,36 @@ macro_rules! recall_impl {
     impl Recall for $store {
         $($search)*
 
-        async fn save_recall(&self, recall: &NewRecall) -> Result<(), StoreError> {
+        async fn save_recalls(&self, recalls: &[NewRecall]) -> Result<(), StoreError> {
+            if recalls.is_empty() {
+                return Ok(());
+            }
             within(self.deadline, async {
                 let mut tx = self.pool.begin().await?;
-                sqlx::query(
-                    "insert into recalls (id, tenant, source, created_at_ms, expires_at_ms) \
-                     values ($1, $2, $3, $4, $5)",
-                )
-                .bind(&recall.id)
-                .bind(&recall.tenant)
-                .bind(&recall.source)
-                .bind(recall.created_at_ms)
-                .bind(recall.expires_at_ms)
-                .execute(&mut *tx)
-                .await?;
-                // 7 parameters a turn: 500 turns per statement stay under both limits.
-                for chunk in recall.turns.chunks(500) {
+                for chunk in recalls.chunks(500) {
+                    let mut query = sqlx::QueryBuilder::<$db>::new(
+                        "insert into recalls (id, tenant, source, created_at_ms, expires_at_ms) ",
+                    );
+                    query.push_values(chunk, |mut row, recall| {
+                        row.push_bind(recall.id.clone())
+                            .push_bind(recall.tenant.clone())
+                            .push_bind(recall.source.clone())
+                            .push_bind(recall.created_at_ms)
+                            .push_bind(recall.expires_at_ms);
+                    });
+                    query.build().execute(&mut *tx).await?;
+                }
+                let turns: Vec<(&NewRecall, &RecallTurn)> = recalls
+                    .iter()
+                    .flat_map(|r| r.turns.iter().map(move |t| (r, t)))
+                    .collect();
+                // 7 parameters a turn: 500 turns per statement stay under both limits; fixed
+                // chunk sizes keep the prepared statements few.
+                for chunk in super::fixed_chunks(&turns) {
                     let mut query = sqlx::QueryBuilder::<$db>::new(
                         "insert into recall_turns (recall_id, tenant, seq, role, tool, paths, text) ",
                     );
-                    query.push_values(chunk, |mut row, turn| {
+                    query.push_values(chunk, |mut row, (recall, turn)| {
                         row.push_bind(recall.id.clone())
                             .push_bind(recall.tenant.clone())
                             .push_bind(turn.seq)

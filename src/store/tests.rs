@@ -54,9 +54,8 @@ async fn recalls_expire_and_are_purged_per_tenant(store: Arc<dyn Store>) {
         expires_at_ms: expires,
         turns: vec![turn(0, "the quokka test failed"), turn(1, "nothing here")],
     };
-    store.save_recall(&recall("r_old", "t", 100)).await.unwrap();
     store
-        .save_recall(&recall("r_new", "t", 10_000))
+        .save_recalls(&[recall("r_old", "t", 100), recall("r_new", "t", 10_000)])
         .await
         .unwrap();
     let query = |now_ms: i64| RecallQuery {

@@ -457,6 +457,19 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
         .await
         .unwrap();
     assert!(compacted.status().is_success());
+    // Kept write-behind: wait until the API finds it.
+    crate::support::eventually("the conversation kept", || async {
+        let found = api(
+            &app,
+            &alice,
+            Method::GET,
+            "/v1/recall/search?q=wombat",
+            None,
+        )
+        .await;
+        (!found["hits"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
     console.go("/ui").await;
     console.click("#nav-recall").await;
     console.fill("#recall-q", "wombat tenant").await;

@@ -360,7 +360,16 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         .await
         .unwrap();
     let recall_id = kept["recallId"].as_str().unwrap();
-    app.get("/v1/recall/search?q=kiwi").await;
+    crate::support::eventually("the conversation kept", || async {
+        let found: Value = app
+            .get("/v1/recall/search?q=kiwi")
+            .await
+            .json()
+            .await
+            .ok()?;
+        (!found["hits"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
     app.get(&format!("/v1/recall/{recall_id}/turns?limit=5"))
         .await;
     app.get("/v1/recall/search?q=%20").await;

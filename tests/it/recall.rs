@@ -117,6 +117,21 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         "{summary}"
     );
 
+    // Kept write-behind: the conversation is searchable within moments of the answer.
+    crate::support::eventually("the conversation kept", || async {
+        let found: Value = reqwest::Client::new()
+            .get(format!("{}/v1/recall/search?q={NEEDLE}", app.url))
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (!found["hits"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
+
     // The next compaction carries the summary on, with one recall line: its own.
     let next = compactd::transcript::prompt::history_prompt(
         &compactd::prompts::Prompts::builtin(),

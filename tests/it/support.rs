@@ -272,3 +272,23 @@ pub fn node_with_mcp_sdk() -> (std::path::PathBuf, std::path::PathBuf) {
     );
     (node, modules)
 }
+
+/// Polls `check` until it answers `Some` (every 20 ms, for at most 10 s): for what compactd writes
+/// behind the response (recall's conversations).
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

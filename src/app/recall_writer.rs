@@ -1,0 +1,50 @@
+//! Recall's writer: conversations are kept write-behind, like the call log — queued (bounded) on
+//! the request path, written by one task in batches (one transaction each), so that a
+//! summarization does not wait for the store and SQLite's single writer is not asked once per
+//! request. A conversation the queue has no room for is not kept, and its summary names no
+//! recall id.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::store::{NewRecall, Store};
+
+/// Conversations waiting to be written.
+const QUEUE: usize = 4096;
+/// Most conversations one batch writes.
+const BATCH: usize = 256;
+
+#[derive(Clone, Debug)]
+pub struct RecallWriter {
+    sender: mpsc::Sender<NewRecall>,
+}
+
+impl RecallWriter {
+    /// Starts the writer task.
+    pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        tokio::spawn(write(receiver, store, metrics));
+        RecallWriter { sender }
+    }
+
+    /// Queues a conversation; `false` when the queue is full.
+    pub fn queue(&self, recall: NewRecall) -> bool {
+        self.sender.try_send(recall).is_ok()
+    }
+}
+
+async fn write(
+    mut receiver: mpsc::Receiver<NewRecall>,
+    store: Arc<dyn Store>,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while receiver.recv_many(&mut batch, BATCH).await > 0 {
+        if let Err(error) = store.save_recalls(&batch).await {
+            metrics.recall_dropped.inc_by(batch.len() as u64);
+            tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
+        }
+        batch.clear();
+    }
+}
