@@ -36,10 +36,12 @@ impl App {
         if retention.is_zero() || conversation.messages.is_empty() {
             return None;
         }
-        let turns = self.recall_turns_of(conversation);
-        let mut id = [0u8; 12];
-        getrandom::fill(&mut id).ok()?;
-        let id = format!("r_{}", crate::pipeline::cache::hex(&id));
+        // The id is the tenant's conversation's: an agent's retry, or a request the summary
+        // cache answers, names the conversation already kept instead of keeping it again.
+        let id = recall_id(&who.tenant, conversation);
+        if self.recall_writer.seen(&id) {
+            return Some(id);
+        }
         let now = now_ms();
         let recall = NewRecall {
             id: id.clone(),
@@ -47,7 +49,7 @@ impl App {
             source: endpoint.label().to_owned(),
             created_at_ms: now,
             expires_at_ms: now + retention.as_millis() as i64,
-            turns,
+            turns: self.recall_turns_of(conversation),
         };
         if self.recall_writer.queue(recall) {
             Some(id)
@@ -173,6 +175,23 @@ impl App {
             }
         });
     }
+}
+
+/// `r_` and 24 hex digits of the SHA-256 of the tenant and the conversation's turns.
+fn recall_id(tenant: &str, conversation: &Conversation) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(tenant.as_bytes());
+    for message in &conversation.messages {
+        hash.update([0, message.role as u8]);
+        hash.update(message.text.as_bytes());
+        for call in &message.calls {
+            hash.update([1]);
+            hash.update(call.name.as_bytes());
+            hash.update(serde_json::to_vec(&call.arguments).unwrap_or_default());
+        }
+    }
+    format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
 }
 
 /// The line a summary ends with when its conversation was kept.

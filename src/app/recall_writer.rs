@@ -15,9 +15,13 @@ const QUEUE: usize = 4096;
 /// Most conversations one batch writes.
 const BATCH: usize = 256;
 
+/// Ids queued lately, remembered so that the same conversation is not queued again.
+const SEEN: u64 = 100_000;
+
 #[derive(Clone, Debug)]
 pub struct RecallWriter {
     sender: mpsc::Sender<NewRecall>,
+    seen: moka::sync::Cache<String, ()>,
 }
 
 impl RecallWriter {
@@ -25,12 +29,28 @@ impl RecallWriter {
     pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
         let (sender, receiver) = mpsc::channel(QUEUE);
         tokio::spawn(write(receiver, store, metrics));
-        RecallWriter { sender }
+        RecallWriter {
+            sender,
+            seen: moka::sync::Cache::builder()
+                .max_capacity(SEEN)
+                .time_to_live(std::time::Duration::from_secs(600))
+                .build(),
+        }
+    }
+
+    /// Whether this conversation was queued in the last ten minutes.
+    pub fn seen(&self, id: &str) -> bool {
+        self.seen.contains_key(id)
     }
 
     /// Queues a conversation; `false` when the queue is full.
     pub fn queue(&self, recall: NewRecall) -> bool {
-        self.sender.try_send(recall).is_ok()
+        let id = recall.id.clone();
+        let queued = self.sender.try_send(recall).is_ok();
+        if queued {
+            self.seen.insert(id, ());
+        }
+        queued
     }
 }
 

@@ -120,6 +120,8 @@ macro_rules! recall_impl {
                             .push_bind(recall.created_at_ms)
                             .push_bind(recall.expires_at_ms);
                     });
+                    // The id is the conversation's: the same one kept again is kept once.
+                    query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
                 let turns: Vec<(&NewRecall, &RecallTurn)> = recalls
@@ -141,6 +143,7 @@ macro_rules! recall_impl {
                             .push_bind(super::column_text(&turn.paths).into_owned())
                             .push_bind(super::column_text(&turn.text).into_owned());
                     });
+                    query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;

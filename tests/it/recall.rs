@@ -99,12 +99,12 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
 
     // The agent compacts through the remoteEndpoint wire (the key in the path, as it sends it).
     // As JavaScript writes it: the half emoji pi's truncation left is a lone-surrogate escape.
-    let body = json!({"systemPrompt": "Summarize.", "prompt": prompt()})
+    let raw = json!({"systemPrompt": "Summarize.", "prompt": prompt()})
         .to_string()
         .replace('\u{FFFD}', "\\ud83d");
-    assert!(body.contains("\\ud83d"));
+    assert!(raw.contains("\\ud83d"));
     let response = app
-        .post_json_text(&format!("/k/{alice}/v1/compact"), body)
+        .post_json_text(&format!("/k/{alice}/v1/compact"), raw.clone())
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
@@ -131,6 +131,15 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         (!found["hits"].as_array()?.is_empty()).then_some(())
     })
     .await;
+
+    // The agent's retry of the same request names the conversation already kept.
+    let again: Value = app
+        .post_json_text(&format!("/k/{alice}/v1/compact"), raw)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["recallId"], id.as_str());
 
     // The next compaction carries the summary on, with one recall line: its own.
     let next = compactd::transcript::prompt::history_prompt(
