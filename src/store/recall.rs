@@ -96,12 +96,38 @@ pub trait Recall: Send + Sync {
     async fn purge_recalls(&self, now_ms: i64) -> Result<u64, StoreError>;
 }
 
-/// The parts both stores share: saving, reading, purging (same SQL), by a macro as in `sql.rs`.
+/// `Recall` for a store: saving, reading and purging are the same SQL on both; searching takes
+/// the store's statement (`$sql`) and query syntax (`$terms`). A macro, as in `sql.rs`.
 macro_rules! recall_impl {
-    ($store:ty, $db:ty, { $($search:tt)* }) => {
+    ($store:ty, $db:ty, $sql:expr, $terms:path) => {
     #[async_trait::async_trait]
     impl Recall for $store {
-        $($search)*
+        async fn search_recall(
+            &self,
+            tenant: &str,
+            query: &RecallQuery,
+        ) -> Result<Vec<RecallHit>, StoreError> {
+            let words = query_words(&query.text);
+            if words.is_empty() {
+                return Ok(Vec::new());
+            }
+            let terms = $terms(&words);
+            within(self.deadline, async {
+                let rows: Vec<HitRow> = sqlx::query_as($sql)
+                    .bind(tenant)
+                    .bind(&terms)
+                    .bind(query.now_ms)
+                    .bind(&query.recall_id)
+                    .bind(&query.role)
+                    .bind(&query.tool)
+                    .bind(&query.path)
+                    .bind(query.limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(hits(rows))
+            })
+            .await
+        }
 
         async fn save_recalls(&self, recalls: &[NewRecall]) -> Result<(), StoreError> {
             if recalls.is_empty() {
@@ -232,92 +258,46 @@ fn hits(rows: Vec<HitRow>) -> Vec<RecallHit> {
         .collect()
 }
 
-recall_impl!(PgStore, sqlx::Postgres, {
-    async fn search_recall(
-        &self,
-        tenant: &str,
-        query: &RecallQuery,
-    ) -> Result<Vec<RecallHit>, StoreError> {
-        let words = query_words(&query.text);
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Each word as a quoted phrase (a path's parts in order), all of them required.
-        let tsquery = words
-            .iter()
-            .map(|w| format!("'{}'", w.replace('\'', "")))
-            .collect::<Vec<_>>()
-            .join(" & ");
-        within(self.deadline, async {
-            let rows: Vec<HitRow> = sqlx::query_as(
-                "select t.recall_id, t.seq, t.role, t.tool, \
-                   ts_headline('simple', t.text, q, 'StartSel=[, StopSel=], MaxWords=30, MinWords=12'), \
-                   r.created_at_ms \
-                 from recall_turns t join recalls r on r.id = t.recall_id, \
-                   to_tsquery('simple', $2) q \
-                 where t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 and t.search @@ q \
-                   and ($4::text is null or t.recall_id = $4) and ($5::text is null or t.role = $5) \
-                   and ($6::text is null or t.tool = $6) and ($7::text is null or position($7 in t.paths) > 0) \
-                 order by ts_rank(t.search, q) desc, r.created_at_ms desc, t.seq limit $8",
-            )
-            .bind(tenant)
-            .bind(&tsquery)
-            .bind(query.now_ms)
-            .bind(&query.recall_id)
-            .bind(&query.role)
-            .bind(&query.tool)
-            .bind(&query.path)
-            .bind(query.limit)
-            .fetch_all(&self.pool)
-            .await?;
-            Ok(hits(rows))
-        })
-        .await
-    }
-});
+/// PostgreSQL's search: each word a quoted phrase of a `tsquery` (a path's parts in order), all
+/// of them required; ranked by `ts_rank`, the words marked by `ts_headline`.
+const PG_SEARCH: &str = "select t.recall_id, t.seq, t.role, t.tool, \
+       ts_headline('simple', t.text, q, 'StartSel=[, StopSel=], MaxWords=30, MinWords=12'), \
+       r.created_at_ms \
+     from recall_turns t join recalls r on r.id = t.recall_id, to_tsquery('simple', $2) q \
+     where t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 and t.search @@ q \
+       and ($4::text is null or t.recall_id = $4) and ($5::text is null or t.role = $5) \
+       and ($6::text is null or t.tool = $6) and ($7::text is null or position($7 in t.paths) > 0) \
+     order by ts_rank(t.search, q) desc, r.created_at_ms desc, t.seq limit $8";
 
-recall_impl!(SqliteStore, sqlx::Sqlite, {
-    async fn search_recall(
-        &self,
-        tenant: &str,
-        query: &RecallQuery,
-    ) -> Result<Vec<RecallHit>, StoreError> {
-        let words = query_words(&query.text);
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Each word a quoted FTS5 string (a phrase of its tokens), all of them required.
-        let fts = words
-            .iter()
-            .map(|w| format!("\"{}\"", w.replace('"', "")))
-            .collect::<Vec<_>>()
-            .join(" ");
-        within(self.deadline, async {
-            let rows: Vec<HitRow> = sqlx::query_as(
-                "select t.recall_id, t.seq, t.role, t.tool, \
-                   snippet(recall_fts, 1, '[', ']', '…', 24), r.created_at_ms \
-                 from recall_fts join recall_turns t on t.rowid = recall_fts.rowid \
-                   join recalls r on r.id = t.recall_id \
-                 where recall_fts match $2 and t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 \
-                   and ($4 is null or t.recall_id = $4) and ($5 is null or t.role = $5) \
-                   and ($6 is null or t.tool = $6) and ($7 is null or instr(t.paths, $7) > 0) \
-                 order by bm25(recall_fts), r.created_at_ms desc, t.seq limit $8",
-            )
-            .bind(tenant)
-            .bind(&fts)
-            .bind(query.now_ms)
-            .bind(&query.recall_id)
-            .bind(&query.role)
-            .bind(&query.tool)
-            .bind(&query.path)
-            .bind(query.limit)
-            .fetch_all(&self.pool)
-            .await?;
-            Ok(hits(rows))
-        })
-        .await
-    }
-});
+fn pg_terms(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("'{}'", w.replace('\'', "")))
+        .collect::<Vec<_>>()
+        .join(" & ")
+}
+
+/// SQLite's: each word a quoted FTS5 string (a phrase of its tokens), all of them required;
+/// ranked by bm25, the words marked by `snippet`.
+const SQLITE_SEARCH: &str = "select t.recall_id, t.seq, t.role, t.tool, \
+       snippet(recall_fts, 1, '[', ']', '…', 24), r.created_at_ms \
+     from recall_fts join recall_turns t on t.rowid = recall_fts.rowid \
+       join recalls r on r.id = t.recall_id \
+     where recall_fts match $2 and t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 \
+       and ($4 is null or t.recall_id = $4) and ($5 is null or t.role = $5) \
+       and ($6 is null or t.tool = $6) and ($7 is null or instr(t.paths, $7) > 0) \
+     order by bm25(recall_fts), r.created_at_ms desc, t.seq limit $8";
+
+fn sqlite_terms(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{}\"", w.replace('"', "")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+recall_impl!(PgStore, sqlx::Postgres, PG_SEARCH, pg_terms);
+recall_impl!(SqliteStore, sqlx::Sqlite, SQLITE_SEARCH, sqlite_terms);
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,21 @@ async fn key(store: &Arc<dyn Store>, tenant: &str) -> (String, String) {
     (text, record.key_id)
 }
 
+/// A GET with a key, its status and JSON body.
+async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
+    let response = app
+        .send(
+            app.client
+                .get(format!("{}{path}", app.url))
+                .bearer_auth(key),
+        )
+        .await;
+    (
+        response.status(),
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
 async fn mcp(
     url: &str,
     key: &str,
@@ -119,15 +134,7 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
 
     // Kept write-behind: the conversation is searchable within moments of the answer.
     crate::support::eventually("the conversation kept", || async {
-        let found: Value = reqwest::Client::new()
-            .get(format!("{}/v1/recall/search?q={NEEDLE}", app.url))
-            .bearer_auth(&alice)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let (_, found) = get(&app, &alice, &format!("/v1/recall/search?q={NEEDLE}")).await;
         (!found["hits"].as_array()?.is_empty()).then_some(())
     })
     .await;
@@ -253,44 +260,24 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(raw.status(), StatusCode::UNAUTHORIZED);
 
-    // The REST equivalents.
-    let rest: Value = app
-        .client
-        .get(format!(
-            "{}/v1/recall/search?q={NEEDLE}&path=vendor",
-            app.url
-        ))
-        .bearer_auth(&alice)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // The REST equivalents (through `send`: checked against the documentation).
+    let (_, rest) = get(
+        &app,
+        &alice,
+        &format!("/v1/recall/search?q={NEEDLE}&path=vendor"),
+    )
+    .await;
     assert_eq!(rest["hits"][0]["seq"].as_i64(), Some(seq));
-    let page: Value = app
-        .client
-        .get(format!(
-            "{}/v1/recall/{id}/turns?from={seq}&limit=1",
-            app.url
-        ))
-        .bearer_auth(&alice)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, page) = get(
+        &app,
+        &alice,
+        &format!("/v1/recall/{id}/turns?from={seq}&limit=1"),
+    )
+    .await;
     assert_eq!(page["turns"][0]["text"].as_str(), Some(expected.as_str()));
     assert_eq!(page["total"], 5);
-    let other = app
-        .client
-        .get(format!("{}/v1/recall/{id}/turns", app.url))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(other.status(), StatusCode::NOT_FOUND);
+    let (status, _) = get(&app, &bob, &format!("/v1/recall/{id}/turns")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 
     // The reference TypeScript SDK, from npm, does the same in a node script.
     let (node, modules) = crate::support::node_with_mcp_sdk();
