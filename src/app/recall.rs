@@ -25,12 +25,16 @@ const PATH_ARGUMENTS: [&str; 5] = ["path", "file_path", "filePath", "file", "fil
 impl App {
     /// Keeps `conversation` for recall, redacted (queued: written within moments, see
     /// [`super::recall_writer`]); its id, or `None` when recall is off, there is nothing to
-    /// keep, or the queue is full (the summary is answered all the same).
+    /// keep, or the queue is full (the summary is answered all the same). `redactions`: the
+    /// secrets the pipeline replaced in this summarization; none means none is in the
+    /// conversation (its texts are pieces of the prompt the pipeline searched), so it is kept as
+    /// it is instead of being searched again.
     pub fn keep_recall(
         &self,
         who: &Identity,
         endpoint: Endpoint,
         conversation: &Conversation,
+        redactions: u64,
     ) -> Option<String> {
         let retention = self.limits.recall_retention;
         if retention.is_zero() || conversation.messages.is_empty() {
@@ -49,7 +53,7 @@ impl App {
             source: endpoint.label().to_owned(),
             created_at_ms: now,
             expires_at_ms: now + retention.as_millis() as i64,
-            turns: self.recall_turns_of(conversation),
+            turns: self.recall_turns_of(conversation, redactions > 0),
         };
         if self.recall_writer.queue(recall) {
             Some(id)
@@ -61,9 +65,10 @@ impl App {
 
     /// The turns of a conversation as recall keeps them: secrets replaced as the models saw
     /// them, tool calls written out, the paths they named listed.
-    fn recall_turns_of(&self, conversation: &Conversation) -> Vec<RecallTurn> {
+    fn recall_turns_of(&self, conversation: &Conversation, has_secrets: bool) -> Vec<RecallTurn> {
         let mut placeholders = Placeholders::default();
-        let mut redact = |text: &str| match self.pipeline.redactor() {
+        let redactor = self.pipeline.redactor().filter(|_| has_secrets);
+        let mut redact = |text: &str| match redactor {
             Some(redactor) => redactor.redact(text, &mut placeholders),
             None => text.to_owned(),
         };
@@ -194,10 +199,21 @@ fn recall_id(tenant: &str, conversation: &Conversation) -> String {
     format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
 }
 
-/// The line a summary ends with when its conversation was kept.
-pub fn footer(id: &str) -> String {
+/// `summary` ending with the line that names its kept conversation. A recall line the summary
+/// already holds (its previous summary's, carried on by the model or the extractive summarizer)
+/// is dropped: it names the conversation before.
+pub fn with_footer(summary: &str, id: &str) -> String {
+    let kept: Vec<&str> = summary
+        .lines()
+        .filter(|line| {
+            !line
+                .trim_start()
+                .starts_with(crate::summarizer::RECALL_LINE_START)
+        })
+        .collect();
     format!(
-        "{} recall_search in compactd (MCP at /mcp), id {id}",
+        "{}\n\n{} recall_search in compactd (MCP at /mcp), id {id}",
+        kept.join("\n").trim_end(),
         crate::summarizer::RECALL_LINE_START
     )
 }

@@ -156,13 +156,10 @@ impl App {
         let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
         let mut summary = self.pipeline.summarize_job(&context, job).await?;
         // Kept only once summarized: a failed summarization leaves nothing behind.
-        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation) {
+        let redactions = summary.flags.redactions;
+        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation, redactions) {
             if self.limits.recall_footer {
-                summary.text = format!(
-                    "{}\n\n{}",
-                    summary.text.trim_end(),
-                    super::recall::footer(&id)
-                );
+                summary.text = super::recall::with_footer(&summary.text, &id);
             }
             summary.flags.recall_id = Some(id);
         }

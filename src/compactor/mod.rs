@@ -145,19 +145,9 @@ pub async fn compact(
         &files,
     )
     .await?;
-    let history_text = match &history_summary {
-        Some(summary) => summary.text.clone(),
-        // Only the split turn is new: the previous summary stays as the history part.
-        None => prep
-            .previous_summary
-            .map(strip_file_tags)
-            .unwrap_or_else(|| "No prior history.".to_owned()),
-    };
-
-    let merged = match &prefix_summary {
-        Some(prefix) => merge_split_turn(&history_text, &prefix.text),
-        None => history_text,
-    };
+    let merged = merged_summary(history_summary.as_ref(), prefix_summary.as_ref(), || {
+        prep.previous_summary.map(strip_file_tags)
+    });
     let summary = merged + &files.format_tags();
 
     let leaf = path.last().expect("a plan has a non-empty path");
@@ -191,6 +181,24 @@ pub async fn compact(
         .chain(prefix_summary.iter())
         .collect();
     Ok(finish(entry, &calls, started, tokens_after))
+}
+
+/// The summary of a compaction: its history part merged with the split turn's prefix summary.
+/// When only the split turn is new, the previous summary (as `previous` gives it) stays as the
+/// history part.
+fn merged_summary(
+    history: Option<&Summary>,
+    prefix: Option<&Summary>,
+    previous: impl FnOnce() -> Option<String>,
+) -> String {
+    let history = match history {
+        Some(summary) => summary.text.clone(),
+        None => previous().unwrap_or_else(|| "No prior history.".to_owned()),
+    };
+    match prefix {
+        Some(prefix) => merge_split_turn(&history, &prefix.text),
+        None => history,
+    }
 }
 
 /// The history summary and the split turn's prefix, summarized side by side. The file lists

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{CompactError, CompactionOutcome, CompactionRequest, finish, summarize_parts};
+use super::{
+    CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
+};
 use crate::compaction::NothingReason;
 use crate::compaction::budget::{history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::CompactionEntry;
@@ -17,7 +19,7 @@ use crate::js_json::utf16_len;
 use crate::pipeline::{Context, Pipeline};
 use crate::session::{Entry, IdSet, new_entry_id, time};
 use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
-use crate::transcript::prompt::{conversation_block, merge_split_turn, previous_block};
+use crate::transcript::prompt::{conversation_block, previous_block};
 
 const SYSTEM: &str = include_str!("../../prompts/pi15/system.md");
 const SUMMARY: &str = include_str!("../../prompts/pi15/summary.md");
@@ -87,17 +89,9 @@ pub(super) async fn compact(
     )
     .await?;
     // pi 1.5 keeps the previous summary as it is when only the split turn is new.
-    let history_text = match &history {
-        Some(summary) => summary.text.clone(),
-        None => prep
-            .previous_summary
-            .clone()
-            .unwrap_or_else(|| "No prior history.".to_owned()),
-    };
-    let merged = match &prefix {
-        Some(prefix) => merge_split_turn(&history_text, &prefix.text),
-        None => history_text,
-    };
+    let merged = merged_summary(history.as_ref(), prefix.as_ref(), || {
+        prep.previous_summary.clone()
+    });
     let calls: Vec<&Summary> = history.iter().chain(prefix.iter()).collect();
     let usage = calls
         .iter()

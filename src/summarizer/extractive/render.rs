@@ -45,12 +45,7 @@ fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
             in_tag = false;
             continue;
         }
-        // The recall line belongs to the summary it ends, not to the next one.
-        if in_tag
-            || trimmed.is_empty()
-            || trimmed == "---"
-            || trimmed.starts_with(crate::summarizer::RECALL_LINE_START)
-        {
+        if in_tag || trimmed.is_empty() || trimmed == "---" {
             continue;
         }
         if trimmed.starts_with("#") {
