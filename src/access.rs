@@ -289,7 +289,7 @@ mod tests {
             rate_per_minute: 0,
         });
         let (good, record) = new_key("t", None, 1);
-        crate::store::Store::create_key(&store, &record)
+        crate::store::Ledger::create_key(&store, &record)
             .await
             .unwrap();
         assert!(access.verify(&store, &good).await.is_ok());

@@ -5,6 +5,7 @@
 //! as the embedded default. They share their queries (see `sql.rs`); only connecting, migrating
 //! and error details differ.
 
+pub mod ledger;
 mod postgres;
 pub mod recall;
 mod records;
@@ -15,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use ledger::Ledger;
 pub use postgres::PgStore;
 pub use recall::{NewRecall, Recall, RecallHit, RecallQuery, RecallTurn};
 pub use records::{
@@ -131,7 +133,7 @@ pub(crate) fn like_pattern(search: &str) -> String {
 
 /// The storage interface the HTTP layer uses.
 #[async_trait::async_trait]
-pub trait Store: recall::Recall + Send + Sync + 'static {
+pub trait Store: ledger::Ledger + recall::Recall + Send + Sync + 'static {
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;
     /// Whether the database answers and its migrations are applied.
@@ -216,54 +218,6 @@ pub trait Store: recall::Recall + Send + Sync + 'static {
     async fn pins(&self, session_id: &str) -> Result<Vec<PinRecord>, StoreError>;
     /// Removes a pin; `false` when the session has no such pin.
     async fn delete_pin(&self, session_id: &str, pin_id: &str) -> Result<bool, StoreError>;
-    /// Writes call-log rows, all or none, in one transaction.
-    async fn log_calls(&self, calls: &[CallRecord]) -> Result<(), StoreError>;
-    /// Upstream tokens (input plus output, cache hits and the extractive summarizer excluded)
-    /// of `tenant`'s calls since `since_ms`.
-    async fn upstream_tokens_since(&self, tenant: &str, since_ms: i64) -> Result<i64, StoreError>;
-    /// Whether a summary with this fingerprint was written for `tenant` since `since_ms`.
-    async fn summary_written_since(
-        &self,
-        tenant: &str,
-        fingerprint: &str,
-        since_ms: i64,
-    ) -> Result<bool, StoreError>;
-    /// A cached summary (JSON) that has not expired.
-    async fn cached_summary(&self, key: &str, now_ms: i64) -> Result<Option<String>, StoreError>;
-    /// Stores (or replaces) a cached summary; drops expired ones now and then.
-    async fn put_cached_summary(
-        &self,
-        key: &str,
-        summary: &str,
-        now_ms: i64,
-        expires_at_ms: i64,
-    ) -> Result<(), StoreError>;
-    /// Sets (`Some`) or removes (`None`) `tenant`'s daily upstream token budget.
-    async fn set_budget(
-        &self,
-        tenant: &str,
-        daily_tokens: Option<i64>,
-        now_ms: i64,
-    ) -> Result<(), StoreError>;
-    /// `tenant`'s daily upstream token budget, if it has one.
-    async fn budget(&self, tenant: &str) -> Result<Option<i64>, StoreError>;
-    /// A tenant's most recent calls, newest first.
-    async fn calls(&self, tenant: &str, limit: i64) -> Result<Vec<CallRecord>, StoreError>;
-    async fn create_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
-    /// The key with this hash, if it exists and is not revoked.
-    async fn find_key(&self, key_hash: &str) -> Result<Option<KeyRecord>, StoreError>;
-    async fn list_keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
-    /// Revokes a key; `false` when there is no such key or it was revoked already.
-    async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, StoreError>;
-    async fn active_key_count(&self) -> Result<i64, StoreError>;
-    /// The secret named `name`: `candidate` when none was stored yet (it is stored), else the one
-    /// stored first — every replica gets the same.
-    async fn shared_secret(
-        &self,
-        name: &str,
-        candidate: &str,
-        now_ms: i64,
-    ) -> Result<String, StoreError>;
 }
 
 /// Storage settings.

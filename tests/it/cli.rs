@@ -245,7 +245,9 @@ fn compact_prints_the_entry_and_write_appends_it() {
             compactd::store::SqliteStore::connect_url(&url, std::time::Duration::from_secs(5))
                 .await
                 .unwrap();
-        compactd::store::Store::calls(&store, "", 10).await.unwrap()
+        compactd::store::Ledger::calls(&store, "", 10)
+            .await
+            .unwrap()
     });
     // The fixture's cut splits a turn: two calls, the history and the turn prefix.
     let mut purposes: Vec<&str> = calls.iter().map(|c| c.purpose.as_str()).collect();
