@@ -66,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
                 id: format!("r_bench{conversation:05}"),
                 tenant: format!("tenant{}", conversation % 10),
                 source: "remote-endpoint".into(),
+                session_id: None,
                 created_at_ms: 1,
                 expires_at_ms: i64::MAX,
                 turns,

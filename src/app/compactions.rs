@@ -135,6 +135,8 @@ impl App {
             &self.prompts,
         )
         .await?;
+        let mut outcome = outcome;
+        self.keep_session_recall(who, &loaded, &mut outcome).await;
         let entry = &outcome.entry;
         let record = CompactionRecord {
             session_id: id.to_owned(),

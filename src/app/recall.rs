@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::compaction::typed_conversation;
+use crate::compactor::CompactionOutcome;
 use crate::pipeline::Endpoint;
 use crate::redact::Placeholders;
+use crate::session::Message as SessionMessage;
 use crate::store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
 use crate::transcript::{Conversation, Role};
 
@@ -51,6 +54,7 @@ impl App {
             id: id.clone(),
             tenant: who.tenant.clone(),
             source: endpoint.label().to_owned(),
+            session_id: None,
             created_at_ms: now,
             expires_at_ms: now + retention.as_millis() as i64,
             turns: self.recall_turns_of(conversation, redactions > 0),
@@ -61,6 +65,85 @@ impl App {
             self.metrics.recall_dropped.inc();
             None
         }
+    }
+
+    /// Keeps the entries a session compaction summarized (from the previous compaction's
+    /// boundary to the new first kept entry) as turns of the session's recall, each under its
+    /// position in the session, and names the recall in the outcome (and its summary, before
+    /// the file lists, when the footer is on). The turns are written before the entry is
+    /// appended, so that the id a summary names can be searched; if the store does not take
+    /// them, the compaction goes on without naming a recall.
+    pub(crate) async fn keep_session_recall(
+        &self,
+        who: &Identity,
+        loaded: &super::stored_path::StoredPath,
+        outcome: &mut CompactionOutcome,
+    ) {
+        let first_kept = outcome.entry.first_kept_entry_id.as_str();
+        let (seqs, mut messages) = {
+            let snapshot = loaded.view.read();
+            let mut seqs = Vec::new();
+            let mut messages = Vec::new();
+            let path = loaded.session.active_path(None).unwrap_or_default();
+            for entry in path.iter().take_while(|e| e.id != first_kept) {
+                let (Some(message), Some(seq)) = (entry.as_message(), snapshot.seq_of(&entry.id))
+                else {
+                    continue;
+                };
+                if matches!(message, SessionMessage::CompactionSummary { .. }) {
+                    continue;
+                }
+                let Some(mut typed) = typed_conversation([message]).messages.into_iter().next()
+                else {
+                    continue;
+                };
+                // The summarizer sees a tool result cut at 2,000 characters; recall keeps it all.
+                if let SessionMessage::ToolResult { content } = message {
+                    typed.text = content.joined_text().into_owned();
+                }
+                seqs.push(seq as i32);
+                messages.push(typed);
+            }
+            (seqs, messages)
+        };
+        if messages.is_empty() {
+            return;
+        }
+        crate::transcript::name_results(&mut messages);
+        let conversation = Conversation::new(crate::transcript::Dialect::Pi, messages);
+        // Session entries are stored as uploaded: every turn is searched for secrets.
+        let mut turns = self.recall_turns_of(&conversation, true);
+        for (turn, seq) in turns.iter_mut().zip(seqs) {
+            turn.seq = seq;
+        }
+        let session_id = &loaded.record.session_id;
+        let id = session_recall_id(&who.tenant, session_id);
+        let recall = NewRecall {
+            id: id.clone(),
+            tenant: who.tenant.clone(),
+            source: Endpoint::SessionCompaction.label().to_owned(),
+            session_id: Some(session_id.clone()),
+            created_at_ms: now_ms(),
+            expires_at_ms: i64::MAX,
+            turns,
+        };
+        if let Err(error) = self.store.save_recalls(&[recall]).await {
+            self.metrics.recall_dropped.inc();
+            tracing::warn!(%error, session = %session_id, "recall not kept: the store did not take it");
+            return;
+        }
+        if self.limits.recall_footer {
+            let entry = &mut outcome.entry;
+            // The file lists stay last, where pi reads them.
+            let tags = entry.details.format_tags();
+            let body = entry
+                .summary
+                .strip_suffix(tags.as_str())
+                .unwrap_or(&entry.summary);
+            entry.summary = with_footer(body, &id) + &tags;
+            outcome.line = entry.to_line();
+        }
+        outcome.flags.recall_id = Some(id);
     }
 
     /// The turns of a conversation as recall keeps them: secrets replaced as the models saw
@@ -196,6 +279,18 @@ fn recall_id(tenant: &str, conversation: &Conversation) -> String {
             hash.update(serde_json::to_vec(&call.arguments).unwrap_or_default());
         }
     }
+    format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
+}
+
+/// `r_` and 24 hex digits of the SHA-256 of the tenant and a stored session's id: one recall per
+/// session, which each of its compactions adds to.
+fn session_recall_id(tenant: &str, session_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(tenant.as_bytes());
+    hash.update([0xff]);
+    hash.update(b"session\0");
+    hash.update(session_id.as_bytes());
     format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
 }
 

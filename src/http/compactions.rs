@@ -168,6 +168,10 @@ pub(super) struct CompactionResponse {
     /// What the pipeline's stages did (compactions written now).
     #[serde(skip_serializing_if = "Option::is_none")]
     stages: Option<StagesView>,
+    /// The session's recall id: the entries this compaction summarized are searchable under it
+    /// (`recall_search` in compactd's MCP server, `GET /v1/recall/search?session=…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recall_id: Option<String>,
     #[serde(flatten)]
     replace: ReplaceNotice,
 }
@@ -214,6 +218,7 @@ pub(super) async fn compact(
                 summarizer_calls: Some(outcome.summarizer_calls),
                 forgotten: Some(outcome.fidelity.missing.clone()),
                 stages: Some(StagesView::from(&outcome.flags)),
+                recall_id: outcome.flags.recall_id.clone(),
                 fidelity: Some(outcome.fidelity),
                 replace: ReplaceNotice::of(&session),
             }),
@@ -237,6 +242,7 @@ pub(super) async fn compact(
                 fidelity: None,
                 forgotten: None,
                 stages: None,
+                recall_id: None,
                 replace: ReplaceNotice::of(&session),
             }),
         ),

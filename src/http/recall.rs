@@ -28,6 +28,8 @@ pub(super) struct SearchParams {
     q: String,
     /// Only this kept conversation (the id a summary's last line names).
     id: Option<String>,
+    /// Only the entries this stored session's compactions summarized.
+    session: Option<String>,
     /// `user`, `assistant`, `tool` or `developer`.
     role: Option<String>,
     /// Only turns of this tool (its results, or assistant turns that called it).
@@ -58,6 +60,7 @@ pub(super) async fn search(
     let query = RecallQuery {
         text: params.q,
         recall_id: params.id,
+        session_id: params.session,
         role: params.role,
         tool: params.tool,
         path: params.path,
@@ -164,6 +167,8 @@ pub(super) mod mcp {
         pub query: String,
         /// Only this conversation: the recall id the summary's last line names.
         pub recall_id: Option<String>,
+        /// Only the entries this stored session's compactions summarized (a session id).
+        pub session_id: Option<String>,
         /// Only turns of this role: user, assistant, tool or developer.
         pub role: Option<String>,
         /// Only turns of this tool (its results, or calls of it).
@@ -227,6 +232,7 @@ pub(super) mod mcp {
             let query = RecallQuery {
                 text: args.query,
                 recall_id: args.recall_id,
+                session_id: args.session_id,
                 role: args.role,
                 tool: args.tool,
                 path: args.path,

@@ -28,6 +28,9 @@ pub struct NewRecall {
     pub tenant: String,
     /// The wire it came from (`remote-endpoint`, `chat`, `gateway:…`).
     pub source: String,
+    /// The stored session whose compactions summarized these turns (then `expires_at_ms` is
+    /// `i64::MAX`: they go with the session).
+    pub session_id: Option<String>,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
     pub turns: Vec<RecallTurn>,
@@ -39,6 +42,8 @@ pub struct RecallQuery {
     /// Words, all of which a turn must hold.
     pub text: String,
     pub recall_id: Option<String>,
+    /// Only the turns a stored session's compactions summarized.
+    pub session_id: Option<String>,
     pub role: Option<String>,
     pub tool: Option<String>,
     /// A path (or part of one) the turn's calls named.
@@ -52,6 +57,9 @@ pub struct RecallQuery {
 #[serde(rename_all = "camelCase")]
 pub struct RecallHit {
     pub recall_id: String,
+    /// The stored session the turn is an entry of (its `seq` the entry's position there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     pub seq: i32,
     pub role: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +130,7 @@ macro_rules! recall_impl {
                     .bind(&query.tool)
                     .bind(&query.path)
                     .bind(query.limit)
+                    .bind(&query.session_id)
                     .fetch_all(&self.pool)
                     .await?;
                 Ok(hits(rows))
@@ -137,16 +146,18 @@ macro_rules! recall_impl {
                 let mut tx = self.pool.begin().await?;
                 for chunk in recalls.chunks(500) {
                     let mut query = sqlx::QueryBuilder::<$db>::new(
-                        "insert into recalls (id, tenant, source, created_at_ms, expires_at_ms) ",
+                        "insert into recalls (id, tenant, source, session_id, created_at_ms, expires_at_ms) ",
                     );
                     query.push_values(chunk, |mut row, recall| {
                         row.push_bind(recall.id.clone())
                             .push_bind(recall.tenant.clone())
                             .push_bind(recall.source.clone())
+                            .push_bind(recall.session_id.clone())
                             .push_bind(recall.created_at_ms)
                             .push_bind(recall.expires_at_ms);
                     });
-                    // The id is the conversation's: the same one kept again is kept once.
+                    // The id is the conversation's (the session's): the same one kept again is
+                    // kept once, and a session's later compactions add their turns to it.
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
@@ -241,13 +252,22 @@ macro_rules! recall_impl {
     };
 }
 
-type HitRow = (String, i32, String, Option<String>, String, i64);
+type HitRow = (
+    String,
+    Option<String>,
+    i32,
+    String,
+    Option<String>,
+    String,
+    i64,
+);
 
 fn hits(rows: Vec<HitRow>) -> Vec<RecallHit> {
     rows.into_iter()
         .map(
-            |(recall_id, seq, role, tool, snippet, created_at_ms)| RecallHit {
+            |(recall_id, session_id, seq, role, tool, snippet, created_at_ms)| RecallHit {
                 recall_id,
+                session_id,
                 seq,
                 role,
                 tool,
@@ -260,13 +280,14 @@ fn hits(rows: Vec<HitRow>) -> Vec<RecallHit> {
 
 /// PostgreSQL's search: each word a quoted phrase of a `tsquery` (a path's parts in order), all
 /// of them required; ranked by `ts_rank`, the words marked by `ts_headline`.
-const PG_SEARCH: &str = "select t.recall_id, t.seq, t.role, t.tool, \
+const PG_SEARCH: &str = "select t.recall_id, r.session_id, t.seq, t.role, t.tool, \
        ts_headline('simple', t.text, q, 'StartSel=[, StopSel=], MaxWords=30, MinWords=12'), \
        r.created_at_ms \
      from recall_turns t join recalls r on r.id = t.recall_id, to_tsquery('simple', $2) q \
      where t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 and t.search @@ q \
        and ($4::text is null or t.recall_id = $4) and ($5::text is null or t.role = $5) \
        and ($6::text is null or t.tool = $6) and ($7::text is null or position($7 in t.paths) > 0) \
+       and ($9::text is null or r.session_id = $9) \
      order by ts_rank(t.search, q) desc, r.created_at_ms desc, t.seq limit $8";
 
 fn pg_terms(words: &[String]) -> String {
@@ -279,13 +300,14 @@ fn pg_terms(words: &[String]) -> String {
 
 /// SQLite's: each word a quoted FTS5 string (a phrase of its tokens), all of them required;
 /// ranked by bm25, the words marked by `snippet`.
-const SQLITE_SEARCH: &str = "select t.recall_id, t.seq, t.role, t.tool, \
+const SQLITE_SEARCH: &str = "select t.recall_id, r.session_id, t.seq, t.role, t.tool, \
        snippet(recall_fts, 1, '[', ']', '…', 24), r.created_at_ms \
      from recall_fts join recall_turns t on t.rowid = recall_fts.rowid \
        join recalls r on r.id = t.recall_id \
      where recall_fts match $2 and t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 \
        and ($4 is null or t.recall_id = $4) and ($5 is null or t.role = $5) \
        and ($6 is null or t.tool = $6) and ($7 is null or instr(t.paths, $7) > 0) \
+       and ($9 is null or r.session_id = $9) \
      order by bm25(recall_fts), r.created_at_ms desc, t.seq limit $8";
 
 fn sqlite_terms(words: &[String]) -> String {

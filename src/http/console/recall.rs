@@ -16,10 +16,13 @@ use crate::store::RecallQuery;
 pub(super) struct Params {
     #[serde(default)]
     q: String,
+    /// Only the entries this session's compactions summarized.
+    session: Option<String>,
 }
 
 pub(super) struct HitView {
     pub recall_id: String,
+    pub session_id: Option<String>,
     pub seq: i32,
     pub role: String,
     pub tool: Option<String>,
@@ -32,6 +35,7 @@ pub(super) struct HitView {
 pub(super) struct RecallPage {
     pub chrome: Chrome,
     pub query: String,
+    pub session: Option<String>,
     pub hits: Vec<HitView>,
 }
 
@@ -52,6 +56,7 @@ pub(super) async fn recall(
     } else {
         let search = RecallQuery {
             text: query.clone(),
+            session_id: params.session.clone().filter(|s| !s.is_empty()),
             limit: 50,
             ..RecallQuery::default()
         };
@@ -60,10 +65,12 @@ pub(super) async fn recall(
     let page = RecallPage {
         chrome: Chrome::of(&viewer),
         query,
+        session: params.session.filter(|s| !s.is_empty()),
         hits: hits
             .into_iter()
             .map(|hit| HitView {
                 recall_id: hit.recall_id,
+                session_id: hit.session_id,
                 seq: hit.seq,
                 role: hit.role,
                 tool: hit.tool,

@@ -33,93 +33,9 @@ on_both_backends!(
     concurrent_pins_keep_the_limit_and_are_not_doubled,
     keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant,
     the_first_shared_secret_stored_is_everyones,
-    recalls_expire_and_are_purged_per_tenant,
 );
 
-/// Recall: a conversation is found until it expires, only by its tenant; the purge deletes the
-/// expired ones (their index entries too: a new conversation with the same words is found alone).
-async fn recalls_expire_and_are_purged_per_tenant(store: Arc<dyn Store>) {
-    let turn = |seq: i32, text: &str| RecallTurn {
-        seq,
-        role: "tool".into(),
-        tool: Some("bash".into()),
-        paths: "src/lib.rs".into(),
-        text: text.into(),
-    };
-    let recall = |id: &str, tenant: &str, expires: i64| NewRecall {
-        id: id.into(),
-        tenant: tenant.into(),
-        source: "remote-endpoint".into(),
-        created_at_ms: 1,
-        expires_at_ms: expires,
-        turns: vec![turn(0, "the quokka test failed"), turn(1, "nothing here")],
-    };
-    store
-        .save_recalls(&[recall("r_old", "t", 100), recall("r_new", "t", 10_000)])
-        .await
-        .unwrap();
-    let query = |now_ms: i64| RecallQuery {
-        text: "quokka".into(),
-        limit: 10,
-        now_ms,
-        ..RecallQuery::default()
-    };
-    let ids = |hits: Vec<RecallHit>| hits.into_iter().map(|h| h.recall_id).collect::<Vec<_>>();
-    assert_eq!(
-        ids(store.search_recall("t", &query(50)).await.unwrap()).len(),
-        2
-    );
-    assert_eq!(
-        ids(store.search_recall("t", &query(500)).await.unwrap()),
-        ["r_new"]
-    );
-    assert!(
-        store
-            .search_recall("other", &query(50))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        store
-            .recall_turns("other", "r_new", 0, 10, 50)
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        store
-            .recall_turns("t", "r_old", 0, 10, 500)
-            .await
-            .unwrap()
-            .is_none()
-    );
-    let (total, turns) = store
-        .recall_turns("t", "r_new", 1, 10, 500)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (total, turns.len(), turns[0].text.as_str()),
-        (2, 1, "nothing here")
-    );
-    assert_eq!(store.purge_recalls(500).await.unwrap(), 1);
-    assert_eq!(
-        ids(store.search_recall("t", &query(50)).await.unwrap()),
-        ["r_new"]
-    );
-    // By path and by tool.
-    let by_path = RecallQuery {
-        path: Some("lib.rs".into()),
-        ..query(500)
-    };
-    assert_eq!(store.search_recall("t", &by_path).await.unwrap().len(), 1);
-    let by_tool = RecallQuery {
-        tool: Some("read".into()),
-        ..query(500)
-    };
-    assert!(store.search_recall("t", &by_tool).await.unwrap().is_empty());
-}
+mod recall;
 
 /// Replicas racing to make a secret all get the one stored first.
 async fn the_first_shared_secret_stored_is_everyones(store: Arc<dyn Store>) {
