@@ -57,6 +57,7 @@ mod pi_extension;
 mod races;
 mod real_agents;
 mod recall;
+mod recall_clients;
 mod recall_sessions;
 mod redaction;
 mod savings;
