@@ -30,6 +30,7 @@ pub struct Metrics {
     pub rejections: IntCounter,
     pub call_log_dropped: IntCounter,
     pub recall_dropped: IntCounter,
+    pub cache_writes_dropped: IntCounter,
     pub anchors: IntCounterVec,
     pub repair_calls: IntCounter,
     pub redactions: IntCounterVec,
@@ -146,6 +147,10 @@ impl Metrics {
             recall_dropped: counter(
                 "compactd_recall_dropped_total",
                 "Conversations not kept for recall: its write queue was full or the store refused them.",
+            ),
+            cache_writes_dropped: counter(
+                "compactd_summary_cache_writes_dropped_total",
+                "Summaries kept in this replica's memory but not in the store's shared cache: its write queue was full or the store refused them.",
             ),
             anchors: counter_vec(
                 "compactd_anchors_total",

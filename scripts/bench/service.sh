@@ -4,9 +4,13 @@
 # every default stage runs (redaction, anchors, the fidelity gate, loops, budget, call log) and
 # none repairs. Targets, one after another, each under wrk for DURATION:
 #   nginx     proxy_pass of the body to the upstream (Debian's nginx): the baseline hop
-#   miss      POST /v1/compact, every body different (vary.lua), the summary cache off
-#   hit       POST /v1/compact, one body, the cache on (primed)
-#   chat      POST /v1/chat/completions (the chat wire), every body different, cache off
+#   miss      POST /v1/compact, every body different (vary.lua numbers the first user turn): each
+#             one a cache miss, with every default stage on (the cache looked up and filled, the
+#             conversation kept for recall, the call log)
+#   hit       POST /v1/compact, one body, answered from the cache (primed)
+#   chat      POST /v1/chat/completions (the chat wire), every body different
+#   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
+#             with the summary cache off too: what those two stages cost a miss
 # Prints wrk's numbers per target and the ratios to nginx.
 #   scripts/bench/service.sh [duration] [connections]
 set -euo pipefail
@@ -49,11 +53,14 @@ NGINX
 
 common=(COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9001/v1
         COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 COMPACTD_MAX_CONCURRENT=1024
-        COMPACTD_MAX_QUEUE=4096 COMPACTD_LOG=warn)
-env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_DATA_DIR="$work/miss" COMPACTD_CACHE_BYTES=0 \
-  ./target/release/compactd &
+        COMPACTD_MAX_QUEUE=4096 COMPACTD_LOG=error)
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_DATA_DIR="$work/miss" ./target/release/compactd &
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9003 COMPACTD_DATA_DIR="$work/hit" ./target/release/compactd &
-for port in 9001 9002 9003 9010; do
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9004 COMPACTD_DATA_DIR="$work/norecall" COMPACTD_RECALL_RETENTION=0 \
+  ./target/release/compactd &
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9005 COMPACTD_DATA_DIR="$work/nocache" COMPACTD_RECALL_RETENTION=0 \
+  COMPACTD_CACHE_BYTES=0 ./target/release/compactd &
+for port in 9001 9002 9003 9004 9005 9010; do
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.1; done
 done
 sed 's/@@N@@/1/' "$work/body.json" > "$work/one.json"
@@ -63,7 +70,7 @@ curl -sf -X POST -H 'content-type: application/json' --data-binary @"$work/one.j
 declare -A rate p50
 run() { # name, url, script, body
   local report
-  report=$(BODY_FILE=$4 wrk -t2 -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
+  report=$(VARY_PREFIX=$1 BODY_FILE=$4 wrk -t2 -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
   echo "== $1"; echo "$report" | grep -E "Requests/sec|Latency |50%|99%|Non-2xx|Socket errors"
   rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
   p50[$1]=$(echo "$report" | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}')
@@ -72,13 +79,16 @@ run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
 run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
 run hit http://127.0.0.1:9003/v1/compact post.lua "$work/one.json"
 run chat http://127.0.0.1:9002/v1/chat/completions vary.lua "$work/chat.json"
+run miss-norecall http://127.0.0.1:9004/v1/compact vary.lua "$work/body.json"
+run miss-nocache http://127.0.0.1:9005/v1/compact vary.lua "$work/body.json"
 echo "== ratios (requests/s to nginx's; median added to nginx's)"
-for name in miss hit chat; do
+for name in miss hit chat miss-norecall miss-nocache; do
   awk -v n="$name" -v r="${rate[$name]}" -v b="${rate[nginx]}" -v p="${p50[$name]}" -v q="${p50[nginx]}" \
-    'BEGIN {printf "%-5s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
+    'BEGIN {printf "%-13s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
 done
 awk -v c="${rate[chat]}" -v m="${rate[miss]}" 'BEGIN {printf "chat wire / /v1/compact misses: %.1f %%\n", 100*c/m}'
 for port in 9002 9003; do
-  dropped=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^compactd_call_log_dropped_total/ {print $2}')
-  echo "call-log rows dropped on :$port: ${dropped:-0}"
+  curl -s "http://127.0.0.1:$port/metrics" | awk -v p=":$port" '/^compactd_summary_cache_total/ {print "cache " p, $1, $2}'
+  # Written behind the requests, bounded: what did not fit (call-log rows must all be kept).
+  curl -s "http://127.0.0.1:$port/metrics" | awk -v p=":$port" '/^compactd_(call_log|recall|summary_cache_writes)_dropped_total/ {print "dropped " p, $1, $2}'
 done

@@ -2,12 +2,13 @@
 -- on every request (and per wrk thread), so no two requests share a cache key: every one is a miss.
 local template
 local counter = 0
-local prefix = ""
 local threads = 0
+-- `prefix` is a global: each thread's own, set by setup() (a local here would shadow it).
 
 function setup(thread)
   threads = threads + 1
-  thread:set("prefix", tostring(threads))
+  -- VARY_PREFIX tells runs apart, so that one run's bodies are not another's cache hits.
+  thread:set("prefix", (os.getenv("VARY_PREFIX") or "") .. tostring(threads))
 end
 
 function init(args)

@@ -100,8 +100,14 @@ pub fn build_stages(
     };
     Ok(Stages {
         redactor,
-        cache: (config.cache_bytes > 0)
-            .then(|| SummaryCache::new(store.clone(), config.cache_bytes, config.cache_ttl)),
+        cache: (config.cache_bytes > 0).then(|| {
+            SummaryCache::new(
+                store.clone(),
+                config.cache_bytes,
+                config.cache_ttl,
+                metrics.clone(),
+            )
+        }),
         budgets: Some(Budgets::new(
             store.clone(),
             calls,

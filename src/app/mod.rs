@@ -80,6 +80,13 @@ pub struct App {
 }
 
 impl App {
+    /// Waits until what is written behind the requests — the call log, the summaries for the
+    /// shared cache — is in the store (before the process ends).
+    pub async fn flush_writes(&self) {
+        self.calls.flush().await;
+        self.pipeline.flush_cache().await;
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         pipeline: Arc<Pipeline>,

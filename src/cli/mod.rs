@@ -262,7 +262,7 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
             storage = state.app.store.backend(),
             "compactd serving"
         );
-        let calls = state.app.calls.clone();
+        let app = state.app.clone();
         let served = crate::http::serve(
             listener,
             state,
@@ -271,7 +271,7 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         )
         .await
         .map_err(|e| CliError(format!("server error: {e}")));
-        calls.flush().await;
+        app.flush_writes().await;
         tracing::info!("compactd stopped");
         served
     })
@@ -354,7 +354,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
             .map_err(|e| CliError(format!("{e:#}")))?;
         let outcome = app.compact_file(&session, &request).await;
         // The call log is written in the background: wait for it before the process ends.
-        app.calls.flush().await;
+        app.flush_writes().await;
         outcome.map_err(|e| CliError(e.to_string()))
     })?;
     eprintln!(

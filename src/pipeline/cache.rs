@@ -1,8 +1,10 @@
 //! The summary cache, a stage before the chain: an identical summarization request (same tenant,
-//! model chain, system prompt, redacted prompt, pins, output cap and pipeline version) is answered
-//! without asking a model. Agents retry on timeouts and 5xx; forks and subagents compact the same
-//! prefix. Two tiers: this replica's memory (bounded by bytes, with a TTL) and the store, so that
-//! a retry that lands on another replica is a hit too.
+//! model chain, system prompt, prompt, pins, output cap and pipeline version) is answered without
+//! asking a model. Agents retry on timeouts and 5xx; forks and subagents compact the same prefix.
+//! Two tiers: this replica's memory (bounded by bytes, with a TTL) and the store, so that a retry
+//! that lands on another replica is a hit too. The store is read only where memory misses, and
+//! written behind: new summaries are queued (bounded) and written in batches by one task, one
+//! transaction each, so that a miss does not wait for the store's writer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +12,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use tokio::sync::mpsc;
+
 use super::Job;
-use crate::store::{Store, now_ms};
+use crate::metrics::Metrics;
+use crate::store::{CachedSummaryRow, Store, now_ms};
 use crate::summarizer::{Summary, TokenUsage};
 
 /// Changes whenever the stages change what a summary holds for the same request (the gate, the
 /// extractive renderer, redaction): older entries are then never read.
-pub const PIPELINE_VERSION: &str = "compactd-pipeline-1";
+pub const PIPELINE_VERSION: &str = "compactd-pipeline-2";
 
 /// A summary as the cache keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +30,10 @@ struct Cached {
     model: String,
     usage: TokenUsage,
     fidelity: Option<crate::fidelity::Report>,
+    /// The secrets replaced in the request when it was summarized: a hit reports them without
+    /// searching the request again.
+    #[serde(default)]
+    redactions: u64,
 }
 
 impl Cached {
@@ -58,7 +67,22 @@ pub struct SummaryCache {
     memory: moka::future::Cache<String, Arc<Cached>>,
     store: Arc<dyn Store>,
     ttl: Duration,
+    /// Summaries on their way to the store.
+    writes: mpsc::Sender<Write>,
+    metrics: Arc<Metrics>,
 }
+
+/// What the writer is sent: a summary to write, or a flush to answer once those before it are.
+#[derive(Debug)]
+enum Write {
+    Row(CachedSummaryRow),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Summaries waiting to be written to the store; past this, new ones stay in memory only.
+const WRITE_QUEUE: usize = 4096;
+/// Most summaries one transaction writes.
+const WRITE_BATCH: usize = 256;
 
 impl std::fmt::Debug for SummaryCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +96,15 @@ impl std::fmt::Debug for SummaryCache {
 impl SummaryCache {
     /// A cache of at most `max_bytes` of summaries in memory, each kept for `ttl` (in memory and
     /// in the store).
-    pub fn new(store: Arc<dyn Store>, max_bytes: u64, ttl: Duration) -> SummaryCache {
+    /// Starts the task that writes to the store.
+    pub fn new(
+        store: Arc<dyn Store>,
+        max_bytes: u64,
+        ttl: Duration,
+        metrics: Arc<Metrics>,
+    ) -> SummaryCache {
+        let (writes, queued) = mpsc::channel::<Write>(WRITE_QUEUE);
+        tokio::spawn(write_behind(queued, store.clone(), metrics.clone()));
         SummaryCache {
             memory: moka::future::Cache::builder()
                 .max_capacity(max_bytes)
@@ -81,10 +113,14 @@ impl SummaryCache {
                 .build(),
             store,
             ttl,
+            writes,
+            metrics,
         }
     }
 
-    /// The key of a (redacted) job for `tenant` through the chain of `models`.
+    /// The key of a job for `tenant` through the chain of `models`: of the job as the agent sent
+    /// it, before redaction, so that a hit is found without searching the request for secrets
+    /// (the same request redacts the same way; the key is a hash, and keeps no text).
     pub fn key(tenant: &str, models: &[String], job: &Job) -> String {
         let mut hash = Sha256::new();
         let mut field = |bytes: &[u8]| {
@@ -125,24 +161,66 @@ impl SummaryCache {
         Some((hit, Tier::Store))
     }
 
-    /// Keeps `summary` under `key`, in memory and in the store.
+    /// Keeps `summary` under `key`: in memory now, in the store within moments (queued; when the
+    /// queue is full, in memory only — the store's copy only spares another replica a call).
     pub async fn put(&self, key: &str, summary: &Summary) {
         let cached = Cached {
             text: summary.text.clone(),
             model: summary.model.clone(),
             usage: summary.usage,
             fidelity: summary.fidelity.clone(),
+            redactions: summary.flags.redactions,
         };
         let json = serde_json::to_string(&cached).expect("a summary serializes");
         self.memory.insert(key.to_owned(), Arc::new(cached)).await;
         let now = now_ms();
-        let expires = now + self.ttl.as_millis() as i64;
-        if let Err(error) = self
-            .store
-            .put_cached_summary(key, &json, now, expires)
-            .await
+        let row = CachedSummaryRow {
+            key: key.to_owned(),
+            summary: json,
+            created_at_ms: now,
+            expires_at_ms: now + self.ttl.as_millis() as i64,
+        };
+        if self.writes.try_send(Write::Row(row)).is_err() {
+            self.metrics.cache_writes_dropped.inc();
+        }
+    }
+
+    /// Waits until every summary queued so far is in the store (at shutdown, and for tests that
+    /// read the shared tier at once).
+    pub async fn flush(&self) {
+        let (done, written) = tokio::sync::oneshot::channel();
+        if self.writes.send(Write::Flush(done)).await.is_ok() {
+            let _ = written.await;
+        }
+    }
+}
+
+/// Writes queued summaries to the store, a batch per transaction, and answers the flushes that
+/// came after them; until the cache is dropped.
+async fn write_behind(
+    mut queued: mpsc::Receiver<Write>,
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+) {
+    let mut messages = Vec::with_capacity(WRITE_BATCH);
+    let mut rows = Vec::with_capacity(WRITE_BATCH);
+    let mut flushes = Vec::new();
+    while queued.recv_many(&mut messages, WRITE_BATCH).await > 0 {
+        for message in messages.drain(..) {
+            match message {
+                Write::Row(row) => rows.push(row),
+                Write::Flush(done) => flushes.push(done),
+            }
+        }
+        if !rows.is_empty()
+            && let Err(error) = store.put_cached_summaries(&rows).await
         {
-            tracing::warn!(error = %error, "summary cache: the store did not keep a summary");
+            metrics.cache_writes_dropped.inc_by(rows.len() as u64);
+            tracing::warn!(%error, summaries = rows.len(), "summary cache: the store did not keep them");
+        }
+        rows.clear();
+        for done in flushes.drain(..) {
+            let _ = done.send(());
         }
     }
 }
@@ -155,6 +233,7 @@ fn summary(cached: &Cached) -> Summary {
         fidelity: cached.fidelity.clone(),
         flags: crate::summarizer::Flags {
             cached: true,
+            redactions: cached.redactions,
             ..Default::default()
         },
     }

@@ -5,9 +5,10 @@
 //! The stages of a run, in order (see [`Pipeline::run_all`]):
 //! 1. **admission** ([`admission`]): a slot of the caller's key and a place among the runs of this
 //!    process, or a refusal;
-//! 2. **redaction** ([`redaction`]): secrets in everything that would leave for a model replaced
+//! 2. **the summary cache** ([`cache`]): an identical request answered without a model (looked
+//!    up on the request as sent: a hit needs no redaction, nothing leaves);
+//! 3. **redaction** ([`redaction`]): secrets in everything that would leave for a model replaced
 //!    by placeholders;
-//! 3. **the summary cache** ([`cache`]): an identical request answered without a model;
 //! 4. **the budget** ([`budget`]): a tenant past its daily token budget gets the extractive
 //!    summarizer;
 //! 5. **the model chain** ([`crate::summarizer::Chain`]): each model in turn, the request fitted to
@@ -143,6 +144,13 @@ impl Pipeline {
     }
 
     /// The same pipeline with these stages around the chain.
+    /// Waits until the summaries the cache writes behind are in the store.
+    pub async fn flush_cache(&self) {
+        if let Some(cache) = &self.stages.cache {
+            cache.flush().await;
+        }
+    }
+
     pub fn with_stages(mut self, stages: Stages) -> Self {
         self.stages = stages;
         self
@@ -236,8 +244,36 @@ impl Pipeline {
             purpose: job.purpose,
         };
         let started = Instant::now();
-        // Nothing below sees the secrets: not the models, the cache key, the gate's anchors (which
-        // are appended to summaries), nor the call log.
+        // The cache first, on the request as sent: a hit needs no redaction (nothing leaves).
+        let models = self.chain_of(job).names();
+        let key = self
+            .stages
+            .cache
+            .as_ref()
+            .map(|_| SummaryCache::key(&context.tenant, &models, job));
+        if let (Some(cache), Some(key)) = (&self.stages.cache, &key) {
+            let hit = cache.get(key).await;
+            self.tell(
+                run,
+                &Event::Cache {
+                    hit: hit.as_ref().map(|(_, tier)| *tier),
+                },
+            );
+            if let Some((summary, _)) = hit {
+                let result = Ok(summary);
+                self.tell(
+                    run,
+                    &Event::Finished {
+                        request: &job.request,
+                        outcome: result.as_ref(),
+                        latency: started.elapsed(),
+                    },
+                );
+                return result;
+            }
+        }
+        // Nothing below sees the secrets: not the models, the gate's anchors (which are appended
+        // to summaries), nor the call log.
         let (job, mut placeholders) = self.redact(job).await;
         let job = job.as_ref();
         // The budget's reservation is held until the call-log row is queued (by `Finished`), so
@@ -247,6 +283,7 @@ impl Pipeline {
             .summarize_redacted(
                 run,
                 job,
+                key.as_deref(),
                 &mut placeholders,
                 &mut reservation,
                 deadline,
@@ -277,11 +314,14 @@ impl Pipeline {
         result
     }
 
-    /// The stages after redaction: the cache, the budget, the chain, the gate, loop detection.
+    /// The stages after redaction: the budget, the chain, the gate, loop detection, the summary
+    /// kept in the cache under `key` (the cache missed).
+    #[allow(clippy::too_many_arguments)]
     async fn summarize_redacted(
         &self,
         run: Run<'_>,
         job: &Job,
+        key: Option<&str>,
         placeholders: &mut crate::redact::Placeholders,
         reservation: &mut Option<budget::Reservation>,
         deadline: Instant,
@@ -289,23 +329,6 @@ impl Pipeline {
     ) -> Result<Summary, SummarizeError> {
         let context = run.context;
         let models = self.chain_of(job).names();
-        let key = self
-            .stages
-            .cache
-            .as_ref()
-            .map(|_| SummaryCache::key(&context.tenant, &models, job));
-        if let (Some(cache), Some(key)) = (&self.stages.cache, &key) {
-            let hit = cache.get(key).await;
-            self.tell(
-                run,
-                &Event::Cache {
-                    hit: hit.as_ref().map(|(_, tier)| *tier),
-                },
-            );
-            if let Some((summary, _)) = hit {
-                return Ok(summary);
-            }
-        }
         let exhausted = match &self.stages.budgets {
             Some(budgets) => {
                 let request = &job.request;
@@ -364,10 +387,11 @@ impl Pipeline {
         // Only what the first choice of the chain wrote is kept: a fallback's summary (after a
         // timeout or an outage) would answer the agent's retry, which hopes for the model.
         let first_choice = models.first() == Some(&summary.model);
-        if let (Some(cache), Some(key)) = (&self.stages.cache, &key)
+        if let (Some(cache), Some(key)) = (&self.stages.cache, key)
             && first_choice
             && !exhausted
         {
+            summary.flags.redactions = placeholders.total();
             cache.put(key, &summary).await;
         }
         Ok(summary)

@@ -5,6 +5,15 @@
 
 use super::{CallRecord, KeyRecord, PgStore, SqliteStore, StoreError};
 
+/// A summary for the shared cache (JSON), until it expires.
+#[derive(Debug, Clone)]
+pub struct CachedSummaryRow {
+    pub key: String,
+    pub summary: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
 #[async_trait::async_trait]
 pub trait Ledger: Send + Sync {
     /// Writes call-log rows, all or none, in one transaction.
@@ -21,14 +30,9 @@ pub trait Ledger: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// A cached summary (JSON) that has not expired.
     async fn cached_summary(&self, key: &str, now_ms: i64) -> Result<Option<String>, StoreError>;
-    /// Stores (or replaces) a cached summary; drops expired ones now and then.
-    async fn put_cached_summary(
-        &self,
-        key: &str,
-        summary: &str,
-        now_ms: i64,
-        expires_at_ms: i64,
-    ) -> Result<(), StoreError>;
+    /// Stores (or replaces) cached summaries, all in one transaction (a key given twice keeps
+    /// the last); drops expired ones now and then.
+    async fn put_cached_summaries(&self, rows: &[CachedSummaryRow]) -> Result<(), StoreError>;
     /// Sets (`Some`) or removes (`None`) `tenant`'s daily upstream token budget.
     async fn set_budget(
         &self,
@@ -65,6 +69,8 @@ macro_rules! ledger_impl {
                 if calls.is_empty() {
                     return Ok(());
                 }
+                // The wait for the turn is not the store's slowness: outside the deadline.
+                let _turn = self.batch_turn().await;
                 $crate::store::within(self.deadline, async {
                     let mut tx = self.pool.begin().await?;
                     // 20 parameters a row: 500 rows stay under both servers' parameter limits.
@@ -185,33 +191,48 @@ macro_rules! ledger_impl {
                 .await
             }
 
-            async fn put_cached_summary(
+            async fn put_cached_summaries(
                 &self,
-                key: &str,
-                summary: &str,
-                now_ms: i64,
-                expires_at_ms: i64,
+                rows: &[CachedSummaryRow],
             ) -> Result<(), $crate::store::StoreError> {
+                // One row per key: an upsert may not touch the same row twice in one statement.
+                let mut latest: std::collections::HashMap<&str, &CachedSummaryRow> =
+                    std::collections::HashMap::with_capacity(rows.len());
+                for row in rows {
+                    latest.insert(&row.key, row);
+                }
+                let rows: Vec<&CachedSummaryRow> = latest.into_values().collect();
+                let Some(now_ms) = rows.iter().map(|r| r.created_at_ms).max() else {
+                    return Ok(());
+                };
+                let _turn = self.batch_turn().await;
                 $crate::store::within(self.deadline, async {
-                    sqlx::query(
-                        "insert into summary_cache (cache_key, summary, created_at_ms, expires_at_ms) \
-                         values ($1, $2, $3, $4) on conflict (cache_key) do update \
-                         set summary = excluded.summary, created_at_ms = excluded.created_at_ms, \
-                         expires_at_ms = excluded.expires_at_ms",
-                    )
-                    .bind(key)
-                    .bind($crate::store::column_text(summary).into_owned())
-                    .bind(now_ms)
-                    .bind(expires_at_ms)
-                    .execute(&self.pool)
-                    .await?;
-                    // Expired rows go now and then (one write in 64), by the expiry index.
+                    let mut tx = self.pool.begin().await?;
+                    for chunk in $crate::store::fixed_chunks(&rows) {
+                        let mut query = sqlx::QueryBuilder::<$db>::new(
+                            "insert into summary_cache (cache_key, summary, created_at_ms, expires_at_ms) ",
+                        );
+                        query.push_values(chunk, |mut bind, row| {
+                            bind.push_bind(row.key.clone())
+                                .push_bind($crate::store::column_text(&row.summary).into_owned())
+                                .push_bind(row.created_at_ms)
+                                .push_bind(row.expires_at_ms);
+                        });
+                        query.push(
+                            " on conflict (cache_key) do update \
+                             set summary = excluded.summary, created_at_ms = excluded.created_at_ms, \
+                             expires_at_ms = excluded.expires_at_ms",
+                        );
+                        query.build().execute(&mut *tx).await?;
+                    }
+                    // Expired rows go now and then (one batch in 64), by the expiry index.
                     if fastrand::u8(..64) == 0 {
                         sqlx::query("delete from summary_cache where expires_at_ms <= $1")
                             .bind(now_ms)
-                            .execute(&self.pool)
+                            .execute(&mut *tx)
                             .await?;
                     }
+                    tx.commit().await?;
                     Ok(())
                 })
                 .await

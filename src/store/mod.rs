@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use ledger::Ledger;
+pub use ledger::{CachedSummaryRow, Ledger};
 pub use postgres::PgStore;
 pub use recall::{NewRecall, Recall, RecallHit, RecallQuery, RecallTurn};
 pub use records::{

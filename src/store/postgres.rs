@@ -64,6 +64,11 @@ impl PgStore {
     }
 
     /// The same store with another deadline for each call.
+    /// PostgreSQL takes concurrent writers: a batch writer needs no turn.
+    pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        None
+    }
+
     pub fn with_deadline(self, deadline: Duration) -> PgStore {
         PgStore { deadline, ..self }
     }

@@ -142,6 +142,7 @@ macro_rules! recall_impl {
             if recalls.is_empty() {
                 return Ok(());
             }
+            let _turn = self.batch_turn().await;
             within(self.deadline, async {
                 let mut tx = self.pool.begin().await?;
                 for chunk in recalls.chunks(500) {

@@ -13,6 +13,10 @@ pub struct SqliteStore {
     pub(super) pool: SqlitePool,
     /// Every call finishes within this (see `StoreConfig::deadline`).
     pub(super) deadline: Duration,
+    /// Taken by the writers behind the requests (call log, recall, shared cache): SQLite has one
+    /// writer at a time, and writers that meet in the database wait in its busy handler, which
+    /// sleeps in growing steps; queued here instead, each batch starts as the one before ends.
+    writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -59,6 +63,7 @@ impl SqliteStore {
         let store = SqliteStore {
             pool,
             deadline: super::DEFAULT_DEADLINE,
+            writes: Default::default(),
         };
         sqlx::migrate!("./migrations/sqlite")
             .run(&store.pool)
@@ -78,7 +83,13 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             deadline: super::DEFAULT_DEADLINE,
+            writes: Default::default(),
         })
+    }
+
+    /// The turn of a batch writer (see `writes`).
+    pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        Some(self.writes.clone().lock_owned().await)
     }
 
     /// The same store with another deadline for each call.

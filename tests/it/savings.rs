@@ -35,13 +35,18 @@ async fn the_same_request_is_summarized_once_across_replicas(store: Arc<dyn Stor
     let fake = FakeUpstream::start(vec![], Reply::openai(&answer("cached"))).await;
     let config = chain_config(&fake, "openai:gpt-test", false);
     // Two replicas on one database.
-    let one = TestApp::handlers_with_store(config.clone(), store.clone());
+    let state = compactd::http::AppState::with_store(&config, store.clone()).unwrap();
+    let first_app = state.app.clone();
+    let one = TestApp::in_process(state);
     let two = TestApp::handlers_with_store(config, store.clone());
     let body = compact_body(PROMPT);
 
     let first: Value = one.post("/v1/compact", &body).await.json().await.unwrap();
     assert_eq!(first["cached"], false);
     assert_eq!(fake.received().len(), 1);
+    // The shared tier is written behind the answer, within moments (an agent retries after
+    // seconds): the test waits for it rather than racing it.
+    first_app.flush_writes().await;
     // An agent's retry on the same replica, then on the other: no model call.
     let again: Value = one.post("/v1/compact", &body).await.json().await.unwrap();
     let elsewhere: Value = two.post("/v1/compact", &body).await.json().await.unwrap();

@@ -56,7 +56,8 @@ impl TestApp {
         TestApp::in_process(AppState::with_store(&config, store).unwrap())
     }
 
-    fn in_process(state: AppState) -> TestApp {
+    /// compactd's router in process, on a state the test holds too.
+    pub fn in_process(state: AppState) -> TestApp {
         TestApp {
             url: "http://in-process.compactd.invalid".into(),
             transport: Transport::Router(compactd::http::app(state)),

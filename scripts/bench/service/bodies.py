@@ -5,7 +5,7 @@ import json, sys
 out = sys.argv[1]
 files = [f"src/{m}/{n}.rs" for m, n in [("http","server"),("http","auth"),("store","sql"),("store","sqlite"),("app","wire"),("pipeline","cache"),("pipeline","gate"),("redact","rules"),("fidelity","anchors"),("config","stages"),("session","parse"),("summarizer","link")]]
 parts = []
-parts.append("[User]: The cache keys collide when two tenants send the same prompt. Please fix that and keep the tests green.")
+parts.append("[User]: The cache keys collide when two tenants send the same prompt (ticket @@N@@). Please fix that and keep the tests green.")
 for i, f in enumerate(files):
     parts.append(f"[Assistant tool calls]: edit(path=\"{f}\", oldText=\"let key = hash(prompt);\", newText=\"let key = hash((tenant, prompt));\")")
     parts.append(f"[Tool result]: Successfully replaced text in {f}.")

@@ -464,9 +464,15 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
     let read = store.calls("team-a", 10).await.unwrap();
     assert!(read.iter().any(|r| r.cached));
 
-    // Cached summaries: until they expire; a second put replaces.
+    // Cached summaries: until they expire; a second put replaces (in one batch too).
+    let row = |summary: &str, created_at_ms: i64, expires_at_ms: i64| CachedSummaryRow {
+        key: "k".into(),
+        summary: summary.into(),
+        created_at_ms,
+        expires_at_ms,
+    };
     store
-        .put_cached_summary("k", "{\"a\":1}", 100, 200)
+        .put_cached_summaries(&[row("{\"a\":0}", 90, 200), row("{\"a\":1}", 100, 200)])
         .await
         .unwrap();
     assert_eq!(
@@ -475,7 +481,7 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
     );
     assert_eq!(store.cached_summary("k", 200).await.unwrap(), None);
     store
-        .put_cached_summary("k", "{\"a\":2}", 300, 400)
+        .put_cached_summaries(&[row("{\"a\":2}", 300, 400)])
         .await
         .unwrap();
     assert_eq!(
