@@ -319,6 +319,26 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     );
     console.screenshot("compaction").await;
 
+    // The session page searches what its compactions summarized (recall, by session).
+    console.click("#back").await;
+    console.fill("#session-recall input[name=q]", "the").await;
+    console.click("#session-recall button").await;
+    console
+        .wait_for_url("the session's recall results", |p| {
+            p.starts_with("/ui/recall?") && p.contains("session=")
+        })
+        .await;
+    assert!(console.text("#recall-session").await.contains(&id));
+    assert!(console.count("#recall-results li.hit").await > 0);
+    assert_eq!(
+        console.count("#recall-results li.hit").await,
+        console
+            .count(&format!("#recall-results a[href='/ui/sessions/{id}']"))
+            .await,
+        "every hit is an entry of this session"
+    );
+    console.go(&here).await;
+
     // Pin a text; the agent goes on (its new entries synced through the API); the next
     // compaction carries the pin.
     console.click("#back").await;
