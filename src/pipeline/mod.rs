@@ -260,16 +260,7 @@ impl Pipeline {
                 },
             );
             if let Some((summary, _)) = hit {
-                let result = Ok(summary);
-                self.tell(
-                    run,
-                    &Event::Finished {
-                        request: &job.request,
-                        outcome: result.as_ref(),
-                        latency: started.elapsed(),
-                    },
-                );
-                return result;
+                return self.finished(run, &job.request, Ok(summary), started);
             }
         }
         // Nothing below sees the secrets: not the models, the gate's anchors (which are appended
@@ -302,15 +293,27 @@ impl Pipeline {
                 },
             );
         }
+        let result = self.finished(run, &job.request, result, started);
+        drop(reservation);
+        result
+    }
+
+    /// Tells the observers how a run ended (the call log's row), and passes the result on.
+    fn finished(
+        &self,
+        run: Run<'_>,
+        request: &SummaryRequest,
+        result: Result<Summary, SummarizeError>,
+        started: Instant,
+    ) -> Result<Summary, SummarizeError> {
         self.tell(
             run,
             &Event::Finished {
-                request: &job.request,
+                request,
                 outcome: result.as_ref(),
                 latency: started.elapsed(),
             },
         );
-        drop(reservation);
         result
     }
 

@@ -71,7 +71,7 @@ async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
     )
 }
 
-async fn mcp(
+pub async fn mcp(
     url: &str,
     key: &str,
 ) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>, String> {
@@ -84,7 +84,7 @@ async fn mcp(
         .map_err(|e| e.to_string())
 }
 
-async fn call(
+pub async fn call(
     client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
     tool: &str,
     arguments: Value,

@@ -8,12 +8,9 @@ use std::sync::Arc;
 use compactd::access::new_key;
 use compactd::store::{Store, now_ms};
 use reqwest::StatusCode;
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ClientConfig};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
+use crate::recall::{call, mcp};
 use crate::support::{TestApp, config};
 
 on_both_backends!(a_sessions_compacted_entries_are_searchable_until_it_is_deleted);
@@ -72,32 +69,6 @@ async fn key(store: &Arc<dyn Store>, tenant: &str) -> String {
     let (text, record) = new_key(tenant, None, now_ms());
     store.create_key(&record).await.unwrap();
     text
-}
-
-async fn mcp(
-    url: &str,
-    key: &str,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(key),
-    );
-    ClientConfig::default().serve(transport).await.unwrap()
-}
-
-async fn call(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
-    tool: &str,
-    arguments: Value,
-) -> Value {
-    let result = client
-        .call_tool(
-            CallToolRequestParams::new(tool.to_owned())
-                .with_arguments(arguments.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap()
 }
 
 /// A request with a key, its status and JSON body.
@@ -165,7 +136,7 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
     assert!(summary.ends_with("</read-files>"), "{summary}");
 
     // Found by the session's id, past the 2,000 characters the summarizer saw; read back whole.
-    let client = mcp(&app.url, &alice).await;
+    let client = mcp(&app.url, &alice).await.unwrap();
     let found = call(
         &client,
         "recall_search",
