@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 duration=${1:-10s}
 connections=${2:-32}
+threads=$(( connections < 2 ? connections : 2 ))
 for tool in wrk nginx; do
   command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "$tool is needed: apt-get install $tool" >&2; exit 1; }
 done
@@ -70,7 +71,7 @@ curl -sf -X POST -H 'content-type: application/json' --data-binary @"$work/one.j
 declare -A rate p50
 run() { # name, url, script, body
   local report
-  report=$(VARY_PREFIX=$1 BODY_FILE=$4 wrk -t2 -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
+  report=$(VARY_PREFIX=$1 BODY_FILE=$4 wrk -t"$threads" -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
   echo "== $1"; echo "$report" | grep -E "Requests/sec|Latency |50%|99%|Non-2xx|Socket errors"
   rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
   p50[$1]=$(echo "$report" | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}')
