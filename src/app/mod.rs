@@ -93,10 +93,12 @@ pub struct Parts {
 
 impl App {
     /// Waits until what is written behind the requests — the call log, the summaries for the
-    /// shared cache — is in the store (before the process ends).
+    /// shared cache, the conversations kept for recall — is in the store (before the process
+    /// ends).
     pub async fn flush_writes(&self) {
         self.calls.flush().await;
         self.pipeline.flush_cache().await;
+        self.recall_writer.flush().await;
     }
 
     pub fn new(

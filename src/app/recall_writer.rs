@@ -1,13 +1,12 @@
 //! Recall's writer: conversations are kept write-behind, like the call log — queued (bounded) on
-//! the request path, written by one task in batches (one transaction each), so that a
-//! summarization does not wait for the store and SQLite's single writer is not asked once per
-//! request. A conversation the queue has no room for is not kept, and its summary names no
-//! recall id.
+//! the request path, written by one task in batches (one transaction each, see
+//! [`crate::store::behind`]), so that a summarization does not wait for the store and SQLite's
+//! single writer is not asked once per request. A conversation the queue has no room for is not
+//! kept, and its summary names no recall id.
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
+use crate::store::behind::WriteBehind;
 use crate::store::{NewRecall, Store};
 
 /// Conversations waiting to be written.
@@ -20,17 +19,24 @@ const SEEN: u64 = 100_000;
 
 #[derive(Clone, Debug)]
 pub struct RecallWriter {
-    sender: mpsc::Sender<NewRecall>,
+    recalls: WriteBehind<NewRecall>,
     seen: moka::sync::Cache<String, ()>,
 }
 
 impl RecallWriter {
     /// Starts the writer task.
     pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
-        let (sender, receiver) = mpsc::channel(QUEUE);
-        tokio::spawn(write(receiver, store, metrics));
+        let recalls = WriteBehind::spawn(QUEUE, BATCH, move |batch: Vec<NewRecall>| {
+            let (store, metrics) = (store.clone(), metrics.clone());
+            async move {
+                if let Err(error) = store.save_recalls(&batch).await {
+                    metrics.recall_dropped.inc_by(batch.len() as u64);
+                    tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
+                }
+            }
+        });
         RecallWriter {
-            sender,
+            recalls,
             seen: moka::sync::Cache::builder()
                 .max_capacity(SEEN)
                 .time_to_live(std::time::Duration::from_secs(600))
@@ -46,25 +52,15 @@ impl RecallWriter {
     /// Queues a conversation; `false` when the queue is full.
     pub fn queue(&self, recall: NewRecall) -> bool {
         let id = recall.id.clone();
-        let queued = self.sender.try_send(recall).is_ok();
+        let queued = self.recalls.queue(recall).is_ok();
         if queued {
             self.seen.insert(id, ());
         }
         queued
     }
-}
 
-async fn write(
-    mut receiver: mpsc::Receiver<NewRecall>,
-    store: Arc<dyn Store>,
-    metrics: Arc<crate::metrics::Metrics>,
-) {
-    let mut batch = Vec::with_capacity(BATCH);
-    while receiver.recv_many(&mut batch, BATCH).await > 0 {
-        if let Err(error) = store.save_recalls(&batch).await {
-            metrics.recall_dropped.inc_by(batch.len() as u64);
-            tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
-        }
-        batch.clear();
+    /// Waits until every conversation queued so far is written (or failed).
+    pub async fn flush(&self) {
+        self.recalls.flush().await;
     }
 }

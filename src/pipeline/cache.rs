@@ -12,10 +12,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use tokio::sync::mpsc;
-
 use super::Job;
 use crate::metrics::Metrics;
+use crate::store::behind::WriteBehind;
 use crate::store::{CachedSummaryRow, Store, now_ms};
 use crate::summarizer::{Summary, TokenUsage};
 
@@ -68,15 +67,8 @@ pub struct SummaryCache {
     store: Arc<dyn Store>,
     ttl: Duration,
     /// Summaries on their way to the store.
-    writes: mpsc::Sender<Write>,
+    writes: WriteBehind<CachedSummaryRow>,
     metrics: Arc<Metrics>,
-}
-
-/// What the writer is sent: a summary to write, or a flush to answer once those before it are.
-#[derive(Debug)]
-enum Write {
-    Row(CachedSummaryRow),
-    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// Summaries waiting to be written to the store; past this, new ones stay in memory only.
@@ -95,16 +87,29 @@ impl std::fmt::Debug for SummaryCache {
 
 impl SummaryCache {
     /// A cache of at most `max_bytes` of summaries in memory, each kept for `ttl` (in memory and
-    /// in the store).
-    /// Starts the task that writes to the store.
+    /// in the store); starts the task that writes to the store.
     pub fn new(
         store: Arc<dyn Store>,
         max_bytes: u64,
         ttl: Duration,
         metrics: Arc<Metrics>,
     ) -> SummaryCache {
-        let (writes, queued) = mpsc::channel::<Write>(WRITE_QUEUE);
-        tokio::spawn(write_behind(queued, store.clone(), metrics.clone()));
+        let writes = {
+            let (store, metrics) = (store.clone(), metrics.clone());
+            WriteBehind::spawn(
+                WRITE_QUEUE,
+                WRITE_BATCH,
+                move |rows: Vec<CachedSummaryRow>| {
+                    let (store, metrics) = (store.clone(), metrics.clone());
+                    async move {
+                        if let Err(error) = store.put_cached_summaries(&rows).await {
+                            metrics.cache_writes_dropped.inc_by(rows.len() as u64);
+                            tracing::warn!(%error, summaries = rows.len(), "summary cache: the store did not keep them");
+                        }
+                    }
+                },
+            )
+        };
         SummaryCache {
             memory: moka::future::Cache::builder()
                 .max_capacity(max_bytes)
@@ -180,7 +185,7 @@ impl SummaryCache {
             created_at_ms: now,
             expires_at_ms: now + self.ttl.as_millis() as i64,
         };
-        if self.writes.try_send(Write::Row(row)).is_err() {
+        if self.writes.queue(row).is_err() {
             self.metrics.cache_writes_dropped.inc();
         }
     }
@@ -188,40 +193,7 @@ impl SummaryCache {
     /// Waits until every summary queued so far is in the store (at shutdown, and for tests that
     /// read the shared tier at once).
     pub async fn flush(&self) {
-        let (done, written) = tokio::sync::oneshot::channel();
-        if self.writes.send(Write::Flush(done)).await.is_ok() {
-            let _ = written.await;
-        }
-    }
-}
-
-/// Writes queued summaries to the store, a batch per transaction, and answers the flushes that
-/// came after them; until the cache is dropped.
-async fn write_behind(
-    mut queued: mpsc::Receiver<Write>,
-    store: Arc<dyn Store>,
-    metrics: Arc<Metrics>,
-) {
-    let mut messages = Vec::with_capacity(WRITE_BATCH);
-    let mut rows = Vec::with_capacity(WRITE_BATCH);
-    let mut flushes = Vec::new();
-    while queued.recv_many(&mut messages, WRITE_BATCH).await > 0 {
-        for message in messages.drain(..) {
-            match message {
-                Write::Row(row) => rows.push(row),
-                Write::Flush(done) => flushes.push(done),
-            }
-        }
-        if !rows.is_empty()
-            && let Err(error) = store.put_cached_summaries(&rows).await
-        {
-            metrics.cache_writes_dropped.inc_by(rows.len() as u64);
-            tracing::warn!(%error, summaries = rows.len(), "summary cache: the store did not keep them");
-        }
-        rows.clear();
-        for done in flushes.drain(..) {
-            let _ = done.send(());
-        }
+        self.writes.flush().await;
     }
 }
 

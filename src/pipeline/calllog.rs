@@ -12,9 +12,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, oneshot};
-
 use super::events::{Event, Observer, Run};
+use crate::store::behind::WriteBehind;
 use crate::store::{CallRecord, Store, now_ms};
 use crate::throttle::Throttle;
 
@@ -22,12 +21,6 @@ use crate::throttle::Throttle;
 const QUEUE: usize = 65_536;
 /// Rows written in one transaction, at most.
 const BATCH: usize = 16_384;
-
-enum Message {
-    Row(Box<CallRecord>),
-    /// Answered once every row queued before it is written (or failed).
-    Flush(oneshot::Sender<()>),
-}
 
 /// What the writer and the queueing side share.
 #[derive(Default)]
@@ -65,7 +58,7 @@ fn budget_tokens(call: &CallRecord) -> i64 {
 
 #[derive(Clone)]
 pub struct CallLog {
-    sender: mpsc::Sender<Message>,
+    rows: WriteBehind<CallRecord>,
     store_text: bool,
     metrics: Arc<crate::metrics::Metrics>,
     shared: Arc<Shared>,
@@ -78,16 +71,16 @@ impl CallLog {
         store_text: bool,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> CallLog {
-        let (sender, receiver) = mpsc::channel::<Message>(QUEUE);
         let shared = Arc::new(Shared::default());
-        tokio::spawn(write_batches(
-            receiver,
-            store,
-            shared.clone(),
-            metrics.clone(),
-        ));
+        let rows = {
+            let (shared, metrics) = (shared.clone(), metrics.clone());
+            WriteBehind::spawn(QUEUE, BATCH, move |rows: Vec<CallRecord>| {
+                let (store, shared, metrics) = (store.clone(), shared.clone(), metrics.clone());
+                async move { write_batch(rows, &*store, &shared, &metrics).await }
+            })
+        };
         CallLog {
-            sender,
+            rows,
             store_text,
             metrics,
             shared,
@@ -96,10 +89,7 @@ impl CallLog {
 
     /// Waits until every row queued so far is written (the CLI, before it exits).
     pub async fn flush(&self) {
-        let (done, written) = oneshot::channel();
-        if self.sender.send(Message::Flush(done)).await.is_ok() {
-            let _ = written.await;
-        }
+        self.rows.flush().await;
     }
 
     /// Upstream tokens of `tenant`'s rows queued and not yet in the store.
@@ -115,7 +105,7 @@ impl CallLog {
     fn queue(&self, call: CallRecord) {
         let (tenant, tokens) = (call.tenant.clone(), budget_tokens(&call));
         self.shared.add(&tenant, tokens);
-        if self.sender.try_send(Message::Row(Box::new(call))).is_err() {
+        if self.rows.queue(call).is_err() {
             self.shared.add(&tenant, -tokens);
             self.metrics.call_log_dropped.inc();
             if let Some(n) = self.shared.dropped_queue_full.hit() {
@@ -125,42 +115,21 @@ impl CallLog {
     }
 }
 
-/// The writer: takes what has queued (at least one message), writes the rows in one batch,
-/// answers the flushes that came after them, and starts over.
-async fn write_batches(
-    mut receiver: mpsc::Receiver<Message>,
-    store: Arc<dyn Store>,
-    shared: Arc<Shared>,
-    metrics: Arc<crate::metrics::Metrics>,
+/// Writes one batch of rows (one transaction) and takes their tokens off the unwritten count.
+async fn write_batch(
+    rows: Vec<CallRecord>,
+    store: &dyn Store,
+    shared: &Shared,
+    metrics: &crate::metrics::Metrics,
 ) {
-    let mut rows: Vec<CallRecord> = Vec::with_capacity(BATCH);
-    let mut flushes = Vec::new();
-    while let Some(first) = receiver.recv().await {
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Row(call) => rows.push(*call),
-                Message::Flush(done) => flushes.push(done),
-            }
-            if rows.len() < BATCH {
-                next = receiver.try_recv().ok();
-            }
+    if let Err(error) = store.log_calls(&rows).await {
+        metrics.call_log_dropped.inc_by(rows.len() as u64);
+        if let Some(n) = shared.dropped_store.hit() {
+            tracing::warn!(%error, batches = n, "call log rows not written: the store did not take them");
         }
-        if !rows.is_empty() {
-            if let Err(error) = store.log_calls(&rows).await {
-                metrics.call_log_dropped.inc_by(rows.len() as u64);
-                if let Some(n) = shared.dropped_store.hit() {
-                    tracing::warn!(%error, batches = n, "call log rows not written: the store did not take them");
-                }
-            }
-            for call in &rows {
-                shared.add(&call.tenant, -budget_tokens(call));
-            }
-            rows.clear();
-        }
-        for done in flushes.drain(..) {
-            let _ = done.send(());
-        }
+    }
+    for call in &rows {
+        shared.add(&call.tenant, -budget_tokens(call));
     }
 }
 

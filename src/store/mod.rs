@@ -5,6 +5,7 @@
 //! as the embedded default. They share their queries (see `sql.rs`); only connecting, migrating
 //! and error details differ.
 
+pub mod behind;
 pub mod ledger;
 mod postgres;
 pub mod recall;

@@ -1,0 +1,115 @@
+//! Writing behind the requests: what the request path hands over (call-log rows, conversations
+//! for recall, summaries for the shared cache) is queued, bounded, and written by one task per
+//! queue in batches — as many items as queued while the last batch was written, up to a cap, one
+//! call (one transaction) each — so that a request never waits for the store. A flush is answered
+//! once everything queued before it has been written (or failed): the CLI and shutdown wait for
+//! it, and so do tests that read the store at once.
+
+use std::future::Future;
+
+use tokio::sync::{mpsc, oneshot};
+
+enum Message<T> {
+    Item(T),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The queueing side of one writer.
+pub struct WriteBehind<T> {
+    sender: mpsc::Sender<Message<T>>,
+}
+
+impl<T> Clone for WriteBehind<T> {
+    fn clone(&self) -> Self {
+        WriteBehind {
+            sender: self.sender.clone(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for WriteBehind<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBehind")
+            .field("capacity", &self.sender.capacity())
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> WriteBehind<T> {
+    /// Starts the writer: `write` gets each batch (at most `batch` items, in queue order), until
+    /// every `WriteBehind` of it is dropped. `queue` items wait at most.
+    pub fn spawn<W, F>(queue: usize, batch: usize, mut write: W) -> WriteBehind<T>
+    where
+        W: FnMut(Vec<T>) -> F + Send + 'static,
+        F: Future<Output = ()> + Send,
+    {
+        let (sender, mut receiver) = mpsc::channel::<Message<T>>(queue);
+        tokio::spawn(async move {
+            let mut messages = Vec::with_capacity(batch.min(1024));
+            let mut flushes = Vec::new();
+            while receiver.recv_many(&mut messages, batch).await > 0 {
+                let mut items = Vec::with_capacity(messages.len());
+                for message in messages.drain(..) {
+                    match message {
+                        Message::Item(item) => items.push(item),
+                        Message::Flush(done) => flushes.push(done),
+                    }
+                }
+                if !items.is_empty() {
+                    write(items).await;
+                }
+                for done in flushes.drain(..) {
+                    let _ = done.send(());
+                }
+            }
+        });
+        WriteBehind { sender }
+    }
+
+    /// Queues `item`; gives it back when the queue is full.
+    pub fn queue(&self, item: T) -> Result<(), T> {
+        self.sender
+            .try_send(Message::Item(item))
+            .map_err(|error| match error.into_inner() {
+                Message::Item(item) => item,
+                Message::Flush(_) => unreachable!("an item was sent"),
+            })
+    }
+
+    /// Waits until everything queued so far is written (or failed).
+    pub async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.sender.send(Message::Flush(done)).await.is_ok() {
+            let _ = written.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::WriteBehind;
+
+    #[tokio::test]
+    async fn batches_keep_order_and_a_flush_waits_for_what_came_before() {
+        let written: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
+        let into = written.clone();
+        let behind = WriteBehind::spawn(8, 3, move |batch| {
+            let into = into.clone();
+            async move { into.lock().unwrap().push(batch) }
+        });
+        for i in 0..8 {
+            behind.queue(i).unwrap();
+        }
+        // The queue holds 8: the ninth is given back.
+        assert_eq!(behind.queue(8), Err(8));
+        behind.flush().await;
+        let batches = written.lock().unwrap().clone();
+        assert!(
+            batches.iter().all(|b| !b.is_empty() && b.len() <= 3),
+            "{batches:?}"
+        );
+        assert_eq!(batches.concat(), (0..8).collect::<Vec<_>>());
+    }
+}
