@@ -280,11 +280,7 @@ impl Pipeline {
                 deadline,
                 started,
             )
-            .await
-            .map(|mut summary| {
-                summary.flags.redactions = placeholders.total();
-                summary
-            });
+            .await;
         if placeholders.total() > 0 {
             self.tell(
                 run,
@@ -390,11 +386,12 @@ impl Pipeline {
         // Only what the first choice of the chain wrote is kept: a fallback's summary (after a
         // timeout or an outage) would answer the agent's retry, which hopes for the model.
         let first_choice = models.first() == Some(&summary.model);
+        // Counted before it is cached: a hit reports the secrets its request had.
+        summary.flags.redactions = placeholders.total();
         if let (Some(cache), Some(key)) = (&self.stages.cache, key)
             && first_choice
             && !exhausted
         {
-            summary.flags.redactions = placeholders.total();
             cache.put(key, &summary).await;
         }
         Ok(summary)
