@@ -4,6 +4,7 @@
 //! Pure and synchronous: no I/O beyond the bytes handed in.
 
 mod entry;
+mod line;
 mod message;
 mod migrate;
 mod parse;
@@ -12,11 +13,10 @@ pub mod time;
 mod tree;
 
 pub use entry::{Entry, EntryKind, Header};
+pub use line::{JSON_DEPTH_LIMIT, nesting_exceeds};
 pub use message::{BashExecution, Block, Content, Message, Usage, joined_text_blocks};
 pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
-pub use parse::{
-    JSON_DEPTH_LIMIT, LineIssue, ParseError, ParseErrorKind, ParseOptions, nesting_exceeds,
-};
+pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
 
 use std::collections::HashMap;
 
@@ -177,7 +177,7 @@ impl Session {
 /// Reads one entry line (v3 form) on its own, e.g. a line appended to a stored session.
 /// `line` is its number in the request, for errors.
 pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> {
-    parse::check_nesting(line, bytes)?;
+    line::check_nesting(line, bytes)?;
     let text = std::str::from_utf8(bytes).map_err(|e| ParseError {
         line: Some(line),
         kind: ParseErrorKind::InvalidUtf8,
@@ -186,7 +186,7 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
             e.valid_up_to() + 1
         ),
     })?;
-    let entry = parse::entry_from_line(line, text.into())?;
+    let entry = line::entry_from_line(line, text.into())?;
     if entry.entry_type() == "session" {
         return Err(ParseError {
             line: Some(line),
@@ -199,7 +199,7 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
 
 /// Reads a stored entry line (v3, accepted when it was stored), keeping the line as it is.
 pub fn parse_stored_line(raw: String) -> Result<Entry, ParseError> {
-    parse::entry_from_line(0, raw.into_boxed_str())
+    line::entry_from_line(0, raw.into_boxed_str())
 }
 
 /// A leaf or target id that names no entry of the session.
