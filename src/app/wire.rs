@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
 use crate::transcript::Conversation;
-use crate::transcript::prompt::{conversation_block, is_short_summary_request};
+use crate::transcript::prompt::{conversation_block, is_short_summary_request, previous_block};
 
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
@@ -81,6 +81,9 @@ pub struct WireRequest {
     /// A conversation that came structured (typed already): summarized with `prompt` as its
     /// instructions.
     pub conversation: Option<Conversation>,
+    /// With `conversation`: the summary the agent carried from its previous compaction, given
+    /// to the model (and to the anchors) as pi's `<previous-summary>`.
+    pub previous_summary: Option<String>,
     /// The output cap asked for.
     pub max_tokens: Option<u64>,
     /// The request field the prompt came from, for errors (`prompt`, `messages`).
@@ -141,7 +144,11 @@ impl App {
             .unwrap_or_else(|| self.prompts.system.clone());
         let summary_request = match request.conversation {
             Some(conversation) => {
-                let prompt = self.structured_prompt(&conversation, &request.prompt);
+                let prompt = self.structured_prompt(
+                    &conversation,
+                    request.previous_summary.as_deref(),
+                    &request.prompt,
+                );
                 let max_tokens = self.max_tokens(request.max_tokens, &prompt);
                 SummaryRequest::rendered(system_prompt, prompt, max_tokens, conversation)
             }
@@ -181,6 +188,7 @@ impl App {
                 system_prompt: None,
                 prompt: compaction.instructions.clone(),
                 conversation: Some(compaction.conversation.clone()),
+                previous_summary: compaction.previous_summary.clone(),
                 max_tokens: None,
                 prompt_field: "messages",
             },
@@ -189,10 +197,18 @@ impl App {
         .await
     }
 
-    /// The prompt for a structured conversation: the conversation in pi's form, then the
-    /// agent's instructions (compactd's history prompt when it sent none).
-    fn structured_prompt(&self, conversation: &Conversation, instructions: &str) -> String {
+    /// The prompt for a structured conversation: the conversation in pi's form, the summary it
+    /// continues, then the agent's instructions (compactd's history prompt when it sent none).
+    fn structured_prompt(
+        &self,
+        conversation: &Conversation,
+        previous_summary: Option<&str>,
+        instructions: &str,
+    ) -> String {
         let mut prompt = conversation_block(&conversation.write());
+        if let Some(previous) = previous_summary {
+            prompt.push_str(&previous_block(previous));
+        }
         prompt.push_str(if instructions.trim().is_empty() {
             &self.prompts.summary
         } else {

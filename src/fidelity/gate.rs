@@ -111,10 +111,24 @@ fn labels(line: &str, heading: &str) -> bool {
     label == heading || (label.starts_with(heading) && label.len() <= heading.len() + 20)
 }
 
-/// Which anchors `summary` keeps, in the order of `anchors`.
+/// Which anchors `summary` keeps, in the order of `anchors`. A rule counts only in the summary's
+/// Constraints section: that is where the next compaction reads the rules it carries on
+/// ([`super::anchors`]), so one the model mentions elsewhere (Claude Code's "Primary Request and
+/// Intent", say) would be lost one compaction later.
 pub fn check(summary: &str, anchors: &[Anchor]) -> Vec<bool> {
     let index = Index::new(summary);
-    anchors.iter().map(|a| index.keeps(a)).collect()
+    let rules = anchors
+        .iter()
+        .any(|a| a.kind == AnchorKind::Constraint)
+        .then(|| find_section(summary, "Constraints").map(|(start, end)| Index::new(&summary[start..end])))
+        .flatten();
+    anchors
+        .iter()
+        .map(|a| match a.kind {
+            AnchorKind::Constraint => rules.as_ref().is_some_and(|rules| rules.keeps(a)),
+            _ => index.keeps(a),
+        })
+        .collect()
 }
 
 /// The prompt asking a model to return its summary with what it left out.

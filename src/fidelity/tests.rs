@@ -186,6 +186,23 @@ fn what_is_missing_is_appended_where_it_belongs_and_then_kept() {
 }
 
 #[test]
+fn a_rule_is_kept_only_in_the_constraints_section_where_the_next_compaction_reads_it() {
+    let rule = Anchor::new(AnchorKind::Constraint, "Use British spelling in docs.");
+    // Claude Code's own layout: the rule under the user's requests, no Constraints section.
+    let elsewhere = "1. Primary Request and Intent:\n   - Use British spelling in docs.\n\n2. Pending Tasks:\n   - none";
+    assert_eq!(check(elsewhere, std::slice::from_ref(&rule)), [false]);
+    let repaired = append_missing(elsewhere, &[&rule]);
+    assert!(
+        repaired.ends_with("## Constraints & Preferences\n- Use British spelling in docs."),
+        "{repaired}"
+    );
+    assert_eq!(check(&repaired, std::slice::from_ref(&rule)), [true]);
+    // In the model's words, in its constraints section: kept.
+    let worded = "## Constraints & Preferences\n- Docs use British spelling.\n\n## Next Steps\n- x";
+    assert_eq!(check(worded, &[rule]), [true]);
+}
+
+#[test]
 fn the_repair_prompt_quotes_the_answer_and_lists_what_it_left_out() {
     let missing = Anchor::new(AnchorKind::ModifiedFile, "src/parse.rs");
     let prompt = repair_prompt("## Goal\nx", &[&missing]);

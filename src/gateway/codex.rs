@@ -17,7 +17,7 @@ const PREFIX: &str = "compactd.v1.";
 
 /// How Codex itself hands a local compaction's summary to the model (0.169.0): the expanded
 /// item reads the same.
-const HANDOFF: &str = "Another language model started to solve this problem and produced a summary of its thinking process. You also have access to the state of the tools that were used by that language model. Use this to build on the work that has already been done and avoid duplicating work. Here is the summary produced by the other language model, use the information in this summary to assist with your own analysis:\n";
+pub(super) const HANDOFF: &str = "Another language model started to solve this problem and produced a summary of its thinking process. You also have access to the state of the tools that were used by that language model. Use this to build on the work that has already been done and avoid duplicating work. Here is the summary produced by the other language model, use the information in this summary to assist with your own analysis:\n";
 
 /// The key compactd's items are authenticated with.
 #[derive(Clone)]

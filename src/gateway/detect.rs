@@ -6,6 +6,7 @@
 use axum::http::HeaderMap;
 use serde_json::Value;
 
+use super::carried;
 use crate::transcript::{Conversation, Role, structured};
 
 /// The agent a compaction came from, and how it asked.
@@ -40,6 +41,9 @@ pub struct Compaction {
     pub conversation: Conversation,
     /// The agent's own summarization instructions (empty: compactd's history prompt).
     pub instructions: String,
+    /// The summary of the agent's previous compaction, taken out of the user message that
+    /// carried it ([`super::carried`]).
+    pub previous_summary: Option<String>,
     /// Whether the client asked for a stream.
     pub stream: bool,
     pub model: String,
@@ -102,9 +106,11 @@ pub fn anthropic_messages(body: &Value) -> Option<Compaction> {
         kept["content"] = Value::from(blocks[..at].to_vec());
         history.push(kept);
     }
+    let mut conversation = without_developer(structured::from_anthropic(&history));
     Some(Compaction {
         agent: Agent::ClaudeCode,
-        conversation: without_developer(structured::from_anthropic(&history)),
+        previous_summary: carried::take(&mut conversation),
+        conversation,
         instructions,
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: model_of(body),
@@ -119,11 +125,12 @@ pub fn responses(headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let kind = codex_request_kind(headers, body);
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if last.get("type").and_then(Value::as_str) == Some("compaction_trigger") {
+        let mut conversation =
+            without_developer(structured::from_responses(&Value::from(history.to_vec())));
         return Some(Compaction {
             agent: Agent::CodexRemote,
-            conversation: without_developer(structured::from_responses(&Value::from(
-                history.to_vec(),
-            ))),
+            previous_summary: carried::take(&mut conversation),
+            conversation,
             instructions: String::new(),
             stream,
             model: model_of(body),
@@ -142,9 +149,12 @@ pub fn responses(headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     if !(prompt && (tools_off || kind.as_deref() == Some("compaction"))) {
         return None;
     }
+    let mut conversation =
+        without_developer(structured::from_responses(&Value::from(history.to_vec())));
     Some(Compaction {
         agent: Agent::CodexLocal,
-        conversation: without_developer(structured::from_responses(&Value::from(history.to_vec()))),
+        previous_summary: carried::take(&mut conversation),
+        conversation,
         instructions: text,
         stream,
         model: model_of(body),

@@ -9,6 +9,7 @@
 //! from a request.
 
 pub mod answer;
+mod carried;
 pub mod codex;
 pub mod detect;
 pub mod proxy;

@@ -237,6 +237,7 @@ pub(super) async fn chat_completions(
                 system_prompt: Some(system),
                 prompt,
                 conversation,
+                previous_summary: None,
                 max_tokens,
                 prompt_field: "messages",
             },

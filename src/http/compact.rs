@@ -94,6 +94,7 @@ pub(super) async fn compact(
                 system_prompt: request.system_prompt,
                 prompt: request.prompt,
                 conversation: None,
+                previous_summary: None,
                 max_tokens,
                 prompt_field: "prompt",
             },

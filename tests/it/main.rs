@@ -65,6 +65,7 @@ mod scale;
 mod service;
 mod sessions;
 mod standing_chain;
+mod standing_gateway;
 mod standing_rules;
 mod streaming;
 mod support;

@@ -2,7 +2,8 @@
 //! states ten rules in varied phrasing (prose, a rules list, a preference) and two one-off
 //! requests worded like rules, then five stretches of ordinary work, one of which withdraws a
 //! rule, is compacted six times in a chain — as an uploaded session (both stores) and through
-//! `/v1/compact` with each request carrying the previous summary — once with the extractive
+//! `/v1/compact` and the chat wire with each request carrying the previous summary (the gateway's
+//! agents: `standing_gateway.rs`) — once with the extractive
 //! summarizer and once behind a model that writes a plausible summary without any rule.
 
 use std::sync::Arc;
@@ -38,10 +39,10 @@ const ONE_OFF: [&str; 2] = [
 ];
 
 /// What a forgetful model writes: the asked structure, no rule.
-const LOSSY: &str = "## Goal\nKeep improving the project.\n\n## Progress\n### Done\n- Several modules were refactored.\n\n## Next Steps\n1. Continue with the next module.";
+pub const LOSSY: &str = "## Goal\nKeep improving the project.\n\n## Progress\n### Done\n- Several modules were refactored.\n\n## Next Steps\n1. Continue with the next module.";
 
 /// The user turns of stretch `round` (0: the rules; 3: the withdrawal; else ordinary work).
-fn user_turns(round: usize) -> Vec<String> {
+pub fn user_turns(round: usize) -> Vec<String> {
     let work = |i: usize| {
         format!(
             "Round {round}, step {i}: refactor the module m{round}_{i} and report what changed. {}",
@@ -105,7 +106,7 @@ fn constraints_of(summary: &str) -> &str {
 
 /// Every rule but the withdrawn one is in the last summary's constraints, verbatim, with the
 /// withdrawal instead of the rule it lifted; no one-off request became a rule.
-fn assert_rules_carried(summary: &str) {
+pub fn assert_rules_carried(summary: &str) {
     let constraints = constraints_of(summary);
     for rule in &RULES[1..] {
         assert!(constraints.contains(rule), "lost {rule:?}:\n{summary}");
@@ -213,9 +214,19 @@ fn serialized(round: usize) -> String {
         .join("\n\n")
 }
 
-/// The remoteEndpoint wire: each of six requests carries the previous answer as its
-/// `<previous-summary>`, as oh-my-pi sends it.
-async fn six_wire_compactions(app: &TestApp) -> String {
+/// Where a pi-family agent sends its summary request.
+#[derive(Clone, Copy)]
+enum Wire {
+    /// `compaction.remoteEndpoint`: `{systemPrompt, prompt}`, answered `{summary}`.
+    RemoteEndpoint,
+    /// A remote endpoint ending in `/chat/completions`: an OpenAI chat body, the agent's
+    /// provider key as Bearer.
+    Chat,
+}
+
+/// Six requests on `wire`, each carrying the previous answer as its `<previous-summary>`, as
+/// oh-my-pi sends it.
+async fn six_wire_compactions(app: &TestApp, wire: Wire) -> String {
     let prompts = compactd::prompts::Prompts::builtin();
     let mut previous: Option<String> = None;
     for round in 0..6 {
@@ -225,34 +236,57 @@ async fn six_wire_compactions(app: &TestApp) -> String {
             previous.as_deref(),
             None,
         );
-        let response = app
-            .post(
-                "/v1/compact",
-                &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-            )
-            .await;
+        let response = match wire {
+            Wire::RemoteEndpoint => {
+                app.post(
+                    "/v1/compact",
+                    &json!({"systemPrompt": prompts.system, "prompt": prompt}),
+                )
+                .await
+            }
+            Wire::Chat => {
+                app.send(
+                    app.client
+                        .post(format!("{}/v1/chat/completions", app.url))
+                        .bearer_auth("sk-the-agents-own-provider-key")
+                        .json(&json!({"model": "m", "stream": false, "messages": [
+                            {"role": "system", "content": prompts.system},
+                            {"role": "user", "content": prompt},
+                        ]})),
+                )
+                .await
+            }
+        };
         assert_eq!(response.status(), StatusCode::OK, "round {round}");
         let body: Value = response.json().await.unwrap();
-        previous = Some(body["summary"].as_str().unwrap().to_owned());
+        let summary = match wire {
+            Wire::RemoteEndpoint => &body["summary"],
+            Wire::Chat => &body["choices"][0]["message"]["content"],
+        };
+        previous = Some(summary.as_str().unwrap().to_owned());
     }
     previous.unwrap()
 }
 
 #[tokio::test]
 async fn rules_survive_six_wire_compactions_with_the_extractive_summarizer() {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
-    let app = TestApp::handlers(chain_config(&fake, "extractive", false)).await;
-    assert_rules_carried(&six_wire_compactions(&app).await);
+    for wire in [Wire::RemoteEndpoint, Wire::Chat] {
+        let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+        let app = TestApp::handlers(chain_config(&fake, "extractive", false)).await;
+        assert_rules_carried(&six_wire_compactions(&app, wire).await);
+    }
 }
 
 #[tokio::test]
 async fn rules_survive_six_wire_compactions_behind_a_lossy_model() {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
-    let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
-    let summary = six_wire_compactions(&app).await;
-    assert_rules_carried(&summary);
-    assert!(
-        summary.starts_with("## Goal\nKeep improving the project."),
-        "{summary}"
-    );
+    for wire in [Wire::RemoteEndpoint, Wire::Chat] {
+        let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+        let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
+        let summary = six_wire_compactions(&app, wire).await;
+        assert_rules_carried(&summary);
+        assert!(
+            summary.starts_with("## Goal\nKeep improving the project."),
+            "{summary}"
+        );
+    }
 }
