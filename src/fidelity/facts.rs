@@ -87,6 +87,16 @@ impl Facts {
                 .any(|current| super::matching::coverage(current, rule) >= 0.8)
     }
 
+    /// A rule, or a withdrawal that lifts the rules before it it shares a topic with.
+    fn add_standing(&mut self, statement: Statement, sentence: String) {
+        if statement == Statement::Withdrawal {
+            self.constraints
+                .remove_where(|rule| standing::withdraws(&sentence, rule));
+            self.withdrawals.push(sentence.clone());
+        }
+        self.constraints.push(sentence);
+    }
+
     pub fn extract(messages: &[Message]) -> Facts {
         let mut facts = Facts {
             message_count: messages.len(),
@@ -110,14 +120,7 @@ impl Facts {
                     }
                     facts.requests.push(text.to_owned());
                     for (statement, sentence) in standing::of_turn(text) {
-                        let sentence = clip(sentence, 240);
-                        if statement == Statement::Withdrawal {
-                            facts
-                                .constraints
-                                .remove_where(|rule| standing::withdraws(&sentence, rule));
-                            facts.withdrawals.push(sentence.clone());
-                        }
-                        facts.constraints.push(sentence);
+                        facts.add_standing(statement, clip(sentence, 240));
                     }
                     for span in code_spans(text) {
                         facts.identifiers.push(span);
@@ -149,8 +152,13 @@ impl Facts {
                         );
                     }
                 }
-                // System and developer text (rules files, environment notes) in the history.
-                Role::Developer => {}
+                // System and developer text in the history: the agent's own instructions and
+                // environment notes, except a project rules file pasted there.
+                Role::Developer => {
+                    for (statement, sentence) in standing::of_pasted_file(&message.text) {
+                        facts.add_standing(statement, clip(sentence, 240));
+                    }
+                }
                 Role::ToolResult => {
                     if let Some(Some(command)) = pending.pop_front()
                         && (message.is_error || exited_nonzero(&message.text))

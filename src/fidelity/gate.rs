@@ -120,7 +120,10 @@ pub fn check(summary: &str, anchors: &[Anchor]) -> Vec<bool> {
     let rules = anchors
         .iter()
         .any(|a| a.kind == AnchorKind::Constraint)
-        .then(|| find_section(summary, "Constraints").map(|(start, end)| Index::new(&summary[start..end])))
+        .then(|| {
+            find_section(summary, "Constraints")
+                .map(|(start, end)| Index::new(&summary[start..end]))
+        })
         .flatten();
     anchors
         .iter()

@@ -8,7 +8,8 @@
 use crate::transcript::{Conversation, Role};
 
 /// Claude Code's continuation message opens with this…
-const CLAUDE_OPENING: &str = "This session is being continued from a previous conversation that ran out of context.";
+const CLAUDE_OPENING: &str =
+    "This session is being continued from a previous conversation that ran out of context.";
 /// … labels a tagged summary with this (an untagged one follows the reminder unlabelled) …
 const CLAUDE_LABEL: &str = "Summary:\n";
 /// … and ends the summary at the first of these.
@@ -39,7 +40,8 @@ pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
                 if message.role != Role::User {
                     return None;
                 }
-                let (summary, rest) = claude_code(&message.text).or_else(|| codex(&message.text))?;
+                let (summary, rest) =
+                    claude_code(&message.text).or_else(|| codex(&message.text))?;
                 Some((index, summary, rest))
             })?;
     if rest.trim().is_empty() {
@@ -113,7 +115,8 @@ mod tests {
 
     #[test]
     fn claude_codes_continuation_gives_its_summary_and_keeps_the_rest_of_the_message() {
-        let summary = "## Goal\nShip it.\n\n## Constraints & Preferences\n- Use British spelling in docs.";
+        let summary =
+            "## Goal\nShip it.\n\n## Constraints & Preferences\n- Use British spelling in docs.";
         let text = format!(
             "<system-reminder>\nAs you answer…\n</system-reminder>\n{}\n<local-command-stdout>Compacted</local-command-stdout>\nThanks. Anything else?",
             continuation(summary)
@@ -121,7 +124,10 @@ mod tests {
         let mut conv = conversation(&[(Role::User, &text), (Role::Assistant, "OK")]);
         assert_eq!(take(&mut conv).as_deref(), Some(summary));
         let rest = &conv.messages[0].text;
-        assert!(rest.starts_with("<system-reminder>\nAs you answer…"), "{rest}");
+        assert!(
+            rest.starts_with("<system-reminder>\nAs you answer…"),
+            "{rest}"
+        );
         assert!(rest.ends_with("Thanks. Anything else?"), "{rest}");
         assert!(!rest.contains("Summary:") && !rest.contains("break never happened"));
     }

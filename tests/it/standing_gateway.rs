@@ -74,7 +74,9 @@ fn claude_body(template: &Recorded, round: usize, previous: Option<&str>) -> Val
     out.push(json!({"role": "assistant", "content": [{"type": "text", "text": RESPONSE_TEXT}]}));
     for (_, text) in turns {
         out.push(json!({"role": "user", "content": text}));
-        out.push(json!({"role": "assistant", "content": [{"type": "text", "text": RESPONSE_TEXT}]}));
+        out.push(
+            json!({"role": "assistant", "content": [{"type": "text", "text": RESPONSE_TEXT}]}),
+        );
     }
     out.push(instruction);
     body["messages"] = Value::from(out);
@@ -95,8 +97,10 @@ fn codex_body(template: &Recorded, round: usize, previous: Option<&str>) -> Valu
     }
     for text in user_turns(round) {
         out.push(user(text));
-        out.push(json!({"type": "message", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": RESPONSE_TEXT, "annotations": []}]}));
+        out.push(
+            json!({"type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": RESPONSE_TEXT, "annotations": []}]}),
+        );
     }
     out.push(prompt);
     body["input"] = Value::from(out);

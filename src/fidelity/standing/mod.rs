@@ -29,19 +29,59 @@ pub enum Statement {
 /// Words of a rule longer than this are a paragraph, not a rule.
 const MAX_WORDS: usize = 60;
 
-/// The standing statements of one user (or developer) turn, verbatim, in order.
+/// Project rules files agents paste into a conversation.
+const RULES_FILES: [&str; 4] = [
+    "agents.md",
+    "claude.md",
+    ".cursorrules",
+    "copilot-instructions",
+];
+
+/// The standing statements of one user turn, verbatim, in order.
 pub fn of_turn(text: &str) -> Vec<(Statement, &str)> {
+    let lower = text.to_ascii_lowercase();
+    of_text(text, RULES_FILES.iter().any(|name| lower.contains(name)))
+}
+
+/// The rules of a project rules file an agent pasted into a system or developer turn (OpenCode's
+/// "Instructions from: …/AGENTS.md", a "Contents of …/CLAUDE.md" reminder, Codex's "# AGENTS.md
+/// instructions for …"). Only the file's own text is read: the rest of such a turn is the agent's
+/// own system prompt, whose "NEVER …" lines are not the user's rules.
+pub fn of_pasted_file(text: &str) -> Vec<(Statement, &str)> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some((header, after)) = rest.split_once('\n') {
+        rest = after;
+        let lower = header.trim().to_ascii_lowercase();
+        let names_file = RULES_FILES.iter().any(|name| lower.contains(name));
+        let heads_file = ["instructions from:", "contents of ", "# "]
+            .iter()
+            .any(|lead| lower.starts_with(lead));
+        if !(names_file && heads_file) {
+            continue;
+        }
+        // The file ends where the agent's wrapper closes, or at the next file's header.
+        let end = [
+            "</INSTRUCTIONS>",
+            "</system-reminder>",
+            "\nInstructions from:",
+        ]
+        .iter()
+        .filter_map(|close| rest.find(close))
+        .min()
+        .unwrap_or(rest.len());
+        found.extend(of_text(&rest[..end], true));
+        rest = &rest[end..];
+    }
+    found
+}
+
+/// The standing statements of `text`; in a pasted rules file (`rules_file`), every list item
+/// that reads as an instruction is one.
+fn of_text(text: &str, rules_file: bool) -> Vec<(Statement, &str)> {
     let mut found = Vec::new();
     // A list under a line announcing rules, or any list of a pasted rules file: every item is
     // a rule when it reads as an instruction.
-    let rules_file = [
-        "agents.md",
-        "claude.md",
-        ".cursorrules",
-        "copilot-instructions",
-    ]
-    .iter()
-    .any(|name| text.to_ascii_lowercase().contains(name));
     let mut in_rules_list = false;
     for line in text.lines() {
         let trimmed = line.trim();
@@ -355,5 +395,52 @@ mod tests {
         let pasted = "Here is our AGENTS.md:\n# Project\nA parser.\n## Style\n- Prefer iterators to index loops\n- Error types live in src/error.rs";
         let rules: Vec<&str> = of_turn(pasted).into_iter().map(|(_, s)| s).collect();
         assert_eq!(rules, ["Prefer iterators to index loops"]);
+    }
+
+    #[test]
+    fn the_rules_files_agents_paste_are_read_and_their_own_reminders_are_not() {
+        // Claude Code 2.1.330 puts CLAUDE.md in a reminder of the first user message, beside
+        // its own instructions ("you MUST follow them", "You should not respond to this
+        // context") and an attribution reminder naming CLAUDE.md; Codex 0.169.0 sends AGENTS.md
+        // as a user message of its own.
+        let claude = "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# claudeMd\nCodebase and user instructions are shown below. Be sure to adhere to these instructions. IMPORTANT: These instructions OVERRIDE any default behavior and you MUST follow them exactly as written.\n\nContents of /home/dev/repo/CLAUDE.md (project instructions, checked into the codebase):\n\n# Project\nA calculator.\n\n## Rules\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n- Run cargo fmt before committing.\n\nUse British spelling in docs.\n# currentDate\nToday's date is 2026-11-25.\n\n      IMPORTANT: this context may or may not be relevant to your tasks. You should not respond to this context unless it is highly relevant to your task.\n</system-reminder>\n<system-reminder>\nAttribution for git commits and pull requests you create from here on (this replaces Claude Code's own earlier attribution guidance, such as a previous copy of this reminder; the user's own instructions about these lines, such as a CLAUDE.md or memory rule, take precedence over this reminder, but do not add attribution lines this reminder leaves out):\n- End git commit messages with:\nCo-Authored-By: Claude Opus 5.5 <noreply@anthropic.com>\n- End pull request descriptions with:\n🤖 Generated with [Claude Code](https://claude.com/claude-code)\n</system-reminder>\nWhat does calc.py do?";
+        let codex = "# AGENTS.md instructions for /home/dev/repo\n\n<INSTRUCTIONS>\n# Repository guidelines\n\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n- Tests live next to the code they test.\n\nUse British spelling in docs.\n</INSTRUCTIONS>";
+        let rules = |text| -> Vec<&str> { of_turn(text).into_iter().map(|(_, s)| s).collect() };
+        // The same files in a system turn: only the file is read, not the agent's own prompt.
+        let system = format!(
+            "You are opencode. NEVER commit changes unless the user explicitly asks you to. If you find the command, suggest writing it to AGENTS.md.\nInstructions from: /home/dev/repo/AGENTS.md\n# Repository guidelines\n\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n"
+        );
+        let pasted =
+            |text| -> Vec<&str> { of_pasted_file(text).into_iter().map(|(_, s)| s).collect() };
+        assert_eq!(pasted(claude), rules(claude));
+        assert_eq!(pasted(codex), rules(codex));
+        assert_eq!(
+            pasted(&system),
+            [
+                "Never call unwrap() in library code.",
+                "Keep SQL in the store module."
+            ]
+        );
+        assert!(
+            pasted("Always be concise. NEVER commit unless asked. Read AGENTS.md first.")
+                .is_empty()
+        );
+        assert_eq!(
+            rules(claude),
+            [
+                "Never call unwrap() in library code.",
+                "Keep SQL in the store module.",
+                "Run cargo fmt before committing.",
+                "Use British spelling in docs."
+            ]
+        );
+        assert_eq!(
+            rules(codex),
+            [
+                "Never call unwrap() in library code.",
+                "Keep SQL in the store module.",
+                "Use British spelling in docs."
+            ]
+        );
     }
 }
