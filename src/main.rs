@@ -9,8 +9,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = compactd::cli::Cli::from_args(std::env::args_os());
-    let stdout = std::io::stdout();
-    match compactd::cli::run(cli, &mut stdout.lock()) {
+    // Buffered: stdout alone is line-buffered, which searched every small write of a plan's
+    // multi-megabyte JSON for a newline (~15 % of planning a 20 MB session, BENCHMARKS.md).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let result = compactd::cli::run(cli, &mut out).and_then(|()| {
+        std::io::Write::flush(&mut out)
+            .map_err(|e| compactd::cli::CliError::new(format!("cannot write output: {e}")))
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("compactd: {e}");

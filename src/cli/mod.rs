@@ -144,6 +144,12 @@ pub struct ContextArgs {
 #[error("{0}")]
 pub struct CliError(String);
 
+impl CliError {
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError(message.into())
+    }
+}
+
 /// Runs a parsed command, writing its JSON to `out`.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
     match cli.command {

@@ -104,12 +104,43 @@ pub fn bash_execution_text(bash: &BashExecution) -> String {
 
 /// `serializeConversation(convertToLlm(messages))`: the text inside `<conversation>` tags.
 pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String {
-    let mut out = String::new();
+    let messages: Vec<&Message> = messages.into_iter().collect();
+    // Sized up front: grown by doubling, a conversation of megabytes was copied and its fresh
+    // pages zeroed several times over (a tenth of planning a 20 MB session, BENCHMARKS.md).
+    let mut out = String::with_capacity(messages.iter().map(|m| size_hint(m)).sum());
     for message in messages {
         let Some(llm) = to_llm(message) else { continue };
         write_part(&mut out, &llm);
     }
     out
+}
+
+/// About the bytes `message` takes in the serialized conversation: its texts and a little for
+/// the labels around them (tool arguments are guessed, not serialized twice).
+fn size_hint(message: &Message) -> usize {
+    let content = |content: &Content| match content {
+        Content::Text(text) => text.len(),
+        Content::Blocks(blocks) => blocks.iter().map(block_hint).sum(),
+    };
+    32 + match message {
+        Message::User { content: c }
+        | Message::ToolResult { content: c }
+        | Message::Custom { content: c, .. } => content(c),
+        Message::Assistant { content, .. } => content.iter().map(block_hint).sum(),
+        Message::BashExecution(bash) => bash.command.len() + bash.output.len(),
+        Message::BranchSummary { summary, .. } | Message::CompactionSummary { summary, .. } => {
+            summary.len() + 128
+        }
+        Message::Unknown { .. } => 0,
+    }
+}
+
+fn block_hint(block: &Block) -> usize {
+    match block {
+        Block::Text(text) | Block::Thinking(text) => text.len() + 16,
+        Block::ToolCall { name, .. } => name.len() + 128,
+        Block::Image | Block::Other => 0,
+    }
 }
 
 fn write_part(out: &mut String, message: &LlmMessage<'_>) {
