@@ -179,6 +179,9 @@ macro_rules! ledger_impl {
                 key: &str,
                 now_ms: i64,
             ) -> Result<Option<String>, $crate::store::StoreError> {
+                if !self.may_hold_cached(key, now_ms) {
+                    return Ok(None);
+                }
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_scalar(
                         "select summary from summary_cache where cache_key = $1 and expires_at_ms > $2",
@@ -233,6 +236,7 @@ macro_rules! ledger_impl {
                             .await?;
                     }
                     tx.commit().await?;
+                    self.note_cached(&rows);
                     Ok(())
                 })
                 .await

@@ -6,6 +6,7 @@
 //! and error details differ.
 
 pub mod behind;
+mod cache_keys;
 pub mod ledger;
 mod postgres;
 pub mod recall;

@@ -6,6 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
+
+use super::cache_keys::{self, CacheKeys};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -17,6 +19,8 @@ pub struct SqliteStore {
     /// writer at a time, and writers that meet in the database wait in its busy handler, which
     /// sleeps in growing steps; queued here instead, each batch starts as the one before ends.
     writes: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The summary cache's keys in the table: a miss is known without a query.
+    cache_keys: std::sync::Arc<CacheKeys>,
 }
 
 impl SqliteStore {
@@ -60,16 +64,34 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .context("opening the SQLite database")?;
-        let store = SqliteStore {
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .context("applying the SQLite migrations")?;
+        SqliteStore::on(pool).await
+    }
+
+    /// The store on a migrated pool, with the summary cache's keys read.
+    async fn on(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
+        let limit = cache_keys::MAX_KEYS as i64 + 1;
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "select cache_key, expires_at_ms from summary_cache where expires_at_ms > $1 limit $2",
+        )
+        .bind(super::now_ms())
+        .bind(limit)
+        .fetch_all(&pool)
+        .await
+        .context("reading the summary cache's keys")?;
+        let cache_keys = match rows.len() as i64 {
+            n if n < limit => CacheKeys::tracking(rows),
+            _ => CacheKeys::default(),
+        };
+        Ok(SqliteStore {
             pool,
             deadline: super::DEFAULT_DEADLINE,
             writes: Default::default(),
-        };
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&store.pool)
-            .await
-            .context("applying the SQLite migrations")?;
-        Ok(store)
+            cache_keys: std::sync::Arc::new(cache_keys),
+        })
     }
 
     /// Closes the pool: every later query fails as storage being unavailable (tests).
@@ -80,16 +102,23 @@ impl SqliteStore {
     /// A store on an existing pool (tests), migrated.
     pub async fn from_pool(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(SqliteStore {
-            pool,
-            deadline: super::DEFAULT_DEADLINE,
-            writes: Default::default(),
-        })
+        SqliteStore::on(pool).await
     }
 
     /// The turn of a batch writer (see `writes`).
     pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         Some(self.writes.clone().lock_owned().await)
+    }
+
+    /// Whether the summary cache table may hold `key` (see [`CacheKeys`]).
+    pub(super) fn may_hold_cached(&self, key: &str, now_ms: i64) -> bool {
+        self.cache_keys.may_hold(key, now_ms)
+    }
+
+    /// Notes cached summaries written.
+    pub(super) fn note_cached(&self, rows: &[&super::CachedSummaryRow]) {
+        self.cache_keys
+            .add(rows.iter().map(|r| (r.key.as_str(), r.expires_at_ms)));
     }
 
     /// The same store with another deadline for each call.

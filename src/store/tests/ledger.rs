@@ -185,6 +185,56 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
     assert_eq!(store.cached_summary("other", 350).await.unwrap(), None);
 }
 
+/// SQLite is one process's store: a cache miss (every new conversation) is known without a
+/// query, from the keys read when it opened and those written since — so a row written around
+/// the store (another process on the file) is not found until the store is opened again.
+#[tokio::test]
+async fn sqlite_knows_its_cache_keys_across_a_restart_and_misses_without_a_query() {
+    let dir = std::env::temp_dir().join(format!("compactd-cache-keys-{}", fastrand::u64(..)));
+    let path = dir.join("cache.db");
+    let far = now_ms() + 60_000;
+    let (ours, around) = (format!("{:064x}", 7), format!("{:064x}", 8));
+    let row = CachedSummaryRow {
+        key: ours.clone(),
+        summary: "{}".into(),
+        created_at_ms: 0,
+        expires_at_ms: far,
+    };
+    {
+        let store = SqliteStore::open(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        store.put_cached_summaries(&[row]).await.unwrap();
+        assert!(store.cached_summary(&ours, 0).await.unwrap().is_some());
+        sqlx::query("insert into summary_cache (cache_key, summary, created_at_ms, expires_at_ms) values ($1, '{}', 0, $2)")
+            .bind(&around)
+            .bind(far)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(store.cached_summary(&around, 0).await.unwrap(), None);
+        store.close().await;
+    }
+    let reopened = SqliteStore::open(&path, std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    for key in [&ours, &around] {
+        assert!(
+            reopened.cached_summary(key, 0).await.unwrap().is_some(),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        reopened
+            .cached_summary(&format!("{:064x}", 9), 0)
+            .await
+            .unwrap(),
+        None
+    );
+    reopened.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 async fn keys_are_found_by_hash_until_revoked_and_sessions_listed_per_tenant(
     store: Arc<dyn Store>,
 ) {
