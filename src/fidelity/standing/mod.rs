@@ -407,15 +407,13 @@ mod tests {
         let codex = "# AGENTS.md instructions for /home/dev/repo\n\n<INSTRUCTIONS>\n# Repository guidelines\n\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n- Tests live next to the code they test.\n\nUse British spelling in docs.\n</INSTRUCTIONS>";
         let rules = |text| -> Vec<&str> { of_turn(text).into_iter().map(|(_, s)| s).collect() };
         // The same files in a system turn: only the file is read, not the agent's own prompt.
-        let system = format!(
-            "You are opencode. NEVER commit changes unless the user explicitly asks you to. If you find the command, suggest writing it to AGENTS.md.\nInstructions from: /home/dev/repo/AGENTS.md\n# Repository guidelines\n\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n"
-        );
+        let system = "You are opencode. NEVER commit changes unless the user explicitly asks you to. If you find the command, suggest writing it to AGENTS.md.\nInstructions from: /home/dev/repo/AGENTS.md\n# Repository guidelines\n\n- Never call unwrap() in library code.\n- Keep SQL in the store module.\n";
         let pasted =
             |text| -> Vec<&str> { of_pasted_file(text).into_iter().map(|(_, s)| s).collect() };
         assert_eq!(pasted(claude), rules(claude));
         assert_eq!(pasted(codex), rules(codex));
         assert_eq!(
-            pasted(&system),
+            pasted(system),
             [
                 "Never call unwrap() in library code.",
                 "Keep SQL in the store module."
