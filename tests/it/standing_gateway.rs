@@ -36,24 +36,31 @@ fn compaction(fixture: &'static str, seq: u64) -> Recorded {
         .unwrap()
 }
 
-/// Claude Code's continuation message around `summary`, as 2.1.330 writes it (recorded seq 7).
-fn claude_continuation(template: &Recorded, summary: &str) -> String {
-    let recorded = recorded(template.fixture)
+/// The message in which `fixture`'s agent handed over the fake's summary after its compaction
+/// (recorded request `seq`, the text holding `marker`), around `summary` instead.
+fn handover(fixture: &'static str, seq: u64, marker: &str, summary: &str) -> String {
+    fn texts(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(text) => out.push(text.clone()),
+            Value::Array(items) => items.iter().for_each(|v| texts(v, out)),
+            Value::Object(fields) => fields.values().for_each(|v| texts(v, out)),
+            _ => {}
+        }
+    }
+    let request = recorded(fixture)
         .into_iter()
-        .find(|r| r.seq == 7)
+        .find(|r| r.seq == seq)
         .unwrap();
-    let text = recorded.body.unwrap()["messages"][0]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|block| block["text"].as_str())
-        .find(|text| text.contains("being continued from a previous conversation"))
-        .unwrap()
-        .to_owned();
-    text.replace(
-        "FAKE SUMMARY: the user asked for small edits; all done.",
-        summary,
-    )
+    let mut all = Vec::new();
+    texts(&request.body.unwrap(), &mut all);
+    let text = all.into_iter().find(|t| t.contains(marker)).unwrap();
+    // Claude Code keeps what is inside the fake's tags; Codex the tags too.
+    let fake = "FAKE SUMMARY: the user asked for small edits; all done.";
+    let tagged = format!("<summary>\n{fake}\n</summary>");
+    match text.contains(&tagged) {
+        true => text.replace(&tagged, summary),
+        false => text.replace(fake, summary),
+    }
 }
 
 /// Claude Code's request for compaction `round`: its first user message (the recorded reminders,
@@ -65,7 +72,13 @@ fn claude_body(template: &Recorded, round: usize, previous: Option<&str>) -> Val
     let instruction = messages.last().unwrap().clone();
     let mut first = vec![reminder];
     if let Some(summary) = previous {
-        first.push(json!({"type": "text", "text": claude_continuation(template, summary)}));
+        let continuation = handover(
+            template.fixture,
+            7,
+            "being continued from a previous",
+            summary,
+        );
+        first.push(json!({"type": "text", "text": continuation}));
     }
     let mut turns = user_turns(round).into_iter().enumerate();
     let (_, opening) = turns.next().unwrap();
@@ -93,7 +106,12 @@ fn codex_body(template: &Recorded, round: usize, previous: Option<&str>) -> Valu
     let user = |text: String| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
     let mut out = vec![developer];
     if let Some(summary) = previous {
-        out.push(user(format!("Another language model started to solve this problem and produced a summary of its thinking process. You also have access to the state of the tools that were used by that language model. Use this to build on the work that has already been done and avoid duplicating work. Here is the summary produced by the other language model, use the information in this summary to assist with your own analysis:\n{summary}")));
+        out.push(user(handover(
+            template.fixture,
+            5,
+            "Another language model",
+            summary,
+        )));
     }
     for text in user_turns(round) {
         out.push(user(text));
