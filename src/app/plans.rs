@@ -60,7 +60,7 @@ impl App {
     /// The plan of a session file; nothing is stored.
     pub async fn plan_file(
         &self,
-        bytes: impl AsRef<[u8]> + Send + 'static,
+        bytes: impl Into<bytes::Bytes> + Send + 'static,
         lenient: bool,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,

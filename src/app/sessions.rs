@@ -99,10 +99,11 @@ pub(crate) fn context_tokens_at(rows: &[NewEntry]) -> i64 {
 
 /// Reads a session file off the async workers (a 20 MB file takes ~100 ms).
 pub(crate) async fn parse(
-    bytes: impl AsRef<[u8]> + Send + 'static,
+    bytes: impl Into<bytes::Bytes> + Send + 'static,
     options: ParseOptions,
 ) -> Result<Session, AppError> {
-    crate::cpu::off_runtime(move || Session::parse(bytes.as_ref(), options))
+    // Shared: the entries' raw lines are slices of the request body, not copies of it.
+    crate::cpu::off_runtime(move || Session::parse_shared(bytes.into(), options))
         .await?
         .map_err(AppError::InvalidSession)
 }
@@ -142,7 +143,7 @@ impl App {
     pub async fn upload(
         &self,
         who: &Identity,
-        bytes: impl AsRef<[u8]> + Send + 'static,
+        bytes: impl Into<bytes::Bytes> + Send + 'static,
         lenient: bool,
     ) -> Result<Uploaded, AppError> {
         let session = parse(bytes, self.parse_options(lenient)).await?;
@@ -198,7 +199,7 @@ impl App {
             .map(|(e, facts)| NewEntry {
                 facts,
                 parent_id: e.parent_id,
-                raw: e.raw.into_string(),
+                raw: String::from(e.raw),
             })
             .collect();
         self.store.insert_session(&record, &entries).await?;

@@ -105,14 +105,52 @@ pub fn bash_execution_text(bash: &BashExecution) -> String {
 /// `serializeConversation(convertToLlm(messages))`: the text inside `<conversation>` tags.
 pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String {
     let messages: Vec<&Message> = messages.into_iter().collect();
+    let hints: Vec<usize> = messages.iter().map(|m| size_hint(m)).collect();
+    let total: usize = hints.iter().sum();
     // Sized up front: grown by doubling, a conversation of megabytes was copied and its fresh
     // pages zeroed several times over (a tenth of planning a 20 MB session, BENCHMARKS.md).
-    let mut out = String::with_capacity(messages.iter().map(|m| size_hint(m)).sum());
+    let mut out = String::with_capacity(total);
+    if total < PARALLEL_MIN_BYTES || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
+        write_parts(&mut out, &messages);
+        return out;
+    }
+    // A long conversation is written in two halves at once (a fifth of planning a 20 MB session
+    // was this one thread's work). Parts are independent but for the blank line before each part
+    // that is not the first, which the join puts back.
+    let mut seen = 0;
+    let middle = hints
+        .iter()
+        .position(|hint| {
+            seen += hint;
+            seen >= total / 2
+        })
+        .map_or(messages.len(), |i| i + 1);
+    let (first, second) = messages.split_at(middle);
+    let rest = std::thread::scope(|scope| {
+        let rest = scope.spawn(|| {
+            let mut rest = String::with_capacity(hints[middle..].iter().sum());
+            write_parts(&mut rest, second);
+            rest
+        });
+        write_parts(&mut out, first);
+        rest.join().expect("serializing does not panic")
+    });
+    if !out.is_empty() && !rest.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(&rest);
+    out
+}
+
+/// Conversations whose texts are at least this long are serialized on two threads.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+fn write_parts(out: &mut String, messages: &[&Message]) {
     for message in messages {
         let Some(llm) = to_llm(message) else { continue };
-        write_part(&mut out, &llm);
+        write_part(out, &llm);
     }
-    out
 }
 
 /// About the bytes `message` takes in the serialized conversation: its texts and a little for
@@ -376,6 +414,46 @@ mod tests {
                 "[Tool result]: {}\n\n[... 10 more characters truncated]",
                 "a".repeat(1999)
             )
+        );
+    }
+
+    #[test]
+    fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
+        // Over PARALLEL_MIN_BYTES in all, with parts the LLM never sees and empty parts around the
+        // middle, so the join must put back exactly one blank line.
+        let text = "é😀 line\\n".repeat(40);
+        let mut messages = Vec::new();
+        for i in 0..3000 {
+            messages.push(match i % 5 {
+                0 => msg(&format!(r#"{{"role":"user","content":"{i} {text}"}}"#)),
+                1 => msg(&format!(
+                    r#"{{"role":"assistant","content":[{{"type":"text","text":"{text}"}},{{"type":"toolCall","name":"read","arguments":{{"path":"f{i}"}}}}]}}"#
+                )),
+                2 => msg(&format!(
+                    r#"{{"role":"toolResult","content":"{}"}}"#,
+                    "r".repeat(i)
+                )),
+                3 => msg(r#"{"role":"bashExecution","command":"ls","output":"","excludeFromContext":true}"#),
+                _ => msg(r#"{"role":"user","content":""}"#),
+            });
+        }
+        let all: Vec<&Message> = messages.iter().collect();
+        let one_thread = |messages: &[&Message]| {
+            let mut out = String::new();
+            write_parts(&mut out, messages);
+            out
+        };
+        assert!(all.iter().map(|m| size_hint(m)).sum::<usize>() >= PARALLEL_MIN_BYTES);
+        assert_eq!(
+            serialize_conversation(all.iter().copied()),
+            one_thread(&all)
+        );
+        // The second half holds nothing the LLM sees: no blank line after the first.
+        let mut tail: Vec<&Message> = all.clone();
+        tail.extend(std::iter::repeat_n(all[3], 200_000));
+        assert_eq!(
+            serialize_conversation(tail.iter().copied()),
+            one_thread(&all)
         );
     }
 

@@ -1,5 +1,6 @@
 //! Session entries and the header (spec §1.2–§1.4).
 
+use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -12,7 +13,8 @@ pub struct Entry {
     pub line: usize,
     /// The JSON line exactly as stored. For v3 input it is the uploaded line byte for byte; for
     /// migrated input it is the line as pi would have rewritten it. Unknown fields live only here.
-    pub raw: Box<str>,
+    /// Read from a whole file it is a slice of the file's one buffer, not a copy of its own.
+    pub raw: ByteString,
     pub id: String,
     /// `None` for a root.
     pub parent_id: Option<String>,
@@ -129,7 +131,7 @@ impl Entry {
 pub struct Header {
     pub line: usize,
     /// As stored (v3 input) or as rewritten by the migration.
-    pub raw: Box<str>,
+    pub raw: ByteString,
     pub id: String,
     pub version: u32,
     pub cwd: Option<String>,
@@ -186,7 +188,7 @@ impl WireEntry<'_> {
     pub(super) fn into_entry(
         self,
         line: usize,
-    ) -> Result<impl FnOnce(Box<str>) -> Entry + use<>, Missing> {
+    ) -> Result<impl FnOnce(ByteString) -> Entry + use<>, Missing> {
         let entry_type = self.kind.ok_or(Missing::Type)?;
         let id = self.id.ok_or(Missing::Id)?;
         if id.contains('\0') || self.parent_id.as_deref().is_some_and(|p| p.contains('\0')) {

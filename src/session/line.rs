@@ -2,6 +2,8 @@
 //! as an entry, with errors that name the line (spec §1.1, §1.5). [`super::parse`] reads whole
 //! files line by line with these.
 
+use bytestring::ByteString;
+
 use super::entry::{Entry, Missing, WireEntry};
 use super::parse::{ParseError, ParseErrorKind, ParseOptions};
 use crate::js_json;
@@ -132,7 +134,7 @@ fn error_text(e: &serde_json::Error) -> String {
 
 /// Reads one entry line (v3 form). The raw line is kept as it is; its text is decoded with lone
 /// surrogates as U+FFFD (`js_json::replace_lone_surrogates`).
-pub(super) fn entry_from_line(number: usize, raw: Box<str>) -> Result<Entry, ParseError> {
+pub(super) fn entry_from_line(number: usize, raw: ByteString) -> Result<Entry, ParseError> {
     let text = js_json::replace_lone_surrogates_str(&raw);
     let wire: WireEntry = decode(number, &text)?;
     let build = wire.into_entry(number).map_err(|problem| match problem {

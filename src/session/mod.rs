@@ -20,11 +20,13 @@ pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
 
 use std::collections::HashMap;
 
+use bytestring::ByteString;
+
 /// A parsed, migrated and linked session.
 #[derive(Debug, Clone)]
 pub struct Session {
     /// oh-my-pi's fixed-width title slot line before the header, kept as file metadata.
-    pub title: Option<Box<str>>,
+    pub title: Option<ByteString>,
     pub header: Header,
     /// Entries in file (append) order.
     pub entries: Vec<Entry>,
@@ -43,7 +45,24 @@ pub struct Session {
 impl Session {
     /// Reads a session file. Strict by default: the first problem is an error naming its line.
     pub fn parse(input: &[u8], options: ParseOptions) -> Result<Session, ParseError> {
-        let file = parse::read(input, options)?;
+        Session::linked(parse::read(input, options, parse::Lines::Copied)?, options)
+    }
+
+    /// [`Session::parse`] of a file the session may keep: its entries' raw lines are slices of
+    /// `input` instead of copies (for a file of megabytes, a second copy of it not made and
+    /// not faulted in). A file that is not UTF-8 throughout is read as [`Session::parse`] reads
+    /// it, so that lenient reading can skip its bad lines.
+    pub fn parse_shared(input: bytes::Bytes, options: ParseOptions) -> Result<Session, ParseError> {
+        match ByteString::try_from(input.clone()) {
+            Ok(all) => Session::linked(
+                parse::read(all.as_bytes(), options, parse::Lines::Shared(&all))?,
+                options,
+            ),
+            Err(_) => Session::parse(&input, options),
+        }
+    }
+
+    fn linked(file: parse::ReadFile, options: ParseOptions) -> Result<Session, ParseError> {
         if let Some(limit) = options.max_entries
             && file.entries.len() > limit
         {
@@ -75,7 +94,7 @@ impl Session {
     /// out (those planning does not need). Each entry is linked to the one before it instead of
     /// by `parentId`.
     pub fn from_path(head: &[u8], entries: Vec<Entry>) -> Result<Session, ParseError> {
-        let file = parse::read(head, ParseOptions::default())?;
+        let file = parse::read(head, ParseOptions::default(), parse::Lines::Copied)?;
         let ids = entries
             .iter()
             .enumerate()
@@ -199,7 +218,7 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
 
 /// Reads a stored entry line (v3, accepted when it was stored), keeping the line as it is.
 pub fn parse_stored_line(raw: String) -> Result<Entry, ParseError> {
-    line::entry_from_line(0, raw.into_boxed_str())
+    line::entry_from_line(0, raw.into())
 }
 
 /// A leaf or target id that names no entry of the session.

@@ -1,6 +1,7 @@
 //! Reading a session file: JSONL lines, the header (and oh-my-pi's title slot before it),
 //! migration of v1/v2 files, and the errors that name the line that is wrong (spec §1.1–§1.6).
 
+use bytestring::ByteString;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -76,9 +77,28 @@ impl ParseError {
     }
 }
 
+/// Where the raw lines of what is read come from.
+#[derive(Clone, Copy)]
+pub(super) enum Lines<'a> {
+    /// Slices of this buffer, which is the input being read.
+    Shared(&'a ByteString),
+    /// A copy of each line.
+    Copied,
+}
+
+impl Lines<'_> {
+    /// The raw form of `text`, a line of the input.
+    fn raw(self, text: &str) -> ByteString {
+        match self {
+            Lines::Shared(all) => all.slice_ref(text),
+            Lines::Copied => text.into(),
+        }
+    }
+}
+
 /// What reading produced before the entries are linked into a tree.
 pub(super) struct ReadFile {
-    pub(super) title: Option<Box<str>>,
+    pub(super) title: Option<ByteString>,
     pub(super) header: Header,
     pub(super) entries: Vec<Entry>,
     pub(super) source_version: u32,
@@ -118,6 +138,7 @@ fn read_entries(
     input: &[u8],
     first_number: usize,
     options: ParseOptions,
+    source: Lines<'_>,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
     let threads = if input.len() >= PARALLEL_MIN_BYTES {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
@@ -134,16 +155,20 @@ fn read_entries(
             let target = (input.len() * k / threads).max(start);
             memchr::memchr(b'\n', &input[target..]).map_or(input.len(), |i| target + i + 1)
         };
-        chunks.push((&input[start..end], number));
-        number += memchr::memchr_iter(b'\n', &input[start..end]).count();
+        let newlines = memchr::memchr_iter(b'\n', &input[start..end]).count();
+        chunks.push((&input[start..end], number, capacity(newlines, end - start)));
+        number += newlines;
         start = end;
     }
+    let all = capacity(number - first_number, input.len());
     let results: Vec<_> = std::thread::scope(|scope| {
         let spawned: Vec<_> = chunks[1..]
             .iter()
-            .map(|&(chunk, number)| scope.spawn(move || read_chunk(chunk, number, options)))
+            .map(|&(chunk, number, capacity)| {
+                scope.spawn(move || read_chunk(chunk, number, options, capacity, source))
+            })
             .collect();
-        let first = read_chunk(chunks[0].0, chunks[0].1, options);
+        let first = read_chunk(chunks[0].0, chunks[0].1, options, all, source);
         std::iter::once(first)
             .chain(
                 spawned
@@ -152,8 +177,10 @@ fn read_entries(
             )
             .collect()
     });
-    let mut entries = Vec::new();
-    let mut skipped = Vec::new();
+    // The first chunk's vector was sized for every line of the input, so the others are moved
+    // into it without growing it (a grown copy of 20,000 entries is fresh memory to fault in).
+    let mut results = results.into_iter();
+    let (mut entries, mut skipped) = results.next().expect("one chunk at least")?;
     for result in results {
         let (chunk_entries, chunk_skipped) = result?;
         entries.extend(chunk_entries);
@@ -162,17 +189,27 @@ fn read_entries(
     Ok((entries, skipped))
 }
 
+/// How many entries a text of `bytes` with `newlines` can hold: its lines, but no more than
+/// lines of the shortest entry (`{"type":"","id":""}`), so that a file of blank lines reserves
+/// little. Reserved capacity that no entry fills is never touched: it costs address space, not
+/// memory.
+fn capacity(newlines: usize, bytes: usize) -> usize {
+    (newlines + 1).min(bytes / 19 + 1)
+}
+
 fn read_chunk(
     chunk: &[u8],
     first_number: usize,
     options: ParseOptions,
+    capacity: usize,
+    source: Lines<'_>,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
     let lenient = options.lenient;
-    let mut entries = Vec::with_capacity(chunk.len() / 1024);
+    let mut entries = Vec::with_capacity(capacity);
     let mut skipped = Vec::new();
     for (number, bytes) in lines(chunk, first_number) {
         check_length(number, bytes, options)?;
-        match line_text(number, bytes).and_then(|text| entry_from_line(number, text.into())) {
+        match line_text(number, bytes).and_then(|text| entry_from_line(number, source.raw(text))) {
             Ok(entry) => entries.push(entry),
             Err(e) if lenient => skipped.push(LineIssue {
                 line: number,
@@ -185,7 +222,11 @@ fn read_chunk(
     Ok((entries, skipped))
 }
 
-pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, ParseError> {
+pub(super) fn read(
+    input: &[u8],
+    options: ParseOptions,
+    source: Lines<'_>,
+) -> Result<ReadFile, ParseError> {
     let mut skipped = Vec::new();
     // In lenient mode a bad line is recorded and skipped; in strict mode it ends the read.
     let reject = |issue: ParseError, skipped: &mut Vec<LineIssue>| -> Result<(), ParseError> {
@@ -231,7 +272,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
         };
         match (wire.kind.as_deref(), &wire.id) {
             (Some("title"), _) if title.is_none() && wire.v == Some(Value::from(1)) => {
-                title = Some(text.into());
+                title = Some(source.raw(text));
             }
             (Some("session"), Some(Value::String(id))) if id.contains('\0') => {
                 return Err(header_error(
@@ -245,7 +286,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
                 let end = bytes.as_ptr() as usize - input.as_ptr() as usize + bytes.len();
                 let header = Header {
                     line: number,
-                    raw: text.into(),
+                    raw: source.raw(text),
                     id: id.clone(),
                     version,
                     cwd: wire.cwd,
@@ -273,7 +314,7 @@ pub(super) fn read(input: &[u8], options: ParseOptions) -> Result<ReadFile, Pars
     if source_version >= CURRENT_VERSION {
         // Everything after the header line, numbered from the line after it.
         let rest = input.get(header_end + 1..).unwrap_or_default();
-        let (entries, more_skipped) = read_entries(rest, header.line + 1, options)?;
+        let (entries, more_skipped) = read_entries(rest, header.line + 1, options, source)?;
         skipped.extend(more_skipped);
         return Ok(ReadFile {
             title,

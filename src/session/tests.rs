@@ -245,7 +245,7 @@ fn reference_55_v1_entries_get_hex_ids_and_a_linear_chain_in_pi_key_order() {
     assert_eq!(session.source_version, 1);
     assert_eq!(session.header.version, 3);
     assert_eq!(
-        session.header.raw.as_ref(),
+        &*session.header.raw,
         r#"{"type":"session","id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w","provider":"p","modelId":"m","version":3}"#
     );
     let ids: Vec<&str> = session.entries.iter().map(|e| e.id.as_str()).collect();
@@ -264,7 +264,7 @@ fn reference_55_v1_entries_get_hex_ids_and_a_linear_chain_in_pi_key_order() {
     }
     // Added keys go last, as JavaScript assignment appends them; numbers print as JavaScript does.
     assert_eq!(
-        session.entries[1].raw.as_ref(),
+        &*session.entries[1].raw,
         format!(
             r#"{{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{{"role":"assistant","content":[{{"type":"toolCall","id":"t","name":"x","arguments":{{"1":2,"b":1}}}}],"usage":{{"input":1.5e+21}}}},"id":"{}","parentId":"{}"}}"#,
             ids[1], ids[0]
@@ -272,7 +272,7 @@ fn reference_55_v1_entries_get_hex_ids_and_a_linear_chain_in_pi_key_order() {
     );
     // firstKeptEntryIndex 2 counts the header as 0: it names the second entry.
     assert_eq!(
-        session.entries[2].raw.as_ref(),
+        &*session.entries[2].raw,
         format!(
             r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:03.000Z","summary":"S","tokensBefore":9,"id":"{}","parentId":"{}","firstKeptEntryId":"{}"}}"#,
             ids[2], ids[1], ids[1]
@@ -439,4 +439,75 @@ fn migration_prints_lone_surrogates_and_doubles_as_javascript_prints_them() {
     // The migrated file reads back as v3 unchanged.
     let again = strict(&session.to_jsonl()).unwrap();
     assert_eq!(again.to_jsonl(), session.to_jsonl());
+}
+
+/// A session of about `megabytes` MB: user and assistant turns with texts JavaScript escapes.
+fn large_file(megabytes: usize) -> String {
+    let mut b = SessionBuilder::new();
+    let text = "é 😀 \"quoted\" line\n".repeat(50);
+    while b.jsonl().len() < megabytes << 20 {
+        for _ in 0..100 {
+            b.user(&text);
+            b.assistant(&text);
+        }
+    }
+    b.jsonl()
+}
+
+#[test]
+fn a_large_file_read_shared_is_the_session_read_by_copies_with_its_lines_in_one_buffer() {
+    // Over a megabyte: read in parallel chunks.
+    let text = large_file(2);
+    let options = ParseOptions::default();
+    let copied = Session::parse(text.as_bytes(), options).unwrap();
+    let buffer = bytes::Bytes::from(text.clone());
+    let shared = Session::parse_shared(buffer.clone(), options).unwrap();
+    assert_eq!(shared.entries, copied.entries);
+    assert_eq!((&shared.header, shared.to_jsonl()), (&copied.header, text));
+    let within = |raw: &str| buffer.as_ptr_range().contains(&raw.as_ptr());
+    assert!(within(&shared.header.raw));
+    assert!(shared.entries.iter().all(|e| within(&e.raw)));
+    assert!(!copied.entries.iter().any(|e| within(&e.raw)));
+}
+
+#[test]
+fn a_bad_line_in_a_later_chunk_of_a_large_file_is_named_by_its_line() {
+    let text = large_file(2);
+    let lines: Vec<&str> = text.lines().collect();
+    let bad = lines.len() - 3; // 0-based: line bad + 1 of the file
+    let mut broken: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    broken[bad] = "{oops".into();
+    let broken = file(&broken);
+    let err = Session::parse_shared(broken.clone().into(), ParseOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.line, err.kind),
+        (Some(bad + 1), ParseErrorKind::InvalidJson)
+    );
+    let session = Session::parse_shared(
+        broken.into(),
+        ParseOptions {
+            lenient: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(session.entries.len(), lines.len() - 2);
+    assert_eq!(session.skipped[0].line, bad + 1);
+}
+
+#[test]
+fn a_file_with_a_line_that_is_not_utf8_is_read_shared_by_copies() {
+    let mut bytes = file(&[HEADER_V3.into(), line("a", None)]).into_bytes();
+    bytes.extend_from_slice(b"{\"type\":\"x\",\"id\":\"\xff\xfe\"}\n");
+    bytes.extend_from_slice(file(&[line("b", Some("a"))]).as_bytes());
+    let err = Session::parse_shared(bytes.clone().into(), ParseOptions::default()).unwrap_err();
+    assert_eq!((err.line, err.kind), (Some(3), ParseErrorKind::InvalidUtf8));
+    let lenient = ParseOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    let session = Session::parse_shared(bytes.into(), lenient).unwrap();
+    let ids: Vec<&str> = session.entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(session.skipped[0].line, 3);
 }

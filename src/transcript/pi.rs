@@ -106,23 +106,48 @@ pub fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
 
 /// A tool result's text as a part (see [`clip_tool_result`]).
 pub fn write_tool_result(out: &mut String, text: &str) {
-    begin_part(out, TOOL_RESULT).push_str(&clip_tool_result(text));
+    let out = begin_part(out, TOOL_RESULT);
+    let (kept, cut) = clip(text);
+    out.push_str(kept);
+    if let Some(cut) = cut {
+        push_cut_marker(out, cut);
+    }
 }
 
 /// A tool result's text, cut after [`TOOL_RESULT_MAX_CHARS`] UTF-16 units with the reference's
 /// marker. A cut that would split a surrogate pair drops the broken half; the count still says
 /// `length − 2000`.
 pub fn clip_tool_result(text: &str) -> std::borrow::Cow<'_, str> {
+    match clip(text) {
+        (kept, None) => kept.into(),
+        (kept, Some(cut)) => {
+            let mut clipped = String::with_capacity(kept.len() + 48);
+            clipped.push_str(kept);
+            push_cut_marker(&mut clipped, cut);
+            clipped.into()
+        }
+    }
+}
+
+/// The part of a tool result that is kept, and how many UTF-16 units were cut (if any).
+fn clip(text: &str) -> (&str, Option<usize>) {
+    // A text has no more UTF-16 units than UTF-8 bytes: a short one is not counted.
+    if text.len() <= TOOL_RESULT_MAX_CHARS {
+        return (text, None);
+    }
     let length = utf16_len(text);
     if length <= TOOL_RESULT_MAX_CHARS {
-        return text.into();
+        return (text, None);
     }
-    format!(
-        "{}\n\n[... {} more characters truncated]",
+    (
         &text[..utf16_prefix_byte_len(text, TOOL_RESULT_MAX_CHARS)],
-        length - TOOL_RESULT_MAX_CHARS
+        Some(length - TOOL_RESULT_MAX_CHARS),
     )
-    .into()
+}
+
+fn push_cut_marker(out: &mut String, cut: usize) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "\n\n[... {cut} more characters truncated]");
 }
 
 // ---- typed ------------------------------------------------------------------------------------

@@ -298,10 +298,7 @@ fn compact_prints_the_entry_and_write_appends_it() {
             .unwrap();
     assert_eq!(rewritten.source_version, 3);
     assert_eq!(rewritten.entries.len(), 1019);
-    assert_eq!(
-        rewritten.entries.last().unwrap().raw.as_ref(),
-        stdout.trim()
-    );
+    assert_eq!(rewritten.entries.last().unwrap().raw, stdout.trim());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
