@@ -156,11 +156,15 @@ fn read_entries(
             memchr::memchr(b'\n', &input[target..]).map_or(input.len(), |i| target + i + 1)
         };
         let newlines = memchr::memchr_iter(b'\n', &input[start..end]).count();
-        chunks.push((&input[start..end], number, capacity(newlines, end - start)));
+        chunks.push((
+            &input[start..end],
+            number,
+            capacity(newlines, end - start, options),
+        ));
         number += newlines;
         start = end;
     }
-    let all = capacity(number - first_number, input.len());
+    let all = capacity(number - first_number, input.len(), options);
     let results: Vec<_> = std::thread::scope(|scope| {
         let spawned: Vec<_> = chunks[1..]
             .iter()
@@ -191,10 +195,13 @@ fn read_entries(
 
 /// How many entries a text of `bytes` with `newlines` can hold: its lines, but no more than
 /// lines of the shortest entry (`{"type":"","id":""}`), so that a file of blank lines reserves
-/// little. Reserved capacity that no entry fills is never touched: it costs address space, not
-/// memory.
-fn capacity(newlines: usize, bytes: usize) -> usize {
-    (newlines + 1).min(bytes / 19 + 1)
+/// little, nor more than one over the entry limit. Reserved capacity that no entry fills is never
+/// touched: it costs address space, not memory.
+fn capacity(newlines: usize, bytes: usize, options: ParseOptions) -> usize {
+    let limit = options
+        .max_entries
+        .map_or(usize::MAX, |m| m.saturating_add(1));
+    (newlines + 1).min(bytes / 19 + 1).min(limit)
 }
 
 fn read_chunk(
