@@ -14,6 +14,19 @@ static PLACES: LazyLock<Semaphore> = LazyLock::new(|| {
     Semaphore::new(cores.saturating_sub(1).max(1))
 });
 
+/// Inputs at least this large are worth splitting across threads: below it, starting a thread
+/// costs more than it saves.
+pub const SPLIT_MIN_BYTES: usize = 1 << 20;
+
+/// How many threads one job over `bytes` of input should use: one for small inputs, else one per
+/// core (at most `most`).
+pub fn threads_for(bytes: usize, most: usize) -> usize {
+    if bytes < SPLIT_MIN_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(most))
+}
+
 /// A CPU job that did not finish: it panicked (the panic is in the log).
 #[derive(Debug, thiserror::Error)]
 #[error("a background computation failed: {0}")]

@@ -86,7 +86,19 @@ pub(super) enum Lines<'a> {
     Copied,
 }
 
-impl Lines<'_> {
+impl<'a> Lines<'a> {
+    /// The text of `bytes`, a line of the input, checked as UTF-8 unless the whole input was.
+    fn text(self, number: usize, bytes: &'a [u8]) -> Result<&'a str, ParseError> {
+        match self {
+            Lines::Shared(all) => {
+                let start = bytes.as_ptr() as usize - all.as_ptr() as usize;
+                // Lines end at a newline, so both ends are character boundaries.
+                Ok(&all[start..start + bytes.len()])
+            }
+            Lines::Copied => line_text(number, bytes),
+        }
+    }
+
     /// The raw form of `text`, a line of the input.
     fn raw(self, text: &str) -> ByteString {
         match self {
@@ -127,24 +139,18 @@ fn lines(input: &[u8], first_number: usize) -> impl Iterator<Item = (usize, &[u8
     })
 }
 
-/// Inputs at least this large are read on several threads: the lines of a v3 file are
-/// independent, and decoding them is the most expensive step of planning a large session.
-const PARALLEL_MIN_BYTES: usize = 1 << 20;
-
 /// Reads the v3 entry lines of `input` (everything after the header), first line numbered
 /// `first_number`, in parallel chunks for large inputs. Results keep file order, so in strict mode
 /// the error reported is the one on the earliest bad line.
-fn read_entries(
-    input: &[u8],
+fn read_entries<'a>(
+    input: &'a [u8],
     first_number: usize,
     options: ParseOptions,
-    source: Lines<'_>,
+    source: Lines<'a>,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
-    let threads = if input.len() >= PARALLEL_MIN_BYTES {
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
-    } else {
-        1
-    };
+    // The lines of a v3 file are independent, and decoding them is the most expensive step of
+    // planning a large session.
+    let threads = crate::cpu::threads_for(input.len(), 4);
     // Chunk boundaries just after a newline near each i/threads of the input.
     let mut chunks = Vec::with_capacity(threads);
     let (mut start, mut number) = (0, first_number);
@@ -204,19 +210,22 @@ fn capacity(newlines: usize, bytes: usize, options: ParseOptions) -> usize {
     (newlines + 1).min(bytes / 19 + 1).min(limit)
 }
 
-fn read_chunk(
-    chunk: &[u8],
+fn read_chunk<'a>(
+    chunk: &'a [u8],
     first_number: usize,
     options: ParseOptions,
     capacity: usize,
-    source: Lines<'_>,
+    source: Lines<'a>,
 ) -> Result<(Vec<Entry>, Vec<LineIssue>), ParseError> {
     let lenient = options.lenient;
     let mut entries = Vec::with_capacity(capacity);
     let mut skipped = Vec::new();
     for (number, bytes) in lines(chunk, first_number) {
         check_length(number, bytes, options)?;
-        match line_text(number, bytes).and_then(|text| entry_from_line(number, source.raw(text))) {
+        match source
+            .text(number, bytes)
+            .and_then(|text| entry_from_line(number, source.raw(text)))
+        {
             Ok(entry) => entries.push(entry),
             Err(e) if lenient => skipped.push(LineIssue {
                 line: number,
@@ -229,10 +238,10 @@ fn read_chunk(
     Ok((entries, skipped))
 }
 
-pub(super) fn read(
-    input: &[u8],
+pub(super) fn read<'a>(
+    input: &'a [u8],
     options: ParseOptions,
-    source: Lines<'_>,
+    source: Lines<'a>,
 ) -> Result<ReadFile, ParseError> {
     let mut skipped = Vec::new();
     // In lenient mode a bad line is recorded and skipped; in strict mode it ends the read.
@@ -261,7 +270,7 @@ pub(super) fn read(
             });
         };
         check_length(number, bytes, options)?;
-        let text = match line_text(number, bytes) {
+        let text = match source.text(number, bytes) {
             Ok(text) => text,
             Err(e) => {
                 reject(e, &mut skipped)?;
@@ -342,7 +351,7 @@ pub(super) fn read(
     let mut numbers = vec![header_line];
     for (number, bytes) in lines {
         check_length(number, bytes, options)?;
-        let parsed = line_text(number, bytes).and_then(|text| {
+        let parsed = source.text(number, bytes).and_then(|text| {
             // Read keeping lone surrogates; a line that does not parse is decoded again for the
             // error that names its problem.
             let value: Value = match js_json::preserving::parse(text) {

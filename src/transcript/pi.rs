@@ -66,13 +66,24 @@ pub(super) fn starts_with_marker(text: &str) -> bool {
 
 // ---- writing ------------------------------------------------------------------------------------
 
-/// Starts a new part of `out`: parts are joined with a blank line.
+/// Parts are joined with a blank line.
+const PART_SEPARATOR: &str = "\n\n";
+
+/// Starts a new part of `out`.
 pub fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
     if !out.is_empty() {
-        out.push_str("\n\n");
+        out.push_str(PART_SEPARATOR);
     }
     out.push_str(marker);
     out
+}
+
+/// Appends the parts written separately in `more` to those of `out`.
+pub fn join_parts(out: &mut String, more: &str) {
+    if !out.is_empty() && !more.is_empty() {
+        out.push_str(PART_SEPARATOR);
+    }
+    out.push_str(more);
 }
 
 /// `name(k1=JSON, k2=JSON)`: `Object.entries(args).map(([k, v]) => k + "=" +

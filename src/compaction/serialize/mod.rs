@@ -110,14 +110,13 @@ pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message
     // Sized up front: grown by doubling, a conversation of megabytes was copied and its fresh
     // pages zeroed several times over (a tenth of planning a 20 MB session, BENCHMARKS.md).
     let mut out = String::with_capacity(total);
-    if total < PARALLEL_MIN_BYTES || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
-    {
+    if crate::cpu::threads_for(total, 2) < 2 {
         write_parts(&mut out, &messages);
         return out;
     }
     // A long conversation is written in two halves at once (a fifth of planning a 20 MB session
-    // was this one thread's work). Parts are independent but for the blank line before each part
-    // that is not the first, which the join puts back.
+    // was this one thread's work). Parts are independent but for the blank line between them,
+    // which the join puts back.
     let mut seen = 0;
     let middle = hints
         .iter()
@@ -136,15 +135,9 @@ pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message
         write_parts(&mut out, first);
         rest.join().expect("serializing does not panic")
     });
-    if !out.is_empty() && !rest.is_empty() {
-        out.push_str("\n\n");
-    }
-    out.push_str(&rest);
+    pi::join_parts(&mut out, &rest);
     out
 }
-
-/// Conversations whose texts are at least this long are serialized on two threads.
-const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 fn write_parts(out: &mut String, messages: &[&Message]) {
     for message in messages {

@@ -54,7 +54,7 @@ fn a_surrogate_pair_cut_in_half_is_dropped_and_the_count_stays_length_minus_2000
 
 #[test]
 fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
-    // Over PARALLEL_MIN_BYTES in all, with parts the LLM never sees and empty parts around the
+    // Over crate::cpu::SPLIT_MIN_BYTES in all, with parts the LLM never sees and empty parts around the
     // middle, so the join must put back exactly one blank line.
     let text = "é😀 line\\n".repeat(40);
     let mut messages = Vec::new();
@@ -78,7 +78,7 @@ fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
         write_parts(&mut out, messages);
         out
     };
-    assert!(all.iter().map(|m| size_hint(m)).sum::<usize>() >= PARALLEL_MIN_BYTES);
+    assert!(all.iter().map(|m| size_hint(m)).sum::<usize>() >= crate::cpu::SPLIT_MIN_BYTES);
     assert_eq!(
         serialize_conversation(all.iter().copied()),
         one_thread(&all)
