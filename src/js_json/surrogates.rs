@@ -46,10 +46,17 @@ pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Resul
 
 /// Where lone-surrogate escapes start (the index of their backslash), in order.
 fn lone_surrogate_escapes(bytes: &[u8]) -> Vec<usize> {
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+
     // JavaScript writes valid pairs as raw UTF-8, so `\ud…` escapes are rare: two vectorised
-    // searches settle nearly every input.
-    let mut candidates: Vec<usize> = memchr::memmem::find_iter(bytes, b"\\ud")
-        .chain(memchr::memmem::find_iter(bytes, b"\\uD"))
+    // searches settle nearly every input. Their searchers are built once: building one costs as
+    // much as searching a few KB, and every wire request is searched.
+    static LOWER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\ud"));
+    static UPPER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\uD"));
+    let mut candidates: Vec<usize> = LOWER
+        .find_iter(bytes)
+        .chain(UPPER.find_iter(bytes))
         .collect();
     if candidates.is_empty() {
         return candidates;

@@ -31,11 +31,14 @@ static GITLEAKS: &str = include_str!("gitleaks.toml");
 static OWN: &str = include_str!("compactd.toml");
 
 /// The built-in rules, compiled on first use (once per process).
-static BUILTIN: LazyLock<Arc<Compiled>> = LazyLock::new(|| {
+static BUILTIN: LazyLock<Arc<Compiled>> =
+    LazyLock::new(|| Arc::new(Compiled::new(builtin_rules())));
+
+fn builtin_rules() -> RuleSet {
     let mut set = rules::parse(GITLEAKS).expect("the vendored gitleaks rules compile");
     set.merge(rules::parse(OWN).expect("compactd's rules compile"));
-    Arc::new(Compiled::new(set))
-});
+    set
+}
 
 /// Rules with their keyword automaton.
 #[derive(Debug)]
@@ -46,6 +49,34 @@ struct Compiled {
     triggers: Vec<Vec<usize>>,
     /// Rules without keywords: they always run.
     always: Vec<usize>,
+    /// The rules that run on nearly every text (see the module's docs), and their regexes as one
+    /// set; `None` when there are none, or the set is over the size limit (each rule then runs
+    /// alone, as the rest do).
+    screen: Option<(Vec<usize>, regex::bytes::RegexSet)>,
+}
+
+/// A keyword this short occurs by chance in ordinary text: its rule is screened.
+const CHANCE_KEYWORD: usize = 3;
+
+fn screen(set: &RuleSet) -> Option<(Vec<usize>, regex::bytes::RegexSet)> {
+    let screened: Vec<usize> = (0..set.rules.len())
+        .filter(|&i| {
+            let keywords = &set.rules[i].keywords;
+            keywords.is_empty() || keywords.iter().any(|k| k.len() <= CHANCE_KEYWORD)
+        })
+        .collect();
+    if screened.is_empty() {
+        return None;
+    }
+    // The patterns as each rule compiled them, with the same flags (see `rules::compile`).
+    let regexes =
+        regex::bytes::RegexSetBuilder::new(screened.iter().map(|&i| set.rules[i].regex.as_str()))
+            .unicode(false)
+            .size_limit(256 << 20)
+            .dfa_size_limit(64 << 20)
+            .build()
+            .ok()?;
+    Some((screened, regexes))
 }
 
 impl Compiled {
@@ -75,6 +106,7 @@ impl Compiled {
             .build(&patterns)
             .expect("keywords build an automaton");
         Compiled {
+            screen: screen(&set),
             set,
             keywords,
             triggers,
@@ -93,6 +125,19 @@ impl Compiled {
         for found in self.keywords.find_overlapping_iter(bytes) {
             for &index in &self.triggers[found.pattern().as_usize()] {
                 run[index] = true;
+            }
+        }
+        // A screened rule that is to run but matches nowhere in the text (nor in its view) would
+        // find nothing: it is not run.
+        if let Some((screened, regexes)) = &self.screen
+            && screened.iter().any(|&i| run[i])
+        {
+            let in_text = regexes.matches(bytes);
+            let in_view = view.map(|view| regexes.matches(view.as_bytes()));
+            for (at, &index) in screened.iter().enumerate() {
+                let quoted = self.set.rules[index].quoted;
+                run[index] &= in_text.matched(at)
+                    || (quoted && in_view.as_ref().is_some_and(|m| m.matched(at)));
             }
         }
         // The view has the text's keywords (no keyword holds the spaces it differs by).

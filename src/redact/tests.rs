@@ -246,3 +246,55 @@ fn compactds_own_sources_have_no_secrets() {
     }
     assert!(scanned > 100, "{scanned}");
 }
+
+/// The screen (one pass for the rules that run on nearly every text) changes what runs, never
+/// what is found: every sample, bare, inside JSON written in a string (found through the view),
+/// and next to ordinary code, is found the same with the screen and without it.
+#[test]
+fn the_screen_finds_what_each_rule_alone_finds() {
+    use super::{Compiled, builtin_rules, unescaped_view};
+    let screened = Compiled::new(builtin_rules());
+    let mut alone = Compiled::new(builtin_rules());
+    let (ids, _) = screened
+        .screen
+        .as_ref()
+        .expect("the built-in rules have a screen");
+    let ids: Vec<&str> = ids
+        .iter()
+        .map(|&i| screened.set.rules[i].id.as_str())
+        .collect();
+    for id in [
+        "generic-api-key",
+        "env-assignment",
+        "discord-bot-token",
+        "jwt",
+        "twilio-api-key",
+    ] {
+        assert!(ids.contains(&id), "{id} is not screened: {ids:?}");
+    }
+    alone.screen = None;
+    let find = |compiled: &Compiled, text: &str| {
+        let global: Vec<_> = compiled.set.allowlists.iter().collect();
+        let view = unescaped_view(text);
+        let mut found = Vec::new();
+        compiled.find(text, view.as_deref(), &global, &mut found);
+        found.sort_by(|a, b| (a.start, a.end, &a.rule).cmp(&(b.start, b.end, &b.rule)));
+        found
+    };
+    let mut texts = Vec::new();
+    for seed in [1, 2, 3] {
+        for sample in samples::all(seed) {
+            texts.push(format!("let key = hash(prompt);\n{}\nok", sample.line));
+            texts.push(
+                serde_json::to_string(&format!("{{\"config\": {:?}}}", sample.line)).unwrap(),
+            );
+        }
+    }
+    let mut found_any = 0;
+    for text in &texts {
+        let expected = find(&alone, text);
+        found_any += usize::from(!expected.is_empty());
+        assert_eq!(find(&screened, text), expected, "{text}");
+    }
+    assert!(found_any > texts.len() / 2, "the samples are found at all");
+}

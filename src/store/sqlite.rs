@@ -61,6 +61,9 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(if in_memory { 1 } else { 8 })
             .acquire_timeout(busy_timeout)
+            // A file on this machine: a connection does not go stale, and the ping sqlx sends
+            // before handing one out is a round trip through its worker thread per query.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .context("opening the SQLite database")?;

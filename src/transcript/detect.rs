@@ -17,8 +17,72 @@ pub fn detect(conversation: &str) -> Dialect {
     Dialect::Generic
 }
 
+/// Every string `detect_in` looks for. A conversation is read on every wire request, and these
+/// are looked for in one pass instead of one search each (with a searcher built for each).
+const NEEDLES: [&str; 29] = [
+    "<|observation|>",
+    "<|assistant|>",
+    "<|im_user|>",
+    "<|im_assistant|>",
+    "<|im_middle|>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    "<｜begin▁of▁sentence｜>",
+    "<|turn>",
+    "<start_of_turn>",
+    "<\\|start\\|>",
+    "<|start|>",
+    "<|im_start|>",
+    "<\\|im_start\\|>",
+    "<|im_start|>tool\n",
+    "\n\nHuman: ",
+    "\n\nAssistant: ",
+    "<minimax:tool_call>",
+    "<function_calls>",
+    "<function_results>",
+    "<invoke name=",
+    "<tool_response>",
+    "<thinking>",
+    "[Assistant tool call]: ",
+    "\n[Assistant tool call]: ",
+    "\n[Assistant reasoning]: ",
+    "\n[Tool error]: ",
+    "\n\n[Assistant]: ",
+    "\n\n[User]: ",
+];
+
+static SEARCH: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyLock::new(|| {
+    aho_corasick::AhoCorasick::new(NEEDLES).expect("the needles build an automaton")
+});
+
+/// Which of [`NEEDLES`] a text holds.
+struct Found<'a> {
+    text: &'a str,
+    bits: u32,
+}
+
+impl Found<'_> {
+    fn in_text(text: &str) -> Found<'_> {
+        let mut bits = 0u32;
+        // Overlapping: one needle can begin inside another (`<|im_start|>tool` and `<|im_start|>`).
+        for found in SEARCH.find_overlapping_iter(text) {
+            bits |= 1 << found.pattern().as_u32();
+        }
+        Found { text, bits }
+    }
+
+    fn has(&self, needle: &str) -> bool {
+        match NEEDLES.iter().position(|n| *n == needle) {
+            Some(at) => self.bits & (1 << at) != 0,
+            // Not one of the needles (a check added without one): searched for alone.
+            None => self.text.contains(needle),
+        }
+    }
+}
+
 fn detect_in(text: &str) -> Option<Dialect> {
-    let has = |needle: &str| text.contains(needle);
+    let found = Found::in_text(text);
+    let has = |needle: &str| found.has(needle);
     if text.starts_with("[gMASK]<sop>") || has("<|observation|>") && has("<|assistant|>") {
         return Some(Dialect::Glm);
     }
@@ -59,11 +123,39 @@ fn detect_in(text: &str) -> Option<Dialect> {
             Dialect::Anthropic
         });
     }
-    if has("[Assistant tool call]: ") || opencode::is_opencode(text) {
+    if has("[Assistant tool call]: ") || opencode::is_opencode(text, has) {
         return Some(Dialect::OpenCode);
     }
     if pi::starts_with_marker(text) || has("\n\n[Assistant]: ") || has("\n\n[User]: ") {
         return Some(Dialect::Pi);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Found, NEEDLES};
+
+    /// The one pass finds what a search for each needle finds, overlapping needles included.
+    #[test]
+    fn one_pass_finds_each_needle_a_search_would() {
+        let texts = [
+            "<|im_start|>tool\n<tool_response>\n</tool_response><|im_end|>",
+            "[User]: hi\n\n[Assistant]: hello\n[Assistant tool call]: read({})",
+            "\n\nHuman: x\n\nAssistant: <thinking>y</thinking><invoke name=\"z\">",
+            "<｜begin▁of▁sentence｜><｜User｜>a<｜Assistant｜>b",
+            "nothing at all",
+        ];
+        for text in texts {
+            let found = Found::in_text(text);
+            for needle in NEEDLES {
+                assert_eq!(
+                    found.has(needle),
+                    text.contains(needle),
+                    "{needle:?} in {text:?}"
+                );
+            }
+        }
+        assert!(Found::in_text("<|im_start|>tool\n").has("<|im_start|>"));
+    }
 }

@@ -26,11 +26,11 @@ const CALL: &str = "[Assistant tool call]: ";
 const RESULT: &str = "[Tool result]: ";
 const ERROR: &str = "[Tool error]: ";
 
-/// Whether `text` has a marker only OpenCode writes.
-pub(super) fn is_opencode(text: &str) -> bool {
+/// Whether `text` has a marker only OpenCode writes (`has`: whether it holds a string).
+pub(super) fn is_opencode(text: &str, has: impl Fn(&str) -> bool) -> bool {
     [CALL, REASONING, ERROR]
         .iter()
-        .any(|marker| text.starts_with(marker) || text.contains(&format!("\n{marker}")))
+        .any(|marker| text.starts_with(marker) || has(&format!("\n{marker}")))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
