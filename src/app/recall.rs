@@ -151,9 +151,9 @@ impl App {
     fn recall_turns_of(&self, conversation: &Conversation, has_secrets: bool) -> Vec<RecallTurn> {
         let mut placeholders = Placeholders::default();
         let redactor = self.pipeline.redactor().filter(|_| has_secrets);
-        let mut redact = |text: &str| match redactor {
-            Some(redactor) => redactor.redact(text, &mut placeholders),
-            None => text.to_owned(),
+        let mut redact = |text: String| match redactor {
+            Some(redactor) => redactor.redact(&text, &mut placeholders),
+            None => text,
         };
         // A tool result is filed under the paths its call named (the calls of the assistant
         // turn before it).
@@ -205,8 +205,8 @@ impl App {
                     }
                     .to_owned(),
                     tool,
-                    paths: redact(&paths.join(" ")),
-                    text: redact(&text),
+                    paths: redact(paths.join(" ")),
+                    text: redact(text),
                 }
             })
             .collect()
