@@ -51,6 +51,9 @@ const NEEDLES: [&str; 29] = [
     "\n\n[User]: ",
 ];
 
+// One bit each in `Found`.
+const _: () = assert!(NEEDLES.len() <= u32::BITS as usize);
+
 static SEARCH: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyLock::new(|| {
     aho_corasick::AhoCorasick::new(NEEDLES).expect("the needles build an automaton")
 });
