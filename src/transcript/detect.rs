@@ -43,10 +43,10 @@ const NEEDLES: [&str; 29] = [
     "<invoke name=",
     "<tool_response>",
     "<thinking>",
-    "[Assistant tool call]: ",
-    "\n[Assistant tool call]: ",
-    "\n[Assistant reasoning]: ",
-    "\n[Tool error]: ",
+    opencode::CALL,
+    opencode::LINE_MARKERS[0],
+    opencode::LINE_MARKERS[1],
+    opencode::LINE_MARKERS[2],
     "\n\n[Assistant]: ",
     "\n\n[User]: ",
 ];
@@ -126,7 +126,7 @@ fn detect_in(text: &str) -> Option<Dialect> {
             Dialect::Anthropic
         });
     }
-    if has("[Assistant tool call]: ") || opencode::is_opencode(text, has) {
+    if has(opencode::CALL) || opencode::is_opencode(text, has) {
         return Some(Dialect::OpenCode);
     }
     if pi::starts_with_marker(text) || has("\n\n[Assistant]: ") || has("\n\n[User]: ") {

@@ -22,15 +22,23 @@ use super::{Message, Role, ToolCall};
 const USER: &str = "[User]: ";
 const TEXT: &str = "[Assistant]: ";
 const REASONING: &str = "[Assistant reasoning]: ";
-const CALL: &str = "[Assistant tool call]: ";
+pub(super) const CALL: &str = "[Assistant tool call]: ";
 const RESULT: &str = "[Tool result]: ";
 const ERROR: &str = "[Tool error]: ";
 
+/// The markers only OpenCode writes (its call, reasoning and error lines), each after the newline
+/// that starts its line: what dialect detection looks for, without a string built per request.
+pub(super) const LINE_MARKERS: [&str; 3] = [
+    "\n[Assistant tool call]: ",
+    "\n[Assistant reasoning]: ",
+    "\n[Tool error]: ",
+];
+
 /// Whether `text` has a marker only OpenCode writes (`has`: whether it holds a string).
 pub(super) fn is_opencode(text: &str, has: impl Fn(&str) -> bool) -> bool {
-    [CALL, REASONING, ERROR]
+    LINE_MARKERS
         .iter()
-        .any(|marker| text.starts_with(marker) || has(&format!("\n{marker}")))
+        .any(|line| text.starts_with(&line[1..]) || has(line))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -171,4 +179,13 @@ fn read_call(text: &str) -> Option<ToolCall> {
     let input = text[open + 1..].strip_suffix(')')?;
     let arguments = parse_json(input).map(super::markup::object_entries)?;
     Some(ToolCall::new(&text[..open], arguments))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_line_markers_are_the_markers_after_a_newline() {
+        let markers = [super::CALL, super::REASONING, super::ERROR].map(|m| format!("\n{m}"));
+        assert_eq!(markers, super::LINE_MARKERS);
+    }
 }
