@@ -63,7 +63,19 @@ async fn main() -> anyhow::Result<()> {
             .collect();
         store
             .save_recalls(&[NewRecall {
-                id: format!("r_bench{conversation:05}"),
+                // Ids as compactd makes them (a hash of the conversation), so that they land
+                // where real ones do in the stores' indexes, not in order.
+                id: {
+                    use sha2::{Digest, Sha256};
+                    let hash = Sha256::digest(format!("bench {conversation}"));
+                    format!(
+                        "r_{}",
+                        hash[..12]
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    )
+                },
                 tenant: format!("tenant{}", conversation % 10),
                 source: "remote-endpoint".into(),
                 session_id: None,

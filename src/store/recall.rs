@@ -170,10 +170,14 @@ macro_rules! recall_impl {
                 // chunk sizes keep the prepared statements few.
                 for chunk in super::fixed_chunks(&turns) {
                     let mut query = sqlx::QueryBuilder::<$db>::new(
-                        "insert into recall_turns (recall_id, tenant, seq, role, tool, paths, text) ",
+                        "insert into recall_turns (recall_number, tenant, seq, role, tool, paths, text) ",
                     );
+                    // The conversation's number, looked up by its id in the row written above
+                    // (or by the same conversation kept before).
                     query.push_values(chunk, |mut row, (recall, turn)| {
-                        row.push_bind(recall.id.clone())
+                        row.push("(select number from recalls where id = ")
+                            .push_bind_unseparated(recall.id.clone())
+                            .push_unseparated(")")
                             .push_bind(recall.tenant.clone())
                             .push_bind(turn.seq)
                             .push_bind(turn.role.clone())
@@ -200,7 +204,7 @@ macro_rules! recall_impl {
         ) -> Result<Option<(i64, Vec<RecallTurn>)>, StoreError> {
             within(self.deadline, async {
                 let total: Option<i64> = sqlx::query_scalar(
-                    "select (select count(*) from recall_turns t where t.recall_id = r.id) \
+                    "select (select count(*) from recall_turns t where t.recall_number = r.number) \
                      from recalls r where r.id = $1 and r.tenant = $2 and r.expires_at_ms > $3",
                 )
                 .bind(id)
@@ -211,7 +215,8 @@ macro_rules! recall_impl {
                 let Some(total) = total else { return Ok(None) };
                 let rows: Vec<(i32, String, Option<String>, String, String)> = sqlx::query_as(
                     "select seq, role, tool, paths, text from recall_turns \
-                     where recall_id = $1 and tenant = $2 and seq >= $3 order by seq limit $4",
+                     where recall_number = (select number from recalls where id = $1) \
+                       and tenant = $2 and seq >= $3 order by seq limit $4",
                 )
                 .bind(id)
                 .bind(tenant)
@@ -233,8 +238,8 @@ macro_rules! recall_impl {
                 // Turns first: SQLite's FTS triggers fire on the turns' own deletes.
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(
-                    "delete from recall_turns where recall_id in \
-                     (select id from recalls where expires_at_ms <= $1)",
+                    "delete from recall_turns where recall_number in \
+                     (select number from recalls where expires_at_ms <= $1)",
                 )
                 .bind(now_ms)
                 .execute(&mut *tx)
@@ -281,12 +286,12 @@ fn hits(rows: Vec<HitRow>) -> Vec<RecallHit> {
 
 /// PostgreSQL's search: each word a quoted phrase of a `tsquery` (a path's parts in order), all
 /// of them required; ranked by `ts_rank`, the words marked by `ts_headline`.
-const PG_SEARCH: &str = "select t.recall_id, r.session_id, t.seq, t.role, t.tool, \
+const PG_SEARCH: &str = "select r.id, r.session_id, t.seq, t.role, t.tool, \
        ts_headline('simple', t.text, q, 'StartSel=[, StopSel=], MaxWords=30, MinWords=12'), \
        r.created_at_ms \
-     from recall_turns t join recalls r on r.id = t.recall_id, to_tsquery('simple', $2) q \
+     from recall_turns t join recalls r on r.number = t.recall_number, to_tsquery('simple', $2) q \
      where t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 and t.search @@ q \
-       and ($4::text is null or t.recall_id = $4) and ($5::text is null or t.role = $5) \
+       and ($4::text is null or r.id = $4) and ($5::text is null or t.role = $5) \
        and ($6::text is null or t.tool = $6) and ($7::text is null or position($7 in t.paths) > 0) \
        and ($9::text is null or r.session_id = $9) \
      order by ts_rank(t.search, q) desc, r.created_at_ms desc, t.seq limit $8";
@@ -301,12 +306,12 @@ fn pg_terms(words: &[String]) -> String {
 
 /// SQLite's: each word a quoted FTS5 string (a phrase of its tokens), all of them required;
 /// ranked by bm25, the words marked by `snippet`.
-const SQLITE_SEARCH: &str = "select t.recall_id, r.session_id, t.seq, t.role, t.tool, \
+const SQLITE_SEARCH: &str = "select r.id, r.session_id, t.seq, t.role, t.tool, \
        snippet(recall_fts, 1, '[', ']', '…', 24), r.created_at_ms \
      from recall_fts join recall_turns t on t.rowid = recall_fts.rowid \
-       join recalls r on r.id = t.recall_id \
+       join recalls r on r.number = t.recall_number \
      where recall_fts match $2 and t.tenant = $1 and r.tenant = $1 and r.expires_at_ms > $3 \
-       and ($4 is null or t.recall_id = $4) and ($5 is null or t.role = $5) \
+       and ($4 is null or r.id = $4) and ($5 is null or t.role = $5) \
        and ($6 is null or t.tool = $6) and ($7 is null or instr(t.paths, $7) > 0) \
        and ($9 is null or r.session_id = $9) \
      order by bm25(recall_fts), r.created_at_ms desc, t.seq limit $8";

@@ -106,8 +106,8 @@ macro_rules! store_impl {
                     let mut tx = self.pool.begin().await?;
                     // Children first: SQLite enforces the foreign keys only when told to.
                     for statement in [
-                        "delete from recall_turns where recall_id in \
-                         (select id from recalls where session_id = $1)",
+                        "delete from recall_turns where recall_number in \
+                         (select number from recalls where session_id = $1)",
                         "delete from recalls where session_id = $1",
                         "delete from entries where session_id = $1",
                         "delete from compactions where session_id = $1",

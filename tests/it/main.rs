@@ -59,6 +59,7 @@ mod real_agents;
 mod recall;
 mod recall_clients;
 mod recall_sessions;
+mod recall_upgrade;
 mod redaction;
 mod savings;
 mod scale;
