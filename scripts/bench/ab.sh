@@ -6,6 +6,7 @@
 # then sends DURATION of misses (scripts/bench/vary.lua: every body different, every default
 # stage on) through wrk, 2 threads, 32 connections, to the instant fake upstream of service.sh.
 #   scripts/bench/ab.sh OLD_BINARY NEW_BINARY [rounds] [duration] [NAME=value…]
+# Recall's conversations kept are counted in the database afterwards (with the sqlite3 shell).
 # The NAME=value settings go to both servers (COMPACTD_RECALL_RETENTION=0 COMPACTD_CACHE_BYTES=0:
 # the request path without recall and the cache's writes). To get an old binary:
 #   git worktree add /tmp/old <rev> && (cd /tmp/old && CARGO_TARGET_DIR=$PWD/../main/target \
@@ -55,5 +56,10 @@ for round in $(seq "$rounds"); do
       'BEGIN {printf "round %d %s: %6.0f req/s, p50 %s, compactd CPU %4.0f us/request;%s\n", r, s, x, p, 1e6 * c / t / q, d}'
     kill $pid
     wait $pid 2>/dev/null || true
+    # What recall kept (written by the time the server stops: it flushes its queues on the way
+    # out), when the sqlite3 shell is here to count it.
+    if command -v sqlite3 >/dev/null; then
+      echo "  recall kept $(sqlite3 "$work/data/compactd.db" 'select count(*) from recalls') conversations"
+    fi
   done
 done

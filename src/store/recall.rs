@@ -162,9 +162,29 @@ macro_rules! recall_impl {
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
-                let turns: Vec<(&NewRecall, &RecallTurn)> = recalls
+                // The conversations' numbers: of the rows just written, or of the same
+                // conversations kept before. Looked up here, once per conversation, rather than
+                // by a subquery per turn in the insert: SQLite keeps each row's subquery cursor
+                // open to the statement's end and visits every open cursor on each insert, which
+                // made a batch's cost grow with the square of its turns.
+                let ids: Vec<&str> = recalls.iter().map(|r| r.id.as_str()).collect();
+                let mut numbers = std::collections::HashMap::with_capacity(ids.len());
+                for chunk in super::fixed_chunks(&ids) {
+                    let mut query =
+                        sqlx::QueryBuilder::<$db>::new("select id, number from recalls where id in (");
+                    let mut list = query.separated(", ");
+                    for id in chunk {
+                        list.push_bind(*id);
+                    }
+                    list.push_unseparated(")");
+                    let rows: Vec<(String, i64)> =
+                        query.build_query_as().fetch_all(&mut *tx).await?;
+                    numbers.extend(rows);
+                }
+                let turns: Vec<(i64, &NewRecall, &RecallTurn)> = recalls
                     .iter()
-                    .flat_map(|r| r.turns.iter().map(move |t| (r, t)))
+                    .filter_map(|r| Some((*numbers.get(r.id.as_str())?, r)))
+                    .flat_map(|(number, r)| r.turns.iter().map(move |t| (number, r, t)))
                     .collect();
                 // 7 parameters a turn: 500 turns per statement stay under both limits; fixed
                 // chunk sizes keep the prepared statements few.
@@ -172,12 +192,8 @@ macro_rules! recall_impl {
                     let mut query = sqlx::QueryBuilder::<$db>::new(
                         "insert into recall_turns (recall_number, tenant, seq, role, tool, paths, text) ",
                     );
-                    // The conversation's number, looked up by its id in the row written above
-                    // (or by the same conversation kept before).
-                    query.push_values(chunk, |mut row, (recall, turn)| {
-                        row.push("(select number from recalls where id = ")
-                            .push_bind_unseparated(recall.id.clone())
-                            .push_unseparated(")")
+                    query.push_values(chunk, |mut row, (number, recall, turn)| {
+                        row.push_bind(*number)
                             .push_bind(recall.tenant.clone())
                             .push_bind(turn.seq)
                             .push_bind(turn.role.clone())
