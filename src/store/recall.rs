@@ -181,6 +181,7 @@ macro_rules! recall_impl {
                         query.build_query_as().fetch_all(&mut *tx).await?;
                     numbers.extend(rows);
                 }
+                // Every id has its row now (written above, or kept before: `on conflict`).
                 let turns: Vec<(i64, &NewRecall, &RecallTurn)> = recalls
                     .iter()
                     .filter_map(|r| Some((*numbers.get(r.id.as_str())?, r)))

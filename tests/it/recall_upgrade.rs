@@ -30,61 +30,58 @@ const INSERT_RECALL: &str = "insert into recalls (id, tenant, source, created_at
 const INSERT_TURN: &str = "insert into recall_turns (recall_id, tenant, seq, role, tool, paths, text) \
      values ($1, 'acme', $2, 'user', null, '', $3)";
 
-#[sqlx::test(migrations = false)]
-async fn postgres(pool: sqlx::PgPool) {
-    sqlx::migrate!("./migrations/postgres")
-        .run_to(BEFORE_NUMBERS, &pool)
-        .await
-        .unwrap();
-    for (id, expires, texts) in OLD {
-        sqlx::query(INSERT_RECALL)
-            .bind(id)
-            .bind(expires)
-            .execute(&pool)
-            .await
-            .unwrap();
-        for (seq, text) in texts.iter().enumerate() {
-            sqlx::query(INSERT_TURN)
-                .bind(id)
-                .bind(seq as i32)
-                .bind(*text)
-                .execute(&pool)
+/// A test per store: its migrations up to [`BEFORE_NUMBERS`], the old rows written as that
+/// schema held them, then the store opened on the database, which applies the rest.
+macro_rules! upgraded {
+    ($name:ident, $pool:ty, $store:ty, $migrations:literal) => {
+        #[sqlx::test(migrations = false)]
+        async fn $name(pool: $pool) {
+            sqlx::migrate!($migrations)
+                .run_to(BEFORE_NUMBERS, &pool)
                 .await
                 .unwrap();
+            for (id, expires, texts) in OLD {
+                sqlx::query(INSERT_RECALL)
+                    .bind(id)
+                    .bind(expires)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                for (seq, text) in texts.iter().enumerate() {
+                    sqlx::query(INSERT_TURN)
+                        .bind(id)
+                        .bind(seq as i32)
+                        .bind(*text)
+                        .execute(&pool)
+                        .await
+                        .unwrap();
+                }
+            }
+            let store = <$store>::from_pool(pool).await.unwrap();
+            kept_across_the_upgrade(&store).await;
         }
-    }
-    let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
-    kept_across_the_upgrade(&store).await;
+    };
 }
 
+upgraded!(
+    postgres,
+    sqlx::PgPool,
+    compactd::store::PgStore,
+    "./migrations/postgres"
+);
+upgraded!(
+    sqlite,
+    sqlx::SqlitePool,
+    compactd::store::SqliteStore,
+    "./migrations/sqlite"
+);
+
+/// SQLite's full-text index merges sixteen segments at a time (FTS5's default is four).
 #[sqlx::test(migrations = false)]
-async fn sqlite(pool: sqlx::SqlitePool) {
-    sqlx::migrate!("./migrations/sqlite")
-        .run_to(BEFORE_NUMBERS, &pool)
+async fn sqlite_full_text_index_merges_sixteen_segments_at_a_time(pool: sqlx::SqlitePool) {
+    compactd::store::SqliteStore::from_pool(pool.clone())
         .await
         .unwrap();
-    for (id, expires, texts) in OLD {
-        sqlx::query(INSERT_RECALL)
-            .bind(id)
-            .bind(expires)
-            .execute(&pool)
-            .await
-            .unwrap();
-        for (seq, text) in texts.iter().enumerate() {
-            sqlx::query(INSERT_TURN)
-                .bind(id)
-                .bind(seq as i32)
-                .bind(*text)
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-    }
-    let store = compactd::store::SqliteStore::from_pool(pool.clone())
-        .await
-        .unwrap();
-    kept_across_the_upgrade(&store).await;
-    // The full-text index merges sixteen segments at a time (FTS5's default is four).
     let automerge: i64 =
         sqlx::query_scalar("select v from recall_fts_config where k = 'automerge'")
             .fetch_one(&pool)
