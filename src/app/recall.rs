@@ -13,7 +13,7 @@ use crate::pipeline::Endpoint;
 use crate::redact::Placeholders;
 use crate::session::Message as SessionMessage;
 use crate::store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
-use crate::transcript::{Conversation, Role};
+use crate::transcript::{Conversation, Message, Role};
 
 /// Most hits one search returns.
 pub const MAX_HITS: i64 = 50;
@@ -163,15 +163,12 @@ impl App {
             .iter()
             .enumerate()
             .map(|(seq, message)| {
-                let mut text = message.text.clone();
+                let text = turn_text(message);
                 let mut paths = Vec::new();
                 if message.role == Role::ToolResult {
                     paths.clone_from(&call_paths);
                 }
                 for call in &message.calls {
-                    let arguments =
-                        serde_json::Value::Object(call.arguments.iter().cloned().collect());
-                    text.push_str(&format!("\n[call] {}({arguments})", call.name));
                     for (name, value) in &call.arguments {
                         if PATH_ARGUMENTS.contains(&name.as_str())
                             && let Some(path) = value.as_str()
@@ -266,6 +263,32 @@ impl App {
 }
 
 /// `r_` and 24 hex digits of the SHA-256 of the tenant and the conversation's turns.
+/// A turn's text as recall keeps it: the message's text, then each tool call it made as
+/// `[call] name({…})`, its arguments the JSON object they came in.
+fn turn_text(message: &Message) -> String {
+    let mut text = message.text.clone();
+    for call in &message.calls {
+        text.push_str("\n[call] ");
+        text.push_str(&call.name);
+        text.push('(');
+        // Written from the pairs, not from a copy of them gathered into a map: a call's
+        // arguments can hold a whole file.
+        let arguments = ArgumentsObject(&call.arguments);
+        text.push_str(&serde_json::to_string(&arguments).unwrap_or_default());
+        text.push(')');
+    }
+    text
+}
+
+/// A call's arguments, serialized as the JSON object they were read from.
+struct ArgumentsObject<'a>(&'a [(String, serde_json::Value)]);
+
+impl serde::Serialize for ArgumentsObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, value)| (name, value)))
+    }
+}
+
 fn recall_id(tenant: &str, conversation: &Conversation) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
@@ -311,4 +334,47 @@ pub fn with_footer(summary: &str, id: &str) -> String {
         kept.join("\n").trim_end(),
         crate::summarizer::RECALL_LINE_START
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::turn_text;
+    use crate::transcript::{Message, Role, ToolCall};
+
+    #[test]
+    fn a_turns_calls_are_written_after_its_text_with_their_arguments_in_order() {
+        let mut message = Message::with_text(Role::Assistant, "Writing the fix.");
+        message.calls = vec![
+            ToolCall::new(
+                "write",
+                vec![
+                    ("path".into(), json!("src/a.rs")),
+                    ("content".into(), json!("fn main() {\n}\n")),
+                    ("mode".into(), json!({"append": false, "n": 1})),
+                ],
+            ),
+            ToolCall::new("bash", vec![("command".into(), json!("cargo test"))]),
+        ];
+        assert_eq!(
+            turn_text(&message),
+            "Writing the fix.\n\
+             [call] write({\"path\":\"src/a.rs\",\"content\":\"fn main() {\\n}\\n\",\"mode\":{\"append\":false,\"n\":1}})\n\
+             [call] bash({\"command\":\"cargo test\"})"
+        );
+        // The same JSON as the arguments gathered into one object would write.
+        for call in &message.calls {
+            let object = serde_json::Value::Object(call.arguments.iter().cloned().collect());
+            let arguments = super::ArgumentsObject(&call.arguments);
+            assert_eq!(
+                serde_json::to_string(&arguments).unwrap(),
+                object.to_string()
+            );
+        }
+        assert_eq!(
+            turn_text(&Message::with_text(Role::User, "no calls")),
+            "no calls"
+        );
+    }
 }
