@@ -262,7 +262,6 @@ impl App {
     }
 }
 
-/// `r_` and 24 hex digits of the SHA-256 of the tenant and the conversation's turns.
 /// A turn's text as recall keeps it: the message's text, then each tool call it made as
 /// `[call] name({…})`, its arguments the JSON object they came in.
 fn turn_text(message: &Message) -> String {
@@ -289,6 +288,7 @@ impl serde::Serialize for ArgumentsObject<'_> {
     }
 }
 
+/// `r_` and 24 hex digits of the SHA-256 of the tenant and the conversation's turns.
 fn recall_id(tenant: &str, conversation: &Conversation) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();

@@ -211,6 +211,7 @@ fn summary(cached: &Cached) -> Summary {
     }
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes` (cache keys, recall ids).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

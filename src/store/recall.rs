@@ -220,8 +220,9 @@ macro_rules! recall_impl {
             now_ms: i64,
         ) -> Result<Option<(i64, Vec<RecallTurn>)>, StoreError> {
             within(self.deadline, async {
-                let total: Option<i64> = sqlx::query_scalar(
-                    "select (select count(*) from recall_turns t where t.recall_number = r.number) \
+                let found: Option<(i64, i64)> = sqlx::query_as(
+                    "select r.number, \
+                       (select count(*) from recall_turns t where t.recall_number = r.number) \
                      from recalls r where r.id = $1 and r.tenant = $2 and r.expires_at_ms > $3",
                 )
                 .bind(id)
@@ -229,13 +230,12 @@ macro_rules! recall_impl {
                 .bind(now_ms)
                 .fetch_optional(&self.pool)
                 .await?;
-                let Some(total) = total else { return Ok(None) };
+                let Some((number, total)) = found else { return Ok(None) };
                 let rows: Vec<(i32, String, Option<String>, String, String)> = sqlx::query_as(
                     "select seq, role, tool, paths, text from recall_turns \
-                     where recall_number = (select number from recalls where id = $1) \
-                       and tenant = $2 and seq >= $3 order by seq limit $4",
+                     where recall_number = $1 and tenant = $2 and seq >= $3 order by seq limit $4",
                 )
-                .bind(id)
+                .bind(number)
                 .bind(tenant)
                 .bind(from)
                 .bind(limit)
