@@ -105,9 +105,10 @@ pub trait Recall: Send + Sync {
 }
 
 /// `Recall` for a store: saving, reading and purging are the same SQL on both; searching takes
-/// the store's statement (`$sql`) and query syntax (`$terms`). A macro, as in `sql.rs`.
+/// the store's statement (`$sql`) and query syntax (`$terms`), and saving the store's way of
+/// indexing the turns it added (`$index`, see [`FullText`]). A macro, as in `sql.rs`.
 macro_rules! recall_impl {
-    ($store:ty, $db:ty, $sql:expr, $terms:path) => {
+    ($store:ty, $db:ty, $sql:expr, $terms:path, $index:expr) => {
     #[async_trait::async_trait]
     impl Recall for $store {
         async fn search_recall(
@@ -162,6 +163,14 @@ macro_rules! recall_impl {
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
+                // Turns are appended after the last one there: the transaction holds the
+                // database's write lock since the insert above, so no other writer adds any.
+                let last_turn: Option<i64> = match $index {
+                    FullText::Indexed => None,
+                    FullText::After { last, .. } => {
+                        Some(sqlx::query_scalar(last).fetch_one(&mut *tx).await?)
+                    }
+                };
                 // The conversations' numbers: of the rows just written, or of the same
                 // conversations kept before. Looked up here, once per conversation, rather than
                 // by a subquery per turn in the insert: SQLite keeps each row's subquery cursor
@@ -204,6 +213,9 @@ macro_rules! recall_impl {
                     });
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
+                }
+                if let (FullText::After { index, .. }, Some(last)) = ($index, last_turn) {
+                    sqlx::query(index).bind(last).execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -341,8 +353,41 @@ fn sqlite_terms(words: &[String]) -> String {
         .join(" ")
 }
 
-recall_impl!(PgStore, sqlx::Postgres, PG_SEARCH, pg_terms);
-recall_impl!(SqliteStore, sqlx::Sqlite, SQLITE_SEARCH, sqlite_terms);
+/// How a store's full-text index learns of the turns a save added.
+enum FullText {
+    /// By itself, as the rows are written (PostgreSQL's generated `tsvector` column).
+    Indexed,
+    /// By one statement (`index`, given the last turn's rowid before the save, read by `last`)
+    /// after all of them. SQLite's FTS5 writes a new index segment at the end of each statement
+    /// that fed it, so the turns of a whole batch go in at once: one segment per batch rather
+    /// than one per multi-row insert (which a trigger gave), each merged again later.
+    After {
+        last: &'static str,
+        index: &'static str,
+    },
+}
+
+recall_impl!(
+    PgStore,
+    sqlx::Postgres,
+    PG_SEARCH,
+    pg_terms,
+    FullText::Indexed
+);
+/// SQLite's: the turns after the last one before the save.
+const FTS5_AFTER: FullText = FullText::After {
+    last: "select coalesce(max(rowid), 0) from recall_turns",
+    index: "insert into recall_fts (rowid, paths, text) \
+            select rowid, paths, text from recall_turns where rowid > $1",
+};
+
+recall_impl!(
+    SqliteStore,
+    sqlx::Sqlite,
+    SQLITE_SEARCH,
+    sqlite_terms,
+    FTS5_AFTER
+);
 
 #[cfg(test)]
 mod tests {

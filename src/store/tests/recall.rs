@@ -180,3 +180,57 @@ async fn a_sessions_recall_lasts_until_the_session_is_deleted(store: Arc<dyn Sto
         [("other".to_owned(), 0)]
     );
 }
+
+/// SQLite: the turns of one save go into the full-text index as one segment, however many
+/// statements wrote them (FTS5 ends a segment with every statement that feeds it, and each
+/// segment is merged again later: per statement, that was most of recall's writing cost).
+#[sqlx::test(migrations = false)]
+async fn sqlite_indexes_the_turns_of_a_save_as_one_segment(pool: sqlx::SqlitePool) {
+    let store = SqliteStore::from_pool(pool.clone()).await.unwrap();
+    let turn = |seq: i32, text: &str| RecallTurn {
+        seq,
+        role: "user".into(),
+        tool: None,
+        paths: String::new(),
+        text: text.into(),
+    };
+    // Three conversations of two turns: six rows, written by two inserts (five, then one).
+    let save = |round: usize| {
+        let recalls: Vec<NewRecall> = (0..3)
+            .map(|i| NewRecall {
+                id: format!("r{round}-{i}"),
+                tenant: "t".into(),
+                source: "remote-endpoint".into(),
+                session_id: None,
+                created_at_ms: 1,
+                expires_at_ms: i64::MAX,
+                turns: vec![turn(0, "the numbat plan"), turn(1, "numbat again")],
+            })
+            .collect();
+        let store = &store;
+        async move { store.save_recalls(&recalls).await.unwrap() }
+    };
+    // A segment this small is one page of the index's data table.
+    let pages = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from recall_fts_data")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    save(0).await;
+    for round in 1..=2 {
+        let before = pages().await;
+        save(round).await;
+        assert_eq!(pages().await - before, 1, "save {round}: one new segment");
+    }
+    let query = RecallQuery {
+        text: "numbat".into(),
+        limit: 100,
+        now_ms: 1_000,
+        ..RecallQuery::default()
+    };
+    assert_eq!(store.search_recall("t", &query).await.unwrap().len(), 18);
+    // The same conversations saved again add no turns, so nothing to the index either.
+    save(2).await;
+    assert_eq!(store.search_recall("t", &query).await.unwrap().len(), 18);
+}
