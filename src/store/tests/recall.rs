@@ -105,13 +105,6 @@ async fn a_sessions_recall_lasts_until_the_session_is_deleted(store: Arc<dyn Sto
             .await
             .unwrap();
     }
-    let turn = |seq: i32, text: &str| RecallTurn {
-        seq,
-        role: "user".into(),
-        tool: None,
-        paths: String::new(),
-        text: text.into(),
-    };
     let kept = |id: &str, session: &str, turns: Vec<RecallTurn>| NewRecall {
         id: id.into(),
         tenant: "t".into(),
@@ -123,7 +116,7 @@ async fn a_sessions_recall_lasts_until_the_session_is_deleted(store: Arc<dyn Sto
     };
     // Two compactions of "s": the second repeats an entry of the first and adds one.
     store
-        .save_recalls(&[kept("r_s", "s", vec![turn(0, "the wombat plan")])])
+        .save_recalls(&[kept("r_s", "s", vec![user_turn(0, "the wombat plan")])])
         .await
         .unwrap();
     store
@@ -131,9 +124,12 @@ async fn a_sessions_recall_lasts_until_the_session_is_deleted(store: Arc<dyn Sto
             kept(
                 "r_s",
                 "s",
-                vec![turn(0, "the wombat plan"), turn(3, "wombat again")],
+                vec![
+                    user_turn(0, "the wombat plan"),
+                    user_turn(3, "wombat again"),
+                ],
             ),
-            kept("r_other", "other", vec![turn(0, "a wombat elsewhere")]),
+            kept("r_other", "other", vec![user_turn(0, "a wombat elsewhere")]),
         ])
         .await
         .unwrap();
@@ -183,17 +179,10 @@ async fn a_sessions_recall_lasts_until_the_session_is_deleted(store: Arc<dyn Sto
 
 /// SQLite: the turns of one save go into the full-text index as one segment, however many
 /// statements wrote them (FTS5 ends a segment with every statement that feeds it, and each
-/// segment is merged again later: per statement, that was most of recall's writing cost).
+/// segment is merged again later).
 #[sqlx::test(migrations = false)]
 async fn sqlite_indexes_the_turns_of_a_save_as_one_segment(pool: sqlx::SqlitePool) {
     let store = SqliteStore::from_pool(pool.clone()).await.unwrap();
-    let turn = |seq: i32, text: &str| RecallTurn {
-        seq,
-        role: "user".into(),
-        tool: None,
-        paths: String::new(),
-        text: text.into(),
-    };
     // Three conversations of two turns: six rows, written by two inserts (five, then one).
     let save = |round: usize| {
         let recalls: Vec<NewRecall> = (0..3)
@@ -204,7 +193,10 @@ async fn sqlite_indexes_the_turns_of_a_save_as_one_segment(pool: sqlx::SqlitePoo
                 session_id: None,
                 created_at_ms: 1,
                 expires_at_ms: i64::MAX,
-                turns: vec![turn(0, "the numbat plan"), turn(1, "numbat again")],
+                turns: vec![
+                    user_turn(0, "the numbat plan"),
+                    user_turn(1, "numbat again"),
+                ],
             })
             .collect();
         let store = &store;
@@ -233,4 +225,15 @@ async fn sqlite_indexes_the_turns_of_a_save_as_one_segment(pool: sqlx::SqlitePoo
     // The same conversations saved again add no turns, so nothing to the index either.
     save(2).await;
     assert_eq!(store.search_recall("t", &query).await.unwrap().len(), 18);
+}
+
+/// A user's turn of a conversation kept for recall.
+fn user_turn(seq: i32, text: &str) -> RecallTurn {
+    RecallTurn {
+        seq,
+        role: "user".into(),
+        tool: None,
+        paths: String::new(),
+        text: text.into(),
+    }
 }
