@@ -165,10 +165,10 @@ macro_rules! recall_impl {
                 }
                 // Turns are appended after the last one there: the transaction holds the
                 // database's write lock since the insert above, so no other writer adds any.
-                let last_turn: Option<i64> = match $index {
+                let index_after: Option<(&str, i64)> = match $index {
                     FullText::Indexed => None,
-                    FullText::After { last, .. } => {
-                        Some(sqlx::query_scalar(last).fetch_one(&mut *tx).await?)
+                    FullText::After { last, index } => {
+                        Some((index, sqlx::query_scalar(last).fetch_one(&mut *tx).await?))
                     }
                 };
                 // The conversations' numbers: of the rows just written, or of the same
@@ -214,7 +214,7 @@ macro_rules! recall_impl {
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
                 }
-                if let (FullText::After { index, .. }, Some(last)) = ($index, last_turn) {
+                if let Some((index, last)) = index_after {
                     sqlx::query(index).bind(last).execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
