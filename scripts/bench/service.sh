@@ -8,7 +8,9 @@
 #             one a cache miss, with every default stage on (the cache looked up and filled, the
 #             conversation kept for recall, the call log)
 #   hit       POST /v1/compact, one body, answered from the cache (primed)
-#   chat      POST /v1/chat/completions (the chat wire), every body different
+#   chat      POST /v1/chat/completions (the chat wire), every body different, on a server of its
+#             own: on the miss server it started behind the miss run's write-behind backlog
+#             (recall and cache batches still being written), which cost it ~20 % in one run
 #   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
 #             with the summary cache off too: what those two stages cost a miss
 # Prints wrk's numbers per target and the ratios to nginx.
@@ -24,6 +26,12 @@ done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 cargo build --release --quiet --bin compactd --example bench_upstream
 
+# A server left on one of these ports would be measured instead of the ones started here.
+for port in 9001 9002 9003 9004 9005 9006 9010; do
+  if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+    echo "port $port is taken (an earlier run still going?): stop it first" >&2; exit 1
+  fi
+done
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")"; rm -rf "$work"' EXIT
 python3 scripts/bench/service/bodies.py "$work"
@@ -56,12 +64,13 @@ common=(COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9
         COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 COMPACTD_MAX_CONCURRENT=1024
         COMPACTD_MAX_QUEUE=4096 COMPACTD_LOG=error)
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_DATA_DIR="$work/miss" ./target/release/compactd &
+env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9006 COMPACTD_DATA_DIR="$work/chat" ./target/release/compactd &
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9003 COMPACTD_DATA_DIR="$work/hit" ./target/release/compactd &
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9004 COMPACTD_DATA_DIR="$work/norecall" COMPACTD_RECALL_RETENTION=0 \
   ./target/release/compactd &
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9005 COMPACTD_DATA_DIR="$work/nocache" COMPACTD_RECALL_RETENTION=0 \
   COMPACTD_CACHE_BYTES=0 ./target/release/compactd &
-for port in 9001 9002 9003 9004 9005 9010; do
+for port in 9001 9002 9003 9004 9005 9006 9010; do
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.1; done
 done
 sed 's/@@N@@/1/' "$work/body.json" > "$work/one.json"
@@ -79,7 +88,7 @@ run() { # name, url, script, body
 run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
 run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
 run hit http://127.0.0.1:9003/v1/compact post.lua "$work/one.json"
-run chat http://127.0.0.1:9002/v1/chat/completions vary.lua "$work/chat.json"
+run chat http://127.0.0.1:9006/v1/chat/completions vary.lua "$work/chat.json"
 run miss-norecall http://127.0.0.1:9004/v1/compact vary.lua "$work/body.json"
 run miss-nocache http://127.0.0.1:9005/v1/compact vary.lua "$work/body.json"
 echo "== ratios (requests/s to nginx's; median added to nginx's)"
@@ -88,7 +97,7 @@ for name in miss hit chat miss-norecall miss-nocache; do
     'BEGIN {printf "%-13s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
 done
 awk -v c="${rate[chat]}" -v m="${rate[miss]}" 'BEGIN {printf "chat wire / /v1/compact misses: %.1f %%\n", 100*c/m}'
-for port in 9002 9003; do
+for port in 9002 9003 9006; do
   curl -s "http://127.0.0.1:$port/metrics" | awk -v p=":$port" '/^compactd_summary_cache_total/ {print "cache " p, $1, $2}'
   # Written behind the requests, bounded: what did not fit (call-log rows must all be kept).
   curl -s "http://127.0.0.1:$port/metrics" | awk -v p=":$port" '/^compactd_(call_log|recall|summary_cache_writes)_dropped_total/ {print "dropped " p, $1, $2}'
