@@ -26,8 +26,10 @@ done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 cargo build --release --quiet --bin compactd --example bench_upstream
 
-# A server left on one of these ports would be measured instead of the ones started here.
-for port in 9001 9002 9003 9004 9005 9006 9010; do
+# The upstream, the five compactd servers, nginx. A server left on one of these ports would be
+# measured instead of the one started here.
+ports=(9001 9002 9003 9004 9005 9006 9010)
+for port in "${ports[@]}"; do
   if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
     echo "port $port is taken (an earlier run still going?): stop it first" >&2; exit 1
   fi
@@ -70,7 +72,7 @@ env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9004 COMPACTD_DATA_DIR="$work/norec
   ./target/release/compactd &
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9005 COMPACTD_DATA_DIR="$work/nocache" COMPACTD_RECALL_RETENTION=0 \
   COMPACTD_CACHE_BYTES=0 ./target/release/compactd &
-for port in 9001 9002 9003 9004 9005 9006 9010; do
+for port in "${ports[@]}"; do
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.1; done
 done
 sed 's/@@N@@/1/' "$work/body.json" > "$work/one.json"
