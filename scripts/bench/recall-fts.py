@@ -8,12 +8,11 @@
 # written, then indexed by one insert … select of the rows after the last one before the batch
 # (what compactd does since migration 20261130000003). FTS5 ends an index segment with every
 # statement that fed it, so the first makes a segment per insert, the second one per batch.
-import os, sqlite3, subprocess, sys, tempfile, time
+import json, os, sqlite3, subprocess, sys, tempfile, time
 
 conversations = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 work = tempfile.mkdtemp()
 subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "service", "bodies.py"), work], check=True)
-import json
 prompt = json.load(open(os.path.join(work, "body.json")))["prompt"]
 turns = [t for t in prompt.split("</conversation>")[0].split("\n\n") if t.strip()]
 
