@@ -13,6 +13,7 @@ use crate::pipeline::Endpoint;
 use crate::redact::Placeholders;
 use crate::session::Message as SessionMessage;
 use crate::store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
+use crate::summarizer::{Flags, SummaryRequest};
 use crate::transcript::{Conversation, Message, Role};
 
 /// Most hits one search returns.
@@ -26,27 +27,37 @@ const PURGE_EVERY: Duration = Duration::from_secs(600);
 const PATH_ARGUMENTS: [&str; 5] = ["path", "file_path", "filePath", "file", "filename"];
 
 impl App {
-    /// Keeps `conversation` for recall, redacted (queued: written within moments, see
-    /// [`super::recall_writer`]); its id, or `None` when recall is off, there is nothing to
-    /// keep, or the queue is full (the summary is answered all the same). `redactions`: the
-    /// secrets the pipeline replaced in this summarization; none means none is in the
-    /// conversation (its texts are pieces of the prompt the pipeline searched), so it is kept as
-    /// it is instead of being searched again.
+    /// Keeps the conversation of `request` for recall, redacted (queued: written within moments,
+    /// see [`super::recall_writer`]); its id, or `None` when recall is off, there is nothing to
+    /// keep, or the queue is full (the summary is answered all the same). `flags`: what the
+    /// pipeline did — the secrets it replaced (none means none is in the conversation, whose
+    /// texts are pieces of the prompt it searched, so it is kept as it is instead of being
+    /// searched again) and the request's cache key (a request kept lately under the same key is
+    /// the same conversation: its id is named without reading the prompt).
     pub fn keep_recall(
         &self,
         who: &Identity,
         endpoint: Endpoint,
-        conversation: &Conversation,
-        redactions: u64,
+        request: &SummaryRequest,
+        flags: &Flags,
     ) -> Option<String> {
         let retention = self.limits.recall_retention;
-        if retention.is_zero() || conversation.messages.is_empty() {
+        if retention.is_zero() {
+            return None;
+        }
+        let key = flags.cache_key.as_deref();
+        if let Some(id) = key.and_then(|key| self.recall_writer.kept_for(key)) {
+            return Some(id);
+        }
+        let conversation = &request.shape().conversation;
+        if conversation.messages.is_empty() {
             return None;
         }
         // The id is the tenant's conversation's: an agent's retry, or a request the summary
         // cache answers, names the conversation already kept instead of keeping it again.
         let id = recall_id(&who.tenant, conversation);
         if self.recall_writer.seen(&id) {
+            self.recall_writer.remember(key, &id);
             return Some(id);
         }
         let now = now_ms();
@@ -57,9 +68,10 @@ impl App {
             session_id: None,
             created_at_ms: now,
             expires_at_ms: now + retention.as_millis() as i64,
-            turns: self.recall_turns_of(conversation, redactions > 0),
+            turns: self.recall_turns_of(conversation, flags.redactions > 0),
         };
         if self.recall_writer.queue(recall) {
+            self.recall_writer.remember(key, &id);
             Some(id)
         } else {
             self.metrics.recall_dropped.inc();

@@ -21,6 +21,8 @@ const SEEN: u64 = 100_000;
 pub struct RecallWriter {
     recalls: WriteBehind<NewRecall>,
     seen: moka::sync::Cache<String, ()>,
+    /// The id queued lately for a request, by the request's summary-cache key.
+    by_key: moka::sync::Cache<String, String>,
 }
 
 impl RecallWriter {
@@ -37,16 +39,27 @@ impl RecallWriter {
         });
         RecallWriter {
             recalls,
-            seen: moka::sync::Cache::builder()
-                .max_capacity(SEEN)
-                .time_to_live(std::time::Duration::from_secs(600))
-                .build(),
+            seen: remembered(),
+            by_key: remembered(),
         }
     }
 
     /// Whether this conversation was queued in the last ten minutes.
     pub fn seen(&self, id: &str) -> bool {
         self.seen.contains_key(id)
+    }
+
+    /// The id of the conversation queued in the last ten minutes for the request whose cache key
+    /// is `key`.
+    pub fn kept_for(&self, key: &str) -> Option<String> {
+        self.by_key.get(key)
+    }
+
+    /// Notes that the request whose cache key is `key` (if any) names the conversation `id`.
+    pub fn remember(&self, key: Option<&str>, id: &str) {
+        if let Some(key) = key {
+            self.by_key.insert(key.to_owned(), id.to_owned());
+        }
     }
 
     /// Queues a conversation; `false` when the queue is full.
@@ -63,4 +76,12 @@ impl RecallWriter {
     pub async fn flush(&self) {
         self.recalls.flush().await;
     }
+}
+
+/// A set of the last [`SEEN`] keys of ten minutes.
+fn remembered<V: Clone + Send + Sync + 'static>() -> moka::sync::Cache<String, V> {
+    moka::sync::Cache::builder()
+        .max_capacity(SEEN)
+        .time_to_live(std::time::Duration::from_secs(600))
+        .build()
 }

@@ -159,12 +159,13 @@ impl App {
             }
         };
         let context = self.pipeline_context(who, endpoint);
-        let shape = summary_request.shape.clone();
+        // Shares the conversation the pipeline reads (read once, and not at all on a cache hit
+        // whose conversation recall already keeps).
+        let request = summary_request.clone();
         let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
         let mut summary = self.pipeline.summarize_job(&context, job).await?;
         // Kept only once summarized: a failed summarization leaves nothing behind.
-        let redactions = summary.flags.redactions;
-        if let Some(id) = self.keep_recall(who, endpoint, &shape.conversation, redactions) {
+        if let Some(id) = self.keep_recall(who, endpoint, &request, &summary.flags) {
             if self.limits.recall_footer {
                 summary.text = super::recall::with_footer(&summary.text, &id);
             }
@@ -226,18 +227,22 @@ mod tests {
     use super::*;
     use crate::config::{StorageConfig, SummarizerConfig, defaults};
 
-    #[tokio::test]
-    async fn short_summary_prompts_get_the_small_default_cap() {
+    async fn app() -> App {
         let store =
             crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
                 .await
                 .unwrap();
-        let app = App::build(
+        App::build(
             &defaults::<SummarizerConfig>(),
             &defaults::<StorageConfig>(),
             Arc::new(store),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn short_summary_prompts_get_the_small_default_cap() {
+        let app = app().await;
         let short = "<conversation>\nx\n</conversation>\n\n<previous-summary>\n## Goal\n</previous-summary>\n\nIn 2-3 sentences, describe the changes";
         assert_eq!(app.max_tokens(None, short), 512);
         assert_eq!(
@@ -246,5 +251,69 @@ mod tests {
         );
         assert_eq!(app.max_tokens(Some(100), short), 100);
         assert_eq!(app.max_tokens(Some(1_000_000), "x"), 32_000);
+    }
+
+    /// A cache hit answers without reading the agent's conversation, in the pipeline and in
+    /// recall: the id its miss kept the conversation under is found by the request's cache key.
+    #[tokio::test]
+    async fn a_cache_hit_names_the_kept_conversation_without_reading_the_prompt() {
+        let app = app().await;
+        let who = Identity::anonymous();
+        // oh-my-pi's own request, as it sent it.
+        let line = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/omp-requests/before.jsonl"
+        ))
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        let body = &body["request"];
+        let request = || {
+            SummaryRequest::from_prompt(
+                body["systemPrompt"].as_str().unwrap().to_owned(),
+                body["prompt"].as_str().unwrap().to_owned(),
+                2_000,
+            )
+        };
+        let context = app.pipeline_context(&who, Endpoint::Compact);
+        let summarize = |request: SummaryRequest| {
+            let job = Job::new(Purpose::Prompt, request);
+            let context = &context;
+            let app = &app;
+            async move { app.pipeline.summarize_job(context, job).await.unwrap() }
+        };
+
+        let missed = request();
+        let first = summarize(missed.clone()).await;
+        assert!(!first.flags.cached);
+        assert!(missed.shape_is_read(), "a miss reads the conversation");
+        let kept = app
+            .keep_recall(&who, Endpoint::Compact, &missed, &first.flags)
+            .expect("recall keeps the conversation");
+
+        let hit = request();
+        let second = summarize(hit.clone()).await;
+        assert!(second.flags.cached);
+        assert_eq!(second.flags.cache_key, first.flags.cache_key);
+        assert_eq!(
+            app.keep_recall(&who, Endpoint::Compact, &hit, &second.flags),
+            Some(kept.clone())
+        );
+        assert!(
+            !hit.shape_is_read(),
+            "the hit read the agent's conversation"
+        );
+
+        // Without the key (an older entry, another replica's), the conversation is read and
+        // named by the same id.
+        let unkeyed = request();
+        let flags = Flags {
+            cache_key: None,
+            ..second.flags
+        };
+        assert_eq!(
+            app.keep_recall(&who, Endpoint::Compact, &unkeyed, &flags),
+            Some(kept)
+        );
+        assert!(unkeyed.shape_is_read());
     }
 }

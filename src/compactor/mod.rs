@@ -285,6 +285,7 @@ fn finish(
             redactions: calls.iter().map(|s| s.flags.redactions).sum(),
             model_windows: calls.iter().find_map(|s| s.flags.model_windows),
             recall_id: None,
+            cache_key: None,
         },
     }
 }

@@ -39,7 +39,7 @@ impl Pipeline {
         answered_in: Duration,
         deadline: Instant,
     ) -> Summary {
-        let shape = &job.request.shape;
+        let shape = job.request.shape();
         let facts = Facts::extract(&shape.conversation.messages);
         let mut anchors = anchors::of_facts(&facts, shape.earlier_summary());
         for extra in &job.gate.extra {
@@ -65,7 +65,7 @@ impl Pipeline {
         };
         // A 2–3 sentence summary has no room for what a checkpoint must carry: it is reported on,
         // never repaired.
-        let repairable = job.request.shape.asks != Asks::Short;
+        let repairable = job.request.shape().asks != Asks::Short;
         let mut repair_call = false;
         let mut repaired_check = None;
         let left = deadline.saturating_duration_since(Instant::now());
@@ -144,7 +144,7 @@ impl Pipeline {
                     text: a.text.clone(),
                 })
                 .collect(),
-            dialect: Some(&job.request.shape.conversation)
+            dialect: Some(&job.request.shape().conversation)
                 .filter(|c| !c.messages.is_empty())
                 .map(|c| c.dialect.name().to_owned()),
         };
@@ -183,7 +183,7 @@ impl Pipeline {
             .await
             .ok()?;
         // It must still be the summary the request asked for.
-        unusable(&repaired.text, &Expectation::of(&job.request.shape))
+        unusable(&repaired.text, &Expectation::of(job.request.shape()))
             .is_none()
             .then_some(repaired)
     }

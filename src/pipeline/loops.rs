@@ -63,7 +63,7 @@ impl Loops {
 
     /// Whether summarizing `request` into `summary` for `tenant` looks like a loop.
     pub async fn detect(&self, tenant: &str, request: &SummaryRequest, summary: &str) -> bool {
-        let shape = &request.shape;
+        let shape = request.shape();
         let conversation = shape.conversation_tokens;
         let previous = shape.previous_summary.as_deref().map_or(0, estimate_tokens);
         let replaced = conversation + previous;

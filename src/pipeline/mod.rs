@@ -259,7 +259,8 @@ impl Pipeline {
                     hit: hit.as_ref().map(|(_, tier)| *tier),
                 },
             );
-            if let Some((summary, _)) = hit {
+            if let Some((mut summary, _)) = hit {
+                summary.flags.cache_key = Some(key.clone());
                 return self.finished(run, &job.request, Ok(summary), started);
             }
         }
@@ -291,7 +292,10 @@ impl Pipeline {
         }
         let result = self.finished(run, &job.request, result, started);
         drop(reservation);
-        result
+        result.map(|mut summary| {
+            summary.flags.cache_key = key;
+            summary
+        })
     }
 
     /// Tells the observers how a run ended (the call log's row), and passes the result on.

@@ -65,9 +65,9 @@ fn redact_job(redactor: &Redactor, job: &Job) -> (Option<Job>, Placeholders) {
     // which the rules also look through), so a prompt with nothing found has nothing here.
     // The same secrets again: counted once, in the prompt.
     let counted = placeholders.counts.clone();
-    let shape = redact_shape(redactor, &job.request.shape, &mut placeholders);
+    let shape = redact_shape(redactor, job.request.shape(), &mut placeholders);
     placeholders.counts = counted;
-    redacted.request.shape = std::sync::Arc::new(shape);
+    redacted.request.set_shape(shape);
     redacted.request.system_prompt = system_prompt;
     redacted.request.prompt = prompt;
     redacted.gate.extra = extra;

@@ -176,7 +176,7 @@ const MIN_CACHED_TOKENS: u64 = 1024;
 fn user_content(request: &SummaryRequest) -> Value {
     use crate::transcript::prompt::previous_block;
     let prompt = &request.prompt;
-    let Some(previous) = (request.shape.previous_summary.as_deref())
+    let Some(previous) = (request.shape().previous_summary.as_deref())
         .filter(|p| super::estimate_tokens(p) >= MIN_CACHED_TOKENS)
     else {
         return json!(prompt);

@@ -231,7 +231,7 @@ impl Chain {
             Fitted::Whole(request) => request,
             Fitted::Folded(..) => return Err(AttemptError::ContextOverflow(Default::default())),
         };
-        let expect = Expectation::of(&request.shape);
+        let expect = Expectation::of(request.shape());
         self.attempt(link, &request, &expect, deadline, &mut on_event)
             .await
     }
@@ -260,7 +260,7 @@ impl Chain {
             tried = Some(shape);
             let result = match fitted {
                 Fitted::Whole(request) => {
-                    let expect = Expectation::of(&request.shape);
+                    let expect = Expectation::of(request.shape());
                     self.call(link, &request, &expect, deadline, on_event).await
                 }
                 Fitted::Folded(fold, max_tokens) => {
@@ -320,7 +320,7 @@ impl Chain {
             // Only the last window's answer is the summary: it must have the asked structure;
             // the ones before only carry the story on, in whatever form the model wrote them.
             let expect = if index + 1 == fold.len() {
-                Expectation::of(&window.shape)
+                Expectation::of(window.shape())
             } else {
                 Expectation::default()
             };

@@ -59,7 +59,7 @@ impl<'r> Fold<'r> {
         summary_tokens: u64,
         prompts: &FoldPrompts,
     ) -> Option<Fold<'r>> {
-        let shape = &request.shape;
+        let shape = request.shape();
         if shape.conversation.messages.is_empty() {
             return None;
         }
@@ -224,7 +224,7 @@ mod tests {
             assert!(with_summary <= 6000, "window {index}: {with_summary}");
             let parts = Parts::parse(prompt);
             // The window's typed conversation is what its prompt holds.
-            assert_eq!(window.shape.conversation.write(), parts.conversation);
+            assert_eq!(window.shape().conversation.write(), parts.conversation);
             seen.push_str(parts.conversation);
             seen.push_str("\n\n");
             if index == 0 {
@@ -263,7 +263,7 @@ mod tests {
             parts.instructions,
             "In 2-3 sentences, describe the changes."
         );
-        assert_eq!(last.shape.asks, Asks::Short);
+        assert_eq!(last.shape().asks, Asks::Short);
     }
 
     #[test]

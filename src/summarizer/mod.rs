@@ -21,6 +21,7 @@ pub mod spec;
 pub mod stream;
 pub mod window;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -30,25 +31,38 @@ pub use shape::Shape;
 pub use spec::ModelSpec;
 
 /// One summarization call: a system prompt, one user prompt, an output cap — and the prompt's
-/// parts typed ([`Shape`]), read once where the prompt came in or built from a session, which
-/// every stage reads instead of the text.
-#[derive(Debug, Clone, PartialEq)]
+/// parts typed ([`Shape`], see [`SummaryRequest::shape`]), which every stage reads instead of the
+/// text.
+#[derive(Debug, Clone)]
 pub struct SummaryRequest {
     pub system_prompt: String,
     pub prompt: String,
     pub max_tokens: u64,
-    pub shape: std::sync::Arc<Shape>,
+    /// Given, or read from `prompt` at its first use: a request the summary cache answers is
+    /// never read (reading an agent's conversation was a sixth of a cache hit's work). Shared by
+    /// clones, so that it is read at most once per request; a request whose prompt is rewritten
+    /// (redaction) gets its shape set with it.
+    shape: Arc<OnceLock<Shape>>,
+}
+
+impl PartialEq for SummaryRequest {
+    fn eq(&self, other: &SummaryRequest) -> bool {
+        self.system_prompt == other.system_prompt
+            && self.prompt == other.prompt
+            && self.max_tokens == other.max_tokens
+            && self.shape() == other.shape()
+    }
 }
 
 impl SummaryRequest {
-    /// A request for an agent's prompt: its conversation is read here, once.
+    /// A request for an agent's prompt: its conversation is read at the first stage that needs
+    /// it, once.
     pub fn from_prompt(system_prompt: String, prompt: String, max_tokens: u64) -> SummaryRequest {
-        let shape = std::sync::Arc::new(Shape::of_prompt(&prompt));
         SummaryRequest {
             system_prompt,
             prompt,
             max_tokens,
-            shape,
+            shape: Arc::default(),
         }
     }
 
@@ -63,8 +77,24 @@ impl SummaryRequest {
             system_prompt,
             prompt,
             max_tokens,
-            shape: std::sync::Arc::new(shape),
+            shape: Arc::new(OnceLock::from(shape)),
         }
+    }
+
+    /// The prompt's parts, typed: read from the prompt here the first time it is asked for.
+    pub fn shape(&self) -> &Shape {
+        self.shape.get_or_init(|| Shape::of_prompt(&self.prompt))
+    }
+
+    /// Whether the shape was given or read yet (tests of the stages that must not read it).
+    #[cfg(test)]
+    pub(crate) fn shape_is_read(&self) -> bool {
+        self.shape.get().is_some()
+    }
+
+    /// Replaces the shape (of a prompt that was rewritten).
+    pub fn set_shape(&mut self, shape: Shape) {
+        self.shape = Arc::new(OnceLock::from(shape));
     }
 
     /// A request for a prompt compactd rendered from `conversation`: its layout is taken from
@@ -140,6 +170,10 @@ pub struct Flags {
     pub model_windows: Option<(u32, u32)>,
     /// The recall id its conversation was kept under (wire requests; see `app::recall`).
     pub recall_id: Option<String>,
+    /// The summary cache's key of the request (when the cache is on), on a hit and a miss alike:
+    /// the same key is the same prompt, so recall finds the conversation it kept for it by this
+    /// key without reading the prompt again.
+    pub cache_key: Option<String>,
 }
 
 /// A finished summary and who wrote it.

@@ -21,7 +21,7 @@ const CHARS_PER_TOKEN: u64 = 4;
 
 /// Summarizes `request.prompt`, within `request.max_tokens` (estimated at 4 characters a token).
 pub fn summarize(request: &SummaryRequest) -> Summary {
-    let shape = &request.shape;
+    let shape = request.shape();
     let previous_summary = shape.earlier_summary();
     let facts = Facts::extract(&shape.conversation.messages);
     let budget = (request.max_tokens.max(64) * CHARS_PER_TOKEN) as usize;
