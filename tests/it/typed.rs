@@ -425,11 +425,14 @@ async fn a_requests_conversation_is_read_once_whatever_runs_on_it() {
         );
     }
     assert_eq!(transcript::reads_of(&opening), 1, "read once");
-    // The same request again is answered from the cache: read once more, as it came in.
+    // The same request again is answered from the cache without reading it: recall names the
+    // conversation its miss kept by the request's cache key.
     let response = app.post("/v1/compact", &body).await;
     let again: Value = response.json().await.unwrap();
     assert!(again["cached"].as_bool().unwrap(), "{again}");
-    assert_eq!(transcript::reads_of(&opening), 2);
+    assert!(answer["recallId"].is_string(), "{answer}");
+    assert_eq!(again["recallId"], answer["recallId"]);
+    assert_eq!(transcript::reads_of(&opening), 1, "a hit reads nothing");
 }
 
 /// Text in no dialect compactd knows: the generic reader still finds the last request, and the
