@@ -59,7 +59,7 @@ fn random_hex(n: usize) -> String {
     let mut bytes = vec![0u8; n];
     // The OS generator failing is not something a key can be made without.
     getrandom::fill(&mut bytes).expect("the operating system's random number generator");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 /// A random identifier (12 hex digits) from the OS CSPRNG, for records users name by id.
@@ -85,10 +85,7 @@ pub fn new_key(tenant: &str, name: Option<&str>, now_ms: i64) -> (String, KeyRec
 
 /// The stored form of a key.
 pub fn hash_key(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// Access settings.

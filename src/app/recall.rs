@@ -333,6 +333,18 @@ fn session_recall_id(tenant: &str, session_id: &str) -> String {
 /// already holds (its previous summary's, carried on by the model or the extractive summarizer)
 /// is dropped: it names the conversation before.
 pub fn with_footer(summary: &str, id: &str) -> String {
+    let footer = |body: &str| {
+        format!(
+            "{}\n\n{} recall_search in compactd (MCP at /mcp), id {id}",
+            body.trim_end(),
+            crate::summarizer::RECALL_LINE_START
+        )
+    };
+    // The common case, a summary with no footer yet and no `\r` for `lines` to drop, is its own
+    // body: not split into lines and joined again (every answer, cache hits included).
+    if !summary.contains(crate::summarizer::RECALL_LINE_START) && !summary.contains('\r') {
+        return footer(summary);
+    }
     let kept: Vec<&str> = summary
         .lines()
         .filter(|line| {
@@ -341,11 +353,7 @@ pub fn with_footer(summary: &str, id: &str) -> String {
                 .starts_with(crate::summarizer::RECALL_LINE_START)
         })
         .collect();
-    format!(
-        "{}\n\n{} recall_search in compactd (MCP at /mcp), id {id}",
-        kept.join("\n").trim_end(),
-        crate::summarizer::RECALL_LINE_START
-    )
+    footer(&kept.join("\n"))
 }
 
 #[cfg(test)]
@@ -388,5 +396,28 @@ mod tests {
             turn_text(&Message::with_text(Role::User, "no calls")),
             "no calls"
         );
+    }
+
+    #[test]
+    fn the_footer_replaces_an_earlier_one_and_ends_the_summary() {
+        let id = "r_0123456789abcdef01234567";
+        let footer = format!(
+            "\n\nEarlier detail is searchable: recall_search in compactd (MCP at /mcp), id {id}"
+        );
+        for (summary, body) in [
+            ("## Goal\nShip it.\n\n", "## Goal\nShip it."),
+            ("## Goal\r\nShip it.\r\n", "## Goal\nShip it."),
+            (
+                "## Goal\nShip it.\n\nEarlier detail is searchable: recall_search in compactd (MCP at /mcp), id r_old\n",
+                "## Goal\nShip it.",
+            ),
+            ("", ""),
+        ] {
+            assert_eq!(
+                super::with_footer(summary, id),
+                format!("{body}{footer}"),
+                "{summary:?}"
+            );
+        }
     }
 }

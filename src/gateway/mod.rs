@@ -121,7 +121,7 @@ impl Gateway {
             .get_or_try_init(|| async {
                 let mut candidate = [0u8; 32];
                 getrandom::fill(&mut candidate).expect("the OS random source works");
-                let hex: String = candidate.iter().map(|b| format!("{b:02x}")).collect();
+                let hex = hex::encode(candidate);
                 let secret = store
                     .shared_secret(SEAL_SECRET, &hex, crate::store::now_ms())
                     .await?;
