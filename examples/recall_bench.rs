@@ -68,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
                 id: {
                     use sha2::{Digest, Sha256};
                     let hash = Sha256::digest(format!("bench {conversation}"));
-                    format!("r_{}", compactd::pipeline::cache::hex(&hash[..12]))
+                    format!("r_{}", hex::encode(&hash[..12]))
                 },
                 tenant: format!("tenant{}", conversation % 10),
                 source: "remote-endpoint".into(),

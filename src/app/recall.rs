@@ -314,7 +314,7 @@ fn recall_id(tenant: &str, conversation: &Conversation) -> String {
             hash.update(serde_json::to_vec(&call.arguments).unwrap_or_default());
         }
     }
-    format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
+    format!("r_{}", hex::encode(&hash.finalize()[..12]))
 }
 
 /// `r_` and 24 hex digits of the SHA-256 of the tenant and a stored session's id: one recall per
@@ -326,7 +326,7 @@ fn session_recall_id(tenant: &str, session_id: &str) -> String {
     hash.update([0xff]);
     hash.update(b"session\0");
     hash.update(session_id.as_bytes());
-    format!("r_{}", crate::pipeline::cache::hex(&hash.finalize()[..12]))
+    format!("r_{}", hex::encode(&hash.finalize()[..12]))
 }
 
 /// `summary` ending with the line that names its kept conversation. A recall line the summary

@@ -144,7 +144,7 @@ impl SummaryCache {
             field(pin.text.as_bytes());
         }
         field(job.gate.appendix.as_bytes());
-        hex(&hash.finalize())
+        hex::encode(hash.finalize())
     }
 
     /// The cached summary of `key`, if any. Store trouble is a miss: the cache never fails a
@@ -209,11 +209,4 @@ fn summary(cached: &Cached) -> Summary {
             ..Default::default()
         },
     }
-}
-
-/// Lower-case hex of `bytes` (cache keys, recall ids).
-pub fn hex(bytes: &[u8]) -> String {
-    // Not `format!` per byte: that was a string allocated for each of a key's 32 bytes, a
-    // fortieth of a cache hit's work.
-    ::hex::encode(bytes)
 }

@@ -31,7 +31,7 @@ const MIN_REPLACED_TOKENS: u64 = 1000;
 pub fn fingerprint(summary: &str) -> Option<String> {
     let summary = summary.trim_start();
     let end = summary.char_indices().nth(FINGERPRINT_CHARS)?.0;
-    Some(super::cache::hex(
+    Some(hex::encode(
         &Sha256::digest(&summary.as_bytes()[..end])[..16],
     ))
 }
