@@ -78,7 +78,7 @@ impl RecallWriter {
     }
 }
 
-/// A set of the last [`SEEN`] keys of ten minutes.
+/// At most [`SEEN`] keys (a set of ids, or ids by cache key), each remembered for ten minutes.
 fn remembered<V: Clone + Send + Sync + 'static>() -> moka::sync::Cache<String, V> {
     moka::sync::Cache::builder()
         .max_capacity(SEEN)
