@@ -1,5 +1,6 @@
 //! Bad input over every endpoint: each case gets a clear 4xx with a JSON error body (never a
-//! 5xx), and the stored data is the same afterwards. Runs on PostgreSQL and SQLite.
+//! 5xx), and the stored data is the same afterwards. Runs on PostgreSQL and SQLite. Here uploads
+//! and appends; plans, compactions and the wire in `bad_input_requests`.
 
 use std::sync::Arc;
 
@@ -9,18 +10,18 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, config};
 
-on_both_backends!(every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing);
+on_both_backends!(sessions_answer_bad_input_with_a_clear_4xx_and_change_nothing);
 
-const HEADER: &str =
+pub const HEADER: &str =
     r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z"}"#;
 
-fn entry(id: &str, parent: Option<&str>) -> String {
+pub fn entry(id: &str, parent: Option<&str>) -> String {
     json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-01-01T00:00:01.000Z",
            "message":{"role":"user","content":"hello","timestamp":1}})
     .to_string()
 }
 
-fn lines(lines: &[String]) -> Vec<u8> {
+pub fn lines(lines: &[String]) -> Vec<u8> {
     lines
         .iter()
         .map(|l| format!("{l}\n"))
@@ -28,7 +29,7 @@ fn lines(lines: &[String]) -> Vec<u8> {
         .into_bytes()
 }
 
-fn nested(depth: usize) -> String {
+pub fn nested(depth: usize) -> String {
     format!("{}{}", "[".repeat(depth), "]".repeat(depth))
 }
 
@@ -56,9 +57,20 @@ async fn snapshot(app: &TestApp) -> Value {
     Value::Array(all)
 }
 
-async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
-    store: Arc<dyn Store>,
-) {
+/// (what, method, path, body, status, code, kind of the bad line)
+pub type Case = (
+    &'static str,
+    Method,
+    String,
+    Vec<u8>,
+    u16,
+    &'static str,
+    Option<&'static str>,
+);
+
+/// A fresh app (prompts up to 1 MiB) holding one good session: the app, the session's id and a
+/// snapshot of everything stored.
+pub async fn with_one_session(store: Arc<dyn Store>) -> (TestApp, String, Value) {
     let mut config = config();
     config.summarizers.max_prompt_bytes = 1 << 20;
     let app = TestApp::handlers_with_store(config, store);
@@ -71,7 +83,70 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
         .unwrap();
     let id = created["id"].as_str().unwrap().to_owned();
     let before = snapshot(&app).await;
+    (app, id, before)
+}
 
+/// Sends every case with the content type its route documents, checks the clear 4xx each names,
+/// and that nothing stored changed.
+pub async fn check(app: &TestApp, before: &Value, cases: Vec<Case>) {
+    for (what, method, path, body, status, code, kind) in cases {
+        // Each body with the type its route documents.
+        let route = path.split('?').next().unwrap_or_default();
+        let jsonl = route == "/v1/sessions" || route == "/v1/plan" || route.ends_with("/entries");
+        let content_type = if jsonl {
+            "application/x-ndjson"
+        } else {
+            "application/json"
+        };
+        let response = app
+            .send(
+                app.client
+                    .request(method, format!("{}{path}", app.url))
+                    .header(reqwest::header::CONTENT_TYPE, content_type)
+                    .body(body),
+            )
+            .await;
+        assert_eq!(response.status().as_u16(), status, "{what}");
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json"),
+            "{what}: JSON error"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{what}");
+        if let Some(kind) = kind {
+            assert_eq!(body["error"]["kind"], kind, "{what}: {body}");
+            if kind != "empty" {
+                assert!(
+                    body["error"]["line"].as_u64().is_some(),
+                    "{what}: names the line: {body}"
+                );
+            }
+        }
+        if code == "limit_exceeded" {
+            assert!(
+                message.contains("limit"),
+                "{what}: names the limit: {message}"
+            );
+        }
+        if what.contains("deep nesting") {
+            assert!(
+                message.contains("nested deeper than 128"),
+                "{what}: {message}"
+            );
+        }
+    }
+    assert_eq!(&snapshot(app).await, before, "stored data unchanged");
+}
+
+async fn sessions_answer_bad_input_with_a_clear_4xx_and_change_nothing(store: Arc<dyn Store>) {
+    let (app, id, before) = with_one_session(store).await;
+    let good = lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))]);
     let ten_mb_line = format!(
         r#"{{"type":"custom","id":"big","parentId":null,"data":"{}"}}"#,
         "x".repeat(10 << 20)
@@ -86,20 +161,6 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
     );
     let sessions = "/v1/sessions".to_owned();
     let append = format!("/v1/sessions/{id}/entries");
-    let compactions = format!("/v1/sessions/{id}/compactions");
-    let branches = format!("/v1/sessions/{id}/branch-summaries");
-    let prompt_of = |n: usize| json!({"prompt": "x".repeat(n)}).to_string().into_bytes();
-
-    // (what, method, path, body, status, code, kind of the bad line)
-    type Case = (
-        &'static str,
-        Method,
-        String,
-        Vec<u8>,
-        u16,
-        &'static str,
-        Option<&'static str>,
-    );
     let cases: Vec<Case> = vec![
         (
             "upload: empty body",
@@ -356,322 +417,8 @@ async fn every_endpoint_answers_bad_input_with_a_clear_4xx_and_changes_nothing(
             "not_found",
             None,
         ),
-        (
-            "plan: negative keep",
-            Method::GET,
-            format!("/v1/sessions/{id}/plan?keepRecentTokens=-1"),
-            vec![],
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "plan: huge keep",
-            Method::GET,
-            format!("/v1/sessions/{id}/plan?keepRecentTokens=99999999999999999999999"),
-            vec![],
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "plan: zero reserve",
-            Method::GET,
-            format!("/v1/sessions/{id}/plan?reserveTokens=0"),
-            vec![],
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "plan: unknown leaf",
-            Method::GET,
-            format!("/v1/sessions/{id}/plan?leafId=nope"),
-            vec![],
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "plan upload: cycle",
-            Method::POST,
-            "/v1/plan".into(),
-            lines(&[HEADER.into(), entry("a", Some("a"))]),
-            422,
-            "invalid_session",
-            Some("parent_cycle"),
-        ),
-        (
-            "context: unknown leaf",
-            Method::GET,
-            format!("/v1/sessions/{id}/context?leafId=nope"),
-            vec![],
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: not JSON",
-            Method::POST,
-            compactions.clone(),
-            b"{".to_vec(),
-            400,
-            "invalid_json",
-            None,
-        ),
-        (
-            "compaction: wrong type",
-            Method::POST,
-            compactions.clone(),
-            br#"{"keepRecentTokens":"many"}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: negative setting",
-            Method::POST,
-            compactions.clone(),
-            br#"{"reserveTokens":-5}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: huge setting",
-            Method::POST,
-            compactions.clone(),
-            br#"{"keepRecentTokens":1e30}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: unknown leaf",
-            Method::POST,
-            compactions.clone(),
-            br#"{"leafId":"nope"}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: unknown field",
-            Method::POST,
-            compactions.clone(),
-            br#"{"keep":1}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compaction: deep nesting",
-            Method::POST,
-            compactions.clone(),
-            format!(r#"{{"leafId":{}}}"#, nested(200)).into_bytes(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "branch: missing target",
-            Method::POST,
-            branches.clone(),
-            b"{}".to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "branch: unknown target",
-            Method::POST,
-            branches.clone(),
-            br#"{"targetId":"nope"}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: not JSON",
-            Method::POST,
-            "/v1/compact".into(),
-            b"prompt=hi".to_vec(),
-            400,
-            "invalid_json",
-            None,
-        ),
-        (
-            "compact: missing prompt",
-            Method::POST,
-            "/v1/compact".into(),
-            br#"{"systemPrompt":"s"}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: wrong type",
-            Method::POST,
-            "/v1/compact".into(),
-            br#"{"prompt":["a"]}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: negative maxTokens",
-            Method::POST,
-            "/v1/compact".into(),
-            br#"{"prompt":"a","maxTokens":-1}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: fractional maxTokens",
-            Method::POST,
-            "/v1/compact".into(),
-            br#"{"prompt":"a","maxTokens":1.5}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: invalid UTF-8",
-            Method::POST,
-            "/v1/compact".into(),
-            b"{\"prompt\":\"\xff\"}".to_vec(),
-            400,
-            "invalid_json",
-            None,
-        ),
-        (
-            "compact: deep nesting",
-            Method::POST,
-            "/v1/compact".into(),
-            format!(r#"{{"prompt":"a","x":{}}}"#, nested(200)).into_bytes(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "compact: prompt over the limit",
-            Method::POST,
-            "/v1/compact".into(),
-            prompt_of(2 << 20),
-            413,
-            "limit_exceeded",
-            None,
-        ),
-        (
-            "chat: messages not a list",
-            Method::POST,
-            "/v1/chat/completions".into(),
-            br#"{"messages":"hi"}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "chat: content a number",
-            Method::POST,
-            "/v1/chat/completions".into(),
-            br#"{"messages":[{"role":"user","content":7}]}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "chat: negative max_tokens",
-            Method::POST,
-            "/v1/chat/completions".into(),
-            br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-3}"#.to_vec(),
-            422,
-            "invalid_value",
-            None,
-        ),
-        (
-            "unknown session",
-            Method::GET,
-            "/v1/sessions/00000000-0000-0000-0000-000000000000".into(),
-            vec![],
-            404,
-            "not_found",
-            None,
-        ),
-        (
-            "unknown route",
-            Method::GET,
-            "/v2/anything".into(),
-            vec![],
-            404,
-            "not_found",
-            None,
-        ),
-        (
-            "wrong method",
-            Method::PUT,
-            "/v1/compact".into(),
-            vec![],
-            405,
-            "method_not_allowed",
-            None,
-        ),
     ];
-
-    for (what, method, path, body, status, code, kind) in cases {
-        // Each body with the type its route documents.
-        let route = path.split('?').next().unwrap_or_default();
-        let jsonl = route == "/v1/sessions" || route == "/v1/plan" || route.ends_with("/entries");
-        let content_type = if jsonl {
-            "application/x-ndjson"
-        } else {
-            "application/json"
-        };
-        let response = app
-            .send(
-                app.client
-                    .request(method, format!("{}{path}", app.url))
-                    .header(reqwest::header::CONTENT_TYPE, content_type)
-                    .body(body),
-            )
-            .await;
-        assert_eq!(response.status().as_u16(), status, "{what}");
-        assert_eq!(
-            response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok()),
-            Some("application/json"),
-            "{what}: JSON error"
-        );
-        let body: Value = response.json().await.unwrap();
-        assert_eq!(body["error"]["code"], code, "{what}: {body}");
-        let message = body["error"]["message"].as_str().unwrap_or_default();
-        assert!(!message.is_empty(), "{what}");
-        if let Some(kind) = kind {
-            assert_eq!(body["error"]["kind"], kind, "{what}: {body}");
-            if kind != "empty" {
-                assert!(
-                    body["error"]["line"].as_u64().is_some(),
-                    "{what}: names the line: {body}"
-                );
-            }
-        }
-        if code == "limit_exceeded" {
-            assert!(
-                message.contains("limit"),
-                "{what}: names the limit: {message}"
-            );
-        }
-        if what.contains("deep nesting") {
-            assert!(
-                message.contains("nested deeper than 128"),
-                "{what}: {message}"
-            );
-        }
-    }
-    assert_eq!(snapshot(&app).await, before, "stored data unchanged");
+    check(&app, &before, cases).await;
 
     // Unknown entry types are not bad input: they are kept, byte for byte (spec §1.9).
     let unknown = lines(&[
