@@ -1,6 +1,7 @@
 //! The command line: `compactd serve` (the default) runs the service; `compactd plan` and
 //! `compactd context` work on local session files; `compactd keys` manages API keys ([`keys`]).
 
+mod input;
 mod keys;
 
 use std::io::{Read, Write};
@@ -193,12 +194,12 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
 }
 
 fn load(args: &SessionArgs) -> Result<Session, CliError> {
-    let bytes = read_input(&args.file)?;
+    let bytes = input::read(&args.file).map_err(CliError)?;
     let options = ParseOptions {
         lenient: args.lenient,
         ..ParseOptions::default()
     };
-    let session = Session::parse_shared(bytes.into(), options)
+    let session = Session::parse_shared(bytes, options)
         .map_err(|e| CliError(format!("{}: {e}", args.file.display())))?;
     if !session.skipped.is_empty() || !session.repairs.is_empty() {
         eprintln!(
@@ -209,16 +210,6 @@ fn load(args: &SessionArgs) -> Result<Session, CliError> {
         );
     }
     Ok(session)
-}
-
-fn read_input(file: &Path) -> Result<Vec<u8>, CliError> {
-    let mut bytes = Vec::new();
-    let result = if file == Path::new("-") {
-        std::io::stdin().read_to_end(&mut bytes).map(|_| bytes)
-    } else {
-        std::fs::read(file)
-    };
-    result.map_err(|e| CliError(format!("cannot read {}: {e}", file.display())))
 }
 
 fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(), CliError> {

@@ -78,6 +78,25 @@ pub fn stringify(value: &Value) -> String {
 /// `JSON.stringify(value).length` without building the string. Key order does not change the
 /// length, so objects are measured in stored order.
 pub fn stringified_utf16_len(value: &Value) -> usize {
+    stringified_size(value, utf16_len)
+}
+
+/// The bytes of `JSON.stringify(value)` in UTF-8, without building the string: what a buffer the
+/// text is written into needs.
+pub fn stringified_len(value: &Value) -> usize {
+    stringified_size(value, str::len)
+}
+
+/// The size of `JSON.stringify(value)`, its texts measured by `text`.
+fn stringified_size(value: &Value, text: impl Fn(&str) -> usize + Copy) -> usize {
+    let literal = |s: &str| {
+        let escapes: usize = s
+            .as_bytes()
+            .iter()
+            .map(|&b| ESCAPE[usize::from(b)].len().saturating_sub(1))
+            .sum();
+        2 + text(s) + escapes
+    };
     match value {
         Value::Null | Value::Bool(true) => 4,
         Value::Bool(false) => 5,
@@ -86,29 +105,22 @@ pub fn stringified_utf16_len(value: &Value) -> usize {
             write_number(&mut text, n);
             text.len()
         }
-        Value::String(s) => string_literal_utf16_len(s),
+        Value::String(s) => literal(s),
         Value::Array(items) => {
             2 + items.len().saturating_sub(1)
-                + items.iter().map(stringified_utf16_len).sum::<usize>()
+                + items
+                    .iter()
+                    .map(|v| stringified_size(v, text))
+                    .sum::<usize>()
         }
         Value::Object(map) => {
             2 + map.len().saturating_sub(1)
                 + map
                     .iter()
-                    .map(|(k, v)| string_literal_utf16_len(k) + 1 + stringified_utf16_len(v))
+                    .map(|(k, v)| literal(k) + 1 + stringified_size(v, text))
                     .sum::<usize>()
         }
     }
-}
-
-/// UTF-16 length of `s` printed as a JSON string literal by [`write_string`].
-fn string_literal_utf16_len(s: &str) -> usize {
-    let escapes: usize = s
-        .as_bytes()
-        .iter()
-        .map(|&b| ESCAPE[usize::from(b)].len().saturating_sub(1))
-        .sum();
-    2 + utf16_len(s) + escapes
 }
 
 /// How JavaScript's `JSON.stringify` escapes each byte; empty for bytes printed as they are.
@@ -351,6 +363,7 @@ mod tests {
                 utf16_len(&stringify(&v)),
                 "{text}"
             );
+            assert_eq!(stringified_len(&v), stringify(&v).len(), "{text}");
         }
     }
 

@@ -106,6 +106,45 @@ fn plan_reads_standard_input_and_honours_the_settings_and_leaf() {
     );
 }
 
+/// A large session file is mapped rather than read, standard input is read: both plan byte for
+/// byte as the library does.
+#[test]
+fn a_mapped_file_and_standard_input_plan_as_the_library_does() {
+    use compactd::session::{ParseOptions, Session, synth};
+    let template = std::fs::read(fixture_path("large-session.jsonl")).unwrap();
+    let template = Session::parse(&template, ParseOptions::default()).unwrap();
+    // v3 text, so that ids are the same on every read; larger than what is read, not mapped.
+    let text = synth::repeat_session(&template, 3_000_000);
+    let file = temp_dir("mapped-plan").join("session.jsonl");
+    std::fs::write(&file, &text).unwrap();
+    let run = |args: &[&str], stdin: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_compactd"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    let mapped = run(&["plan", file.to_str().unwrap()], b"");
+    let read = run(&["plan", "-"], text.as_bytes());
+
+    let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
+    let path = session.active_path(None).unwrap();
+    let outcome = compactd::compaction::PlanOutcome::for_path(&path, &Default::default());
+    assert!(outcome.plan.is_some(), "a plan with a conversation");
+    let mut expected = serde_json::to_vec(&outcome).unwrap();
+    expected.push(b'\n');
+    assert!(
+        mapped == expected,
+        "the mapped file plans as the library does"
+    );
+    assert!(read == expected, "standard input plans as the library does");
+}
+
 #[test]
 fn plan_is_null_with_a_reason_when_there_is_nothing_to_compact() {
     let text = concat!(

@@ -146,8 +146,9 @@ fn write_parts(out: &mut String, messages: &[&Message]) {
     }
 }
 
-/// About the bytes `message` takes in the serialized conversation: its texts and a little for
-/// the labels around them (tool arguments are guessed, not serialized twice).
+/// About the bytes `message` takes in the serialized conversation: its texts, its tool calls'
+/// arguments as JSON, and a little for the labels around them. Too low a guess grows the buffer
+/// by copies into fresh memory.
 fn size_hint(message: &Message) -> usize {
     let content = |content: &Content| match content {
         Content::Text(text) => text.len(),
@@ -169,7 +170,9 @@ fn size_hint(message: &Message) -> usize {
 fn block_hint(block: &Block) -> usize {
     match block {
         Block::Text(text) | Block::Thinking(text) => text.len() + 16,
-        Block::ToolCall { name, .. } => name.len() + 128,
+        Block::ToolCall { name, arguments } => {
+            name.len() + 16 + arguments.as_ref().map_or(0, js_json::stringified_len)
+        }
         Block::Image | Block::Other => 0,
     }
 }
