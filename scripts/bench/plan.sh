@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Planning against the node floor (issue 26): `compactd plan` on a generated ~21 MB v3 session,
 # whole process, against node's bare `JSON.parse` of every line of the same file (what any
-# JavaScript agent pays just to read it), best of five each. Node is the pinned node 22 of
-# scripts/agents.sh (target/agents/bin/node22), or NODE=/path/to/node.
+# JavaScript agent pays just to read it), in interleaved rounds (ROUNDS, 11 by default): the best
+# and the median of each. Node is the pinned node 22 of scripts/agents.sh
+# (target/agents/bin/node22), or NODE=/path/to/node.
 #   scripts/bench/plan.sh [megabytes]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,20 +15,25 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ./target/release/examples/make_session "$work/session.jsonl" "$megabytes"
 bytes=$(wc -c < "$work/session.jsonl")
-best() { # command…: the fastest of five runs, in seconds
-  local fastest=""
-  for _ in 1 2 3 4 5; do
-    local start end
-    start=$(date +%s.%N); "$@" > /dev/null; end=$(date +%s.%N)
-    fastest=$(awk -v a="$fastest" -v b="$(echo "$end - $start" | bc)" 'BEGIN {print (a == "" || b < a) ? b : a}')
-  done
-  echo "$fastest"
+# Interleaved rounds, node then compactd, so that both see the same moments of a machine whose
+# speed drifts (a VM's first touch of memory is slow at some moments and not at others).
+rounds=${ROUNDS:-11}
+seconds() { # command…: its wall time, in seconds
+  local start end
+  start=$(date +%s.%N); "$@" > /dev/null; end=$(date +%s.%N)
+  echo "$end - $start" | bc
 }
-node_s=$(best "$node" scripts/bench/plan/node-parse.js "$work/session.jsonl")
-plan_s=$(best ./target/release/compactd plan "$work/session.jsonl")
-awk -v n="$node_s" -v p="$plan_s" -v b="$bytes" 'BEGIN {
-  printf "session: %d bytes\n", b
-  printf "node JSON.parse of every line (whole process): %.3f s, %.0f MB/s\n", n, b / n / 1e6
-  printf "compactd plan (whole process):                 %.3f s, %.0f MB/s\n", p, b / p / 1e6
-  printf "compactd plan is x%.2f the node floor\n", n / p
+: > "$work/node.s"; : > "$work/plan.s"
+for _ in $(seq "$rounds"); do
+  seconds "$node" scripts/bench/plan/node-parse.js "$work/session.jsonl" >> "$work/node.s"
+  seconds ./target/release/compactd plan "$work/session.jsonl" >> "$work/plan.s"
+done
+stat() { sort -n "$1" | awk '{v[NR]=$1} END {printf "%s %s", v[1], v[int((NR+1)/2)]}'; }
+read -r node_best node_median <<< "$(stat "$work/node.s")"
+read -r plan_best plan_median <<< "$(stat "$work/plan.s")"
+awk -v nb="$node_best" -v nm="$node_median" -v pb="$plan_best" -v pm="$plan_median" -v b="$bytes" -v r="$rounds" 'BEGIN {
+  printf "session: %d bytes, %d interleaved rounds (best, median)\n", b, r
+  printf "node JSON.parse of every line (whole process): %.3f s, %.3f s (%.0f MB/s best)\n", nb, nm, b / nb / 1e6
+  printf "compactd plan (whole process):                 %.3f s, %.3f s (%.0f MB/s best)\n", pb, pm, b / pb / 1e6
+  printf "compactd plan is x%.2f the node floor (best against best), x%.2f (median against median)\n", nb / pb, nm / pm
 }'
