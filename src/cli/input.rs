@@ -16,9 +16,10 @@ pub(super) fn read(file: &Path) -> Result<bytes::Bytes, String> {
     let metadata = opened.metadata().map_err(failed)?;
     if metadata.is_file() && metadata.len() >= MAP_AT_LEAST {
         // Mapped, not read: the file's pages are already in memory (the kernel's page cache),
-        // and a copy is fresh memory that this kind of machine zeroes slowly — reading was a
-        // sixth of planning a 20 MB session (BENCHMARKS.md). Populated up front, so that parsing
-        // does not stop at a page fault every few pages.
+        // and a copy is fresh memory that the kernel zeroes first — zeroing and copying were a
+        // sixth of a profile of planning a 20 MB session, and mapping made its median 4–10 %
+        // faster (BENCHMARKS.md). Populated up front, so that parsing does not stop at a page
+        // fault every few pages.
         // SAFETY: the map is read-only and lives as long as the session read from it. A file
         // that another program truncates or rewrites while compactd reads it is the risk every
         // mapping reader takes (ripgrep maps too): agents append to their sessions, which
