@@ -12,7 +12,7 @@ pub(super) fn read(file: &Path) -> Result<bytes::Bytes, String> {
         std::io::stdin().read_to_end(&mut bytes).map_err(failed)?;
         return Ok(bytes.into());
     }
-    let opened = std::fs::File::open(file).map_err(failed)?;
+    let mut opened = std::fs::File::open(file).map_err(failed)?;
     let metadata = opened.metadata().map_err(failed)?;
     if metadata.is_file() && metadata.len() >= MAP_AT_LEAST {
         // Mapped, not read: the file's pages are already in memory (the kernel's page cache),
@@ -28,7 +28,10 @@ pub(super) fn read(file: &Path) -> Result<bytes::Bytes, String> {
             return Ok(bytes::Bytes::from_owner(map));
         }
     }
-    std::fs::read(file).map(Into::into).map_err(failed)
+    // The file already open, read whole (the length is only a capacity hint: it may grow).
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    opened.read_to_end(&mut bytes).map_err(failed)?;
+    Ok(bytes.into())
 }
 
 /// Files smaller than this are read: mapping pays a few system calls that only a large file

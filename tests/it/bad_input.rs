@@ -68,15 +68,19 @@ pub type Case = (
     Option<&'static str>,
 );
 
+/// The session every bad-input test starts from: a root and one child.
+fn good_session() -> Vec<u8> {
+    lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))])
+}
+
 /// A fresh app (prompts up to 1 MiB) holding one good session: the app, the session's id and a
 /// snapshot of everything stored.
 pub async fn with_one_session(store: Arc<dyn Store>) -> (TestApp, String, Value) {
     let mut config = config();
     config.summarizers.max_prompt_bytes = 1 << 20;
     let app = TestApp::handlers_with_store(config, store);
-    let good = lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))]);
     let created: Value = app
-        .post_raw("/v1/sessions", good.clone())
+        .post_raw("/v1/sessions", good_session())
         .await
         .json()
         .await
@@ -146,7 +150,7 @@ pub async fn check(app: &TestApp, before: &Value, cases: Vec<Case>) {
 
 async fn sessions_answer_bad_input_with_a_clear_4xx_and_change_nothing(store: Arc<dyn Store>) {
     let (app, id, before) = with_one_session(store).await;
-    let good = lines(&[HEADER.into(), entry("a", None), entry("b", Some("a"))]);
+    let good = good_session();
     let ten_mb_line = format!(
         r#"{{"type":"custom","id":"big","parentId":null,"data":"{}"}}"#,
         "x".repeat(10 << 20)
