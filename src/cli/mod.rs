@@ -170,10 +170,11 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
                 "pi-0.x" => Some(Planner::Pi0),
                 _ => None,
             };
-            let written = write_json(
-                out,
-                &PlanOutcome::for_path_choosing(&path, &settings, planner),
-            );
+            let outcome = PlanOutcome::for_path_choosing(&path, &settings, planner);
+            let written = outcome
+                .write_json(out)
+                .and_then(|()| writeln!(out))
+                .map_err(|e| CliError(format!("cannot write output: {e}")));
             // The process ends next: freeing tens of thousands of entries one by one is work
             // nobody waits for (4 % of planning a 20 MB session).
             drop(path);
