@@ -126,8 +126,9 @@ impl PlanOutcome {
     /// conversations (most of a long session's plan) escaped by [`js_json::escape`] rather than
     /// one byte at a time after everything else (BENCHMARKS.md).
     pub fn write_json(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        /// The emptied fields, written next to each other in field order. The pattern cannot
-        /// occur inside a string value, where every quote is preceded by a backslash.
+        /// The emptied fields, next to each other in field order. Found only where serde wrote
+        /// them: inside a string value a quote follows a backslash, never a letter (`n"`), and
+        /// the one map of the plan (`entryTokens`, after them) has numbers for values.
         const EMPTIED: &[u8] = br#""conversation":"","turnPrefixConversation":"""#;
         let Some(plan) = self.plan.as_mut() else {
             return Ok(serde_json::to_writer(out, &self)?);
