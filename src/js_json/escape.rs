@@ -1,9 +1,11 @@
-//! JSON string escaping, byte for byte as `serde_json` escapes, for strings of megabytes.
+//! JSON string escaping, byte for byte as `serde_json` escapes and as JavaScript's
+//! `JSON.stringify` does: the two differ only on lone surrogates, which a Rust string cannot hold.
 //!
 //! A plan's conversation is most of its JSON (9.4 MB of the 9.7 MB a 21 MB session plans to).
 //! `serde_json` escapes it one byte at a time through a table, on one core, after everything else
 //! is done: 11–16 ms of the 75–90 ms the whole command took (BENCHMARKS.md). Here the runs between
 //! escapes are skipped eight bytes at a time, and a long string is escaped in two halves at once.
+//! Tool-call arguments are measured and written (`JSON.stringify`) with the same scan.
 
 use std::io::{self, Write};
 
@@ -41,13 +43,38 @@ fn flags(word: u64) -> u64 {
 }
 
 /// Appends `text` escaped (without the quotes around it) to `out`.
-pub fn escape_into(out: &mut Vec<u8>, text: &str) {
+pub fn escape_into(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
-    let (mut run, mut at) = (0, 0);
+    let mut run = 0;
+    while let Some(at) = next_escape(bytes, run) {
+        // Escaped bytes are ASCII, so both ends of the run are character boundaries.
+        out.push_str(&text[run..at]);
+        push_escape(out, bytes[at]);
+        run = at + 1;
+    }
+    out.push_str(&text[run..]);
+}
+
+/// How many bytes escaping adds to `text`.
+pub fn added_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let (mut added, mut from) = (0, 0);
+    while let Some(at) = next_escape(bytes, from) {
+        added += if ESCAPE[usize::from(bytes[at])] == b'u' {
+            5
+        } else {
+            1
+        };
+        from = at + 1;
+    }
+    added
+}
+
+/// Where the first byte at or after `from` that needs escaping is.
+fn next_escape(bytes: &[u8], mut at: usize) -> Option<usize> {
     while at < bytes.len() {
         if let Some(word) = bytes.get(at..at + 8) {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            let flagged = flags(word);
+            let flagged = flags(u64::from_le_bytes(word.try_into().expect("eight bytes")));
             if flagged == 0 {
                 at += 8;
                 continue;
@@ -55,31 +82,26 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
             // Little-endian: the lowest flag is the earliest byte.
             at += (flagged.trailing_zeros() / 8) as usize;
         }
-        let byte = bytes[at];
-        let escape = ESCAPE[usize::from(byte)];
-        if escape != 0 {
-            out.extend_from_slice(&bytes[run..at]);
-            push_escape(out, byte, escape);
-            run = at + 1;
+        if ESCAPE[usize::from(bytes[at])] != 0 {
+            return Some(at);
         }
         at += 1;
     }
-    out.extend_from_slice(&bytes[run..]);
+    None
 }
 
-fn push_escape(out: &mut Vec<u8>, byte: u8, escape: u8) {
+fn push_escape(out: &mut String, byte: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    if escape == b'u' {
-        out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(byte >> 4)],
-            HEX[usize::from(byte & 0xF)],
-        ]);
-    } else {
-        out.extend_from_slice(&[b'\\', escape]);
+    match ESCAPE[usize::from(byte)] {
+        b'u' => {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xF)]));
+        }
+        letter => {
+            out.push('\\');
+            out.push(char::from(letter));
+        }
     }
 }
 
@@ -98,12 +120,12 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
         let (first, second) = text.split_at(middle);
         std::thread::scope(|scope| {
             let second = scope.spawn(|| {
-                let mut escaped = Vec::with_capacity(second.len() + second.len() / 8);
+                let mut escaped = String::with_capacity(second.len() + second.len() / 8);
                 escape_into(&mut escaped, second);
                 escaped
             });
             write_pieces(out, first)?;
-            out.write_all(&second.join().expect("escaping does not panic"))
+            out.write_all(second.join().expect("escaping does not panic").as_bytes())
         })?;
     }
     out.write_all(b"\"")
@@ -112,7 +134,7 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
 /// Escapes and writes `text` through one small buffer.
 fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
     const PIECE: usize = 64 << 10;
-    let mut buffer = Vec::with_capacity(PIECE + PIECE / 4);
+    let mut buffer = String::with_capacity(PIECE + PIECE / 4);
     let mut rest = text;
     while !rest.is_empty() {
         let mut end = rest.len().min(PIECE);
@@ -122,7 +144,7 @@ fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
         let (piece, after) = rest.split_at(end);
         buffer.clear();
         escape_into(&mut buffer, piece);
-        out.write_all(&buffer)?;
+        out.write_all(buffer.as_bytes())?;
         rest = after;
     }
     Ok(())
@@ -132,12 +154,13 @@ fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{escape_into, write_str};
+    use super::{added_len, escape_into, write_str};
 
     fn escaped(text: &str) -> String {
-        let mut out = Vec::new();
+        let mut out = String::new();
         escape_into(&mut out, text);
-        String::from_utf8(out).unwrap()
+        assert_eq!(added_len(text), out.len() - text.len(), "{text:?}");
+        out
     }
 
     fn serde(text: &str) -> String {

@@ -90,14 +90,7 @@ pub fn stringified_len(value: &Value) -> usize {
 
 /// The size of `JSON.stringify(value)`, its texts measured by `text`.
 fn stringified_size(value: &Value, text: impl Fn(&str) -> usize + Copy) -> usize {
-    let literal = |s: &str| {
-        let escapes: usize = s
-            .as_bytes()
-            .iter()
-            .map(|&b| ESCAPE[usize::from(b)].len().saturating_sub(1))
-            .sum();
-        2 + text(s) + escapes
-    };
+    let literal = |s: &str| 2 + text(s) + escape::added_len(s);
     match value {
         Value::Null | Value::Bool(true) => 4,
         Value::Bool(false) => 5,
@@ -123,26 +116,6 @@ fn stringified_size(value: &Value, text: impl Fn(&str) -> usize + Copy) -> usize
         }
     }
 }
-
-/// How JavaScript's `JSON.stringify` escapes each byte; empty for bytes printed as they are.
-/// (Bytes of multi-byte UTF-8 characters are all ≥ 0x80 and never escaped.)
-static ESCAPE: [&str; 256] = {
-    const CONTROL: [&str; 32] = [
-        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
-        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
-        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
-        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-    ];
-    let mut table = [""; 256];
-    let mut i = 0;
-    while i < 32 {
-        table[i] = CONTROL[i];
-        i += 1;
-    }
-    table[b'"' as usize] = "\\\"";
-    table[b'\\' as usize] = "\\\\";
-    table
-};
 
 /// Appends `JSON.stringify(value)` to `out`.
 pub fn write_value(out: &mut String, value: &Value) {
@@ -279,17 +252,7 @@ pub fn f64_to_js_string(f: f64) -> String {
 pub fn write_string(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = ESCAPE[usize::from(b)];
-        if !escape.is_empty() {
-            out.push_str(&s[start..i]);
-            out.push_str(escape);
-            start = i + 1;
-        }
-    }
-    out.push_str(&s[start..]);
+    escape::escape_into(out, s);
     out.push('"');
 }
 
