@@ -193,15 +193,44 @@ impl Plan {
             turn_prefix_conversation: serialize_conversation(
                 prep.turn_prefix_messages.iter().copied(),
             ),
-            entry_tokens: path
-                .iter()
-                .filter_map(|e| {
-                    e.stored_message()
-                        .map(|m| (e.id.clone(), estimate_tokens(m)))
-                })
-                .collect(),
+            entry_tokens: entry_tokens(path),
         }
     }
+}
+
+/// The estimate of every `message` entry of `path`, by id, in path order. A long path is
+/// measured in two halves at once: measuring every message, tool-call arguments included, ran on
+/// one core between reading and writing, 7 % of the instructions of planning a 21 MB session.
+fn entry_tokens(path: &[&Entry]) -> Vec<(String, u64)> {
+    let measure = |entries: &[&Entry]| -> Vec<(String, u64)> {
+        entries
+            .iter()
+            .filter_map(|e| {
+                e.stored_message()
+                    .map(|m| (e.id.clone(), estimate_tokens(m)))
+            })
+            .collect()
+    };
+    let bytes: usize = path.iter().map(|e| e.raw.len()).sum();
+    if crate::cpu::threads_for(bytes, 2) < 2 {
+        return measure(path);
+    }
+    // Halves of the path's text, not of its entries: a few entries can hold most of it.
+    let mut seen = 0;
+    let middle = path
+        .iter()
+        .position(|e| {
+            seen += e.raw.len();
+            seen >= bytes / 2
+        })
+        .map_or(path.len(), |i| i + 1);
+    let (first, second) = path.split_at(middle);
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| measure(second));
+        let mut tokens = measure(first);
+        tokens.extend(second.join().expect("estimating does not panic"));
+        tokens
+    })
 }
 
 fn ordered_map<S: Serializer>(pairs: &[(String, u64)], serializer: S) -> Result<S::Ok, S::Error> {

@@ -331,6 +331,31 @@ fn the_plan_reports_every_message_entry_estimate_in_path_order() {
 }
 
 #[test]
+fn a_long_paths_estimates_measured_in_two_halves_keep_path_order() {
+    // Over a megabyte of entries, so that the estimates are measured on two threads; lengths that
+    // differ per entry, so that a half out of place or measured twice shows.
+    let mut b = SessionBuilder::new();
+    let mut expected = Vec::new();
+    for i in 0..600u64 {
+        let text = chars(2000 + 4 * i as usize);
+        let id = if i % 2 == 0 {
+            b.user(&text)
+        } else {
+            b.assistant(&text)
+        };
+        expected.push((id, 500 + i));
+        if i == 300 {
+            b.thinking_level("low");
+        }
+    }
+    let session = b.session();
+    let path = path_of(&session);
+    assert!(path.iter().map(|e| e.raw.len()).sum::<usize>() > 1 << 20);
+    let plan = PlanOutcome::for_path(&path, &settings(5)).plan.unwrap();
+    assert_eq!(plan.entry_tokens, expected);
+}
+
+#[test]
 fn converted_messages_carry_integer_timestamps_as_pi_does() {
     let mut b = SessionBuilder::new();
     b.user("hi");
