@@ -27,6 +27,22 @@ pub fn threads_for(bytes: usize, most: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(most))
 }
 
+/// `work` over `items` split at `middle`, both parts at once (the second on a thread of its own),
+/// the results in order.
+pub fn in_two<T: Sync, R: Send>(
+    items: &[T],
+    middle: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let (first, second) = items.split_at(middle);
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| work(second));
+        let mut results = work(first);
+        results.extend(second.join().expect("the work does not panic"));
+        results
+    })
+}
+
 /// A CPU job that did not finish: it panicked (the panic is in the log).
 #[derive(Debug, thiserror::Error)]
 #[error("a background computation failed: {0}")]

@@ -224,13 +224,7 @@ fn entry_tokens(path: &[&Entry]) -> Vec<(String, u64)> {
             seen >= bytes / 2
         })
         .map_or(path.len(), |i| i + 1);
-    let (first, second) = path.split_at(middle);
-    std::thread::scope(|scope| {
-        let second = scope.spawn(|| measure(second));
-        let mut tokens = measure(first);
-        tokens.extend(second.join().expect("estimating does not panic"));
-        tokens
-    })
+    crate::cpu::in_two(path, middle, measure)
 }
 
 fn ordered_map<S: Serializer>(pairs: &[(String, u64)], serializer: S) -> Result<S::Ok, S::Error> {
