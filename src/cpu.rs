@@ -27,6 +27,22 @@ pub fn threads_for(bytes: usize, most: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(most))
 }
 
+/// Where to split items of these sizes into two halves of about equal size: just after the item
+/// that reaches half of their sum (a few large items can hold most of it).
+pub fn half_way(sizes: impl IntoIterator<Item = usize> + Clone) -> usize {
+    let total: usize = sizes.clone().into_iter().sum();
+    let mut seen = 0;
+    let mut count = 0;
+    for size in sizes {
+        seen += size;
+        count += 1;
+        if seen >= total / 2 {
+            return count;
+        }
+    }
+    count
+}
+
 /// `work` over `items` split at `middle`, both parts at once (the second on a thread of its own),
 /// the results in order.
 pub fn in_two<T: Sync, R: Send>(

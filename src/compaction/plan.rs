@@ -211,20 +211,11 @@ fn entry_tokens(path: &[&Entry]) -> Vec<(String, u64)> {
             })
             .collect()
     };
-    let bytes: usize = path.iter().map(|e| e.raw.len()).sum();
-    if crate::cpu::threads_for(bytes, 2) < 2 {
+    let sizes = path.iter().map(|e| e.raw.len());
+    if crate::cpu::threads_for(sizes.clone().sum(), 2) < 2 {
         return measure(path);
     }
-    // Halves of the path's text, not of its entries: a few entries can hold most of it.
-    let mut seen = 0;
-    let middle = path
-        .iter()
-        .position(|e| {
-            seen += e.raw.len();
-            seen >= bytes / 2
-        })
-        .map_or(path.len(), |i| i + 1);
-    crate::cpu::in_two(path, middle, measure)
+    crate::cpu::in_two(path, crate::cpu::half_way(sizes), measure)
 }
 
 fn ordered_map<S: Serializer>(pairs: &[(String, u64)], serializer: S) -> Result<S::Ok, S::Error> {

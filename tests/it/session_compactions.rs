@@ -307,14 +307,7 @@ async fn concurrent_compactions_of_one_leaf_make_one_entry(store: Arc<dyn Store>
         calls,
         "the calls of one compaction, no more"
     );
-    assert_eq!(store.compactions(&id).await.unwrap().len(), 1);
-    let stored = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(stored.matches(r#""type":"compaction""#).count(), 1);
+    one_compaction_stored(&app, &*store, &id).await;
 }
 
 /// Two replicas (each with its own leaf locks) on one database compact the same leaf at once:
@@ -361,8 +354,13 @@ async fn replicas_racing_for_one_leaf_agree_on_one_entry(store: Arc<dyn Store>) 
     // refused and it answered with the winner's entry.
     let calls = results[0].1["summarizerCalls"].as_u64().unwrap() as usize;
     assert_eq!(fake.received().len(), 2 * calls);
-    assert_eq!(store.compactions(&id).await.unwrap().len(), 1);
-    let stored = replicas[1]
+    one_compaction_stored(&replicas[1], &*store, &id).await;
+}
+
+/// The session `id` holds one compaction, in the store's records and in its entries.
+async fn one_compaction_stored(app: &TestApp, store: &dyn Store, id: &str) {
+    assert_eq!(store.compactions(id).await.unwrap().len(), 1);
+    let stored = app
         .get(&format!("/v1/sessions/{id}/entries"))
         .await
         .text()

@@ -129,14 +129,7 @@ pub fn serialize_conversation<'a>(messages: impl IntoIterator<Item = &'a Message
     // A long conversation is written in two halves at once (a fifth of planning a 20 MB session
     // was this one thread's work). Parts are independent but for the blank line between them,
     // which the join puts back.
-    let mut seen = 0;
-    let middle = hints
-        .iter()
-        .position(|hint| {
-            seen += hint;
-            seen >= total / 2
-        })
-        .map_or(messages.len(), |i| i + 1);
+    let middle = crate::cpu::half_way(hints.iter().copied());
     let (first, second) = messages.split_at(middle);
     let rest = std::thread::scope(|scope| {
         let rest = scope.spawn(|| {
