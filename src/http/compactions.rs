@@ -3,7 +3,8 @@
 use crate::compaction::pi15::Planner;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -59,7 +60,7 @@ pub(super) async fn plan_upload(
     _caller: Caller,
     QueryParams(query): QueryParams<PlanQuery>,
     JsonlBody(body): JsonlBody,
-) -> Result<Json<PlanOutcome>, ApiError> {
+) -> Result<Response, ApiError> {
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
     let plan = state
         .app
@@ -71,7 +72,7 @@ pub(super) async fn plan_upload(
             query.planner,
         )
         .await?;
-    Ok(Json(plan))
+    plan_json(plan).await
 }
 
 /// `GET /v1/sessions/{id}/plan?keepRecentTokens=&reserveTokens=&leafId=`.
@@ -83,7 +84,7 @@ pub(super) async fn plan_stored(
     Caller(who): Caller,
     SessionId(id): SessionId,
     QueryParams(query): QueryParams<PlanQuery>,
-) -> Result<Json<PlanOutcome>, ApiError> {
+) -> Result<Response, ApiError> {
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
     let plan = state
         .app
@@ -95,7 +96,22 @@ pub(super) async fn plan_stored(
             query.planner,
         )
         .await?;
-    Ok(Json(plan))
+    plan_json(plan).await
+}
+
+/// A plan as its JSON response, written as the CLI writes it (`PlanOutcome::write_json`: the
+/// conversation escaped in two halves at once) and off the runtime's threads: a long session's
+/// plan is megabytes of text, which `Json` would escape one byte at a time on a runtime worker.
+async fn plan_json(plan: PlanOutcome) -> Result<Response, ApiError> {
+    let json = crate::cpu::off_runtime(move || {
+        let mut json = Vec::new();
+        plan.write_json(&mut json).map(|()| json)
+    })
+    .await
+    .map_err(crate::app::AppError::from)?
+    // Writing to memory fails only by a bug.
+    .map_err(|e| crate::app::AppError::Internal(e.into()))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
