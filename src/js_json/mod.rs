@@ -16,7 +16,8 @@ pub mod escape;
 mod surrogates;
 
 pub use surrogates::{
-    from_slice, from_str, preserving, replace_lone_surrogates, replace_lone_surrogates_str,
+    from_slice, from_str, preserving, replace_lone_surrogates, replace_lone_surrogates_in_place,
+    replace_lone_surrogates_str,
 };
 
 use serde_json::{Map, Number, Value};

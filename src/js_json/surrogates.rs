@@ -16,10 +16,22 @@ pub fn replace_lone_surrogates(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         return std::borrow::Cow::Borrowed(bytes);
     }
     let mut fixed = bytes.to_vec();
-    for at in lone {
-        fixed[at + 2..at + 6].copy_from_slice(b"fffd");
-    }
+    overwrite(&mut fixed, lone);
     std::borrow::Cow::Owned(fixed)
+}
+
+/// [`replace_lone_surrogates`] on a buffer of its own: each lone surrogate's escape overwritten
+/// where it stands (the same length).
+pub fn replace_lone_surrogates_in_place(bytes: &mut [u8]) {
+    let lone = lone_surrogate_escapes(bytes);
+    overwrite(bytes, lone);
+}
+
+/// Each escape at `lone` made `\ufffd`.
+fn overwrite(bytes: &mut [u8], lone: Vec<usize>) {
+    for at in lone {
+        bytes[at + 2..at + 6].copy_from_slice(b"fffd");
+    }
 }
 
 /// [`replace_lone_surrogates`] for text.

@@ -2,6 +2,8 @@
 //! as an entry, with errors that name the line (spec §1.1, §1.5). [`super::parse`] reads whole
 //! files line by line with these.
 
+use std::cell::RefCell;
+
 use bytestring::ByteString;
 
 use super::entry::{Entry, Missing, WireEntry};
@@ -135,9 +137,14 @@ fn error_text(e: &serde_json::Error) -> String {
 /// Reads one entry line (v3 form). The raw line is kept as it is; its text is decoded with lone
 /// surrogates as U+FFFD (`js_json::replace_lone_surrogates`).
 pub(super) fn entry_from_line(number: usize, raw: ByteString) -> Result<Entry, ParseError> {
-    let text = js_json::replace_lone_surrogates_str(&raw);
-    let wire: WireEntry = decode(number, &text)?;
-    let build = wire.into_entry(number).map_err(|problem| match problem {
+    let built = match decode_fast(&raw, |wire| wire.into_entry(number)) {
+        Some(built) => built,
+        None => {
+            let text = js_json::replace_lone_surrogates_str(&raw);
+            decode::<WireEntry>(number, &text)?.into_entry(number)
+        }
+    };
+    let build = built.map_err(|problem| match problem {
         Missing::Type => ParseError::at(
             number,
             ParseErrorKind::MissingType,
@@ -158,9 +165,143 @@ pub(super) fn entry_from_line(number: usize, raw: ByteString) -> Result<Entry, P
     Ok(build(raw))
 }
 
+/// A line's copy and simd-json's working memory, one per thread that reads lines.
+struct Scratch {
+    line: Vec<u8>,
+    buffers: simd_json::Buffers,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        line: Vec::new(),
+        buffers: simd_json::Buffers::default(),
+    });
+}
+
+/// Past this, a line's scratch memory is given back once the line is read: a thread of the
+/// blocking pool that once read a long line does not keep its size.
+const KEPT_SCRATCH: usize = 1 << 20;
+
+/// `then` of the entry simd-json decodes from the line, or `None` where simd-json refuses the line, for
+/// [`decode`] to decode it or name what is wrong. simd-json finds a string's escapes a vector at
+/// a time where serde_json stops at each one, and most of a session's bytes are texts with a
+/// line break or a quote every few dozen bytes: reading a 21 MB session's lines took ~20 % less
+/// (BENCHMARKS.md, issue 26). It decodes in place, so the line is copied first (lone
+/// surrogates made U+FFFD on the copy, as [`decode`]'s callers do). Where the two accept a line
+/// they read the same values, bit for bit (tested on every line of the shared sessions); what
+/// simd-json alone refuses (integers past 64 bits) serde_json reads, and what simd-json alone
+/// would accept — lone surrogates, which it decodes to U+0000 — never reaches it.
+fn decode_fast<R>(raw: &str, then: impl FnOnce(WireEntry<'_>) -> R) -> Option<R> {
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.line.clear();
+        scratch.line.extend_from_slice(raw.as_bytes());
+        js_json::replace_lone_surrogates_in_place(&mut scratch.line);
+        let decoded = simd_json::serde::from_slice_with_buffers::<WireEntry>(
+            &mut scratch.line,
+            &mut scratch.buffers,
+        );
+        let result = decoded.ok().map(then);
+        if scratch.line.capacity() > KEPT_SCRATCH {
+            *scratch = Scratch {
+                line: Vec::new(),
+                buffers: simd_json::Buffers::default(),
+            };
+        }
+        result
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::nesting_exceeds;
+    use super::*;
+
+    /// The entry (as `Debug` prints it, so that numbers compare bit for bit) the serde_json path
+    /// reads from `line`, and the one the simd-json path reads (`None`: it refused the line).
+    fn both_ways(line: &str) -> (Result<String, ParseError>, Option<String>) {
+        let raw = ByteString::from(line.to_owned());
+        let text = js_json::replace_lone_surrogates_str(line);
+        let slow = decode::<WireEntry>(1, &text).and_then(|wire| {
+            let build = wire.into_entry(1).map_err(|_| {
+                ParseError::at(
+                    1,
+                    ParseErrorKind::InvalidField,
+                    "a required field is missing",
+                )
+            })?;
+            Ok(format!("{:?}", build(raw.clone())))
+        });
+        let fast = decode_fast(line, |wire| wire.into_entry(1).ok())
+            .map(|built| built.map(|build| format!("{:?}", build(raw.clone()))));
+        let fast = fast.map(|entry| entry.unwrap_or_else(|| "a required field is missing".into()));
+        (slow, fast)
+    }
+
+    #[test]
+    fn simd_json_reads_every_line_of_real_sessions_as_serde_json_does() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        let mut entries = 0;
+        for name in [
+            "large-session.jsonl",
+            "before-compaction.jsonl",
+            "pi15/s0000.jsonl",
+            "pi15/s0001.jsonl",
+            "pi15/s0002.jsonl",
+        ] {
+            let file = std::fs::read_to_string(format!("{fixtures}/{name}")).unwrap();
+            // The header (the first line) is not an entry.
+            for (number, line) in file.lines().enumerate().skip(1) {
+                // Lines of v1 files have no ids (migration gives them some): both ways say so.
+                let (slow, fast) = both_ways(line);
+                let slow = slow.map_or_else(
+                    |e| e.message,
+                    |entry| {
+                        entries += 1;
+                        entry
+                    },
+                );
+                let at = number + 1;
+                assert_eq!(fast.as_deref(), Some(slow.as_str()), "{name}:{at}");
+            }
+        }
+        assert!(entries > 500, "{entries} entries");
+    }
+
+    #[test]
+    fn simd_json_reads_javascripts_escapes_and_leaves_the_rest_to_serde_json() {
+        let message = |text: &str| {
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":[{{"type":"text","text":"{text}"}}],"timestamp":1767225600000}}}}"#
+            )
+        };
+        // Every escape JSON.stringify writes, a pair, and a lone surrogate: read by the fast
+        // path, the same as serde_json reads them (the lone one as U+FFFD, not simd-json's U+0000).
+        for text in [
+            r#"q\"b\\s\/\b\f\n\r\t\u001b[0m"#,
+            r#"pair \ud83d\ude00 and lone \ud83d"#,
+            r#"cut at the end \ude00"#,
+        ] {
+            let (slow, fast) = both_ways(&message(text));
+            let slow = slow.unwrap();
+            assert_eq!(fast.as_deref(), Some(slow.as_str()), "{text}");
+        }
+        let (_, lone) = both_ways(&message(r#"lone \ud83d"#));
+        assert!(lone.unwrap().contains("lone \u{fffd}"));
+        // An integer past 64 bits: simd-json refuses it, serde_json reads it, and the line is read.
+        let big = r#"{"type":"compaction","id":"c","parentId":null,"summary":"s","firstKeptEntryId":"a","tokensBefore":123456789012345678901234567890}"#;
+        let (slow, fast) = both_ways(big);
+        assert!(slow.is_ok() && fast.is_none(), "{slow:?} {fast:?}");
+        let entry = entry_from_line(1, ByteString::from(big)).unwrap();
+        assert!(format!("{:?}", entry.kind).contains("tokens_before: 1.2345678901234568e29"));
+        // A raw control character in a string: refused by both, the error serde_json's.
+        let line = message("ctl").replace("ctl", "ctl\u{1}");
+        let error = entry_from_line(1, ByteString::from(line)).unwrap_err();
+        assert_eq!(error.kind, ParseErrorKind::InvalidJson, "{error:?}");
+        assert!(
+            error.message.contains("control character"),
+            "{}",
+            error.message
+        );
+    }
 
     #[test]
     fn nesting_depth_counts_brackets_outside_strings() {
