@@ -13,7 +13,8 @@
 #             (recall and cache batches still being written), which cost it ~20 % in one run
 #   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
 #             with the summary cache off too: what those two stages cost a miss
-# Prints wrk's numbers per target and the ratios to nginx.
+# Prints wrk's numbers per target, compactd's CPU time per request (and the share of it spent in
+# SQLite's threads), and the ratios to nginx.
 #   scripts/bench/service.sh [duration] [connections]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -65,13 +66,20 @@ NGINX
 common=(COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9001/v1
         COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 COMPACTD_MAX_CONCURRENT=1024
         COMPACTD_MAX_QUEUE=4096 COMPACTD_LOG=error)
+# `env` execs the server: `$!` is its process id, whose CPU time each run reads (see `cpu`).
+declare -A pid
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9002 COMPACTD_DATA_DIR="$work/miss" ./target/release/compactd &
+pid[miss]=$!
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9006 COMPACTD_DATA_DIR="$work/chat" ./target/release/compactd &
+pid[chat]=$!
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9003 COMPACTD_DATA_DIR="$work/hit" ./target/release/compactd &
+pid[hit]=$!
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9004 COMPACTD_DATA_DIR="$work/norecall" COMPACTD_RECALL_RETENTION=0 \
   ./target/release/compactd &
+pid[miss-norecall]=$!
 env "${common[@]}" COMPACTD_LISTEN=127.0.0.1:9005 COMPACTD_DATA_DIR="$work/nocache" COMPACTD_RECALL_RETENTION=0 \
   COMPACTD_CACHE_BYTES=0 ./target/release/compactd &
+pid[miss-nocache]=$!
 for port in "${ports[@]}"; do
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.1; done
 done
@@ -79,11 +87,32 @@ sed 's/@@N@@/1/' "$work/body.json" > "$work/one.json"
 curl -sf -X POST -H 'content-type: application/json' --data-binary @"$work/one.json" http://127.0.0.1:9003/v1/compact \
   | python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["fidelity"]; print("anchors", f["anchors"], "kept", f["kept"], "repaired", f["repaired"]); assert f["repaired"] == 0'
 
+# CPU time of a compactd in clock ticks: the whole process (exited threads included), and its
+# SQLite worker threads (sqlx's, one per connection, alive as long as the pool). The rest is the
+# runtime's threads: the requests themselves and the write-behind tasks building statements.
+cpu() {
+  local total sqlite=0 task
+  total=$(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}')
+  for task in /proc/"$1"/task/*; do
+    [[ $(cat "$task/comm" 2>/dev/null) == sqlx-sqlite* ]] || continue
+    sqlite=$(( sqlite + $(sed 's/.*) //' "$task/stat" | awk '{print $12 + $13}') ))
+  done
+  echo "$total $sqlite"
+}
+tick=$(getconf CLK_TCK)
 declare -A rate p50
 run() { # name, url, script, body
-  local report
+  local report before after
+  [ -n "${pid[$1]:-}" ] && before=$(cpu "${pid[$1]}")
   report=$(VARY_PREFIX=$1 BODY_FILE=$4 wrk -t"$threads" -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
   echo "== $1"; echo "$report" | grep -E "Requests/sec|Latency |50%|99%|Non-2xx|Socket errors"
+  if [ -n "${pid[$1]:-}" ]; then
+    # compactd's CPU per request: machine-bound, but steadier than requests/s on a shared VM,
+    # and it says which threads spent it.
+    after=$(cpu "${pid[$1]}")
+    echo "$before $after $(echo "$report" | awk '/requests in/ {print $1}')" | awk -v hz="$tick" \
+      '{printf "compactd CPU per request: %.0f µs (SQLite threads %.0f µs)\n", 1e6*($3-$1)/hz/$5, 1e6*($4-$2)/hz/$5}'
+  fi
   rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
   p50[$1]=$(echo "$report" | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}')
 }
