@@ -61,19 +61,14 @@ fn lone_surrogate_escapes(bytes: &[u8]) -> Vec<usize> {
     use memchr::memmem::Finder;
     use std::sync::LazyLock;
 
-    // JavaScript writes valid pairs as raw UTF-8, so `\ud…` escapes are rare: two vectorised
-    // searches settle nearly every input. Their searchers are built once: building one costs as
-    // much as searching a few KB, and every wire request is searched.
-    static LOWER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\ud"));
-    static UPPER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\uD"));
-    let mut candidates: Vec<usize> = LOWER
+    // JavaScript writes valid pairs as raw UTF-8 and escapes only control characters otherwise,
+    // so `\u` escapes are rare: one vectorised search settles nearly every input (it was two,
+    // for `\ud` and `\uD`: 3 % of planning's instructions). The searcher is built once: building
+    // one costs as much as searching a few KB, and every wire request is searched.
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    let candidates = ESCAPE
         .find_iter(bytes)
-        .chain(UPPER.find_iter(bytes))
-        .collect();
-    if candidates.is_empty() {
-        return candidates;
-    }
-    candidates.sort_unstable();
+        .filter(|&at| bytes.get(at + 2).is_some_and(|&b| b | 0x20 == b'd'));
     let mut lone = Vec::new();
     let mut paired_low = None;
     for at in candidates {
