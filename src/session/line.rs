@@ -182,11 +182,11 @@ thread_local! {
 /// blocking pool that once read a long line does not keep its size.
 const KEPT_SCRATCH: usize = 1 << 20;
 
-/// `then` of the entry simd-json decodes from the line, or `None` where simd-json refuses the line, for
-/// [`decode`] to decode it or name what is wrong. simd-json finds a string's escapes a vector at
-/// a time where serde_json stops at each one, and most of a session's bytes are texts with a
-/// line break or a quote every few dozen bytes: reading a 21 MB session's lines took ~20 % less
-/// (BENCHMARKS.md, issue 26). It decodes in place, so the line is copied first (lone
+/// `then` of the entry simd-json decodes from the line, or `None` where simd-json refuses the
+/// line, for [`decode`] to decode it or name what is wrong. simd-json finds a string's escapes a
+/// vector at a time where serde_json stops at each one, and most of a session's bytes are texts
+/// with a line break or a quote every few dozen bytes: planning a 21 MB session took 15 % less
+/// time (BENCHMARKS.md, issue 26). It decodes in place, so the line is copied first (lone
 /// surrogates made U+FFFD on the copy, as [`decode`]'s callers do). Where the two accept a line
 /// they read the same values, bit for bit (tested on every line of the shared sessions, and on
 /// lines broken at random); what simd-json alone refuses (integers past 64 bits) serde_json
