@@ -166,16 +166,14 @@ pub(super) fn entry_from_line(number: usize, raw: ByteString) -> Result<Entry, P
 }
 
 /// A line's copy and simd-json's working memory, one per thread that reads lines.
+#[derive(Default)]
 struct Scratch {
     line: Vec<u8>,
     buffers: simd_json::Buffers,
 }
 
 thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-        line: Vec::new(),
-        buffers: simd_json::Buffers::default(),
-    });
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
 /// Past this, a line's scratch memory is given back once the line is read: a thread of the
@@ -206,10 +204,7 @@ fn decode_fast<R>(raw: &str, then: impl FnOnce(WireEntry<'_>) -> R) -> Option<R>
         );
         let result = decoded.ok().map(then);
         if scratch.line.capacity() > KEPT_SCRATCH {
-            *scratch = Scratch {
-                line: Vec::new(),
-                buffers: simd_json::Buffers::default(),
-            };
+            *scratch = Scratch::default();
         }
         result
     })
