@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use bytestring::ByteString;
 
 use super::entry::{Entry, Missing, WireEntry};
+use super::nesting::{JSON_DEPTH_LIMIT, nesting_exceeds};
 use super::parse::{ParseError, ParseErrorKind, ParseOptions};
 use crate::js_json;
 
@@ -43,40 +44,6 @@ pub(super) fn check_length(
 /// The nesting limit alone, for single lines read outside a file (appends).
 pub(super) fn check_nesting(number: usize, bytes: &[u8]) -> Result<(), ParseError> {
     check_length(number, bytes, ParseOptions::default())
-}
-
-/// Whether the JSON text nests arrays and objects deeper than `limit`. A line with at most
-/// `limit` opening brackets in all cannot, which a vectorised count settles for nearly every line.
-pub fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
-    // memchr's vectorised search skips the long runs of text between brackets.
-    let opening = memchr::memchr2_iter(b'[', b'{', bytes).count();
-    if opening <= limit {
-        return false;
-    }
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in bytes {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
 }
 
 pub(super) fn line_text(number: usize, bytes: &[u8]) -> Result<&str, ParseError> {
@@ -119,10 +86,6 @@ pub(super) fn decode<'a, T: serde::Deserialize<'a>>(
         ParseError::at(number, kind, message)
     })
 }
-
-/// Deepest nesting `serde_json` reads (its recursion limit), which bounds the stack a line can
-/// take.
-pub const JSON_DEPTH_LIMIT: usize = 128;
 
 /// `serde_json`'s message with its "at line 1 column N" rewritten as "(column N)": every line is
 /// decoded on its own, so its line number would always read 1.
@@ -444,21 +407,5 @@ mod tests {
                 (Err(slow), Some(fast)) => proptest::prop_assert_eq!(fast, slow.message, "{}", line),
             }
         }
-    }
-
-    #[test]
-    fn nesting_depth_counts_brackets_outside_strings() {
-        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
-        assert!(nesting_exceeds(deep.as_bytes(), 128));
-        let wide = format!("[{}]", "[],".repeat(500) + "[]");
-        assert!(!nesting_exceeds(wide.as_bytes(), 128));
-        let quoted = format!("{{\"s\":\"{}\\\"\"}}", "[".repeat(300));
-        assert!(!nesting_exceeds(quoted.as_bytes(), 128), "{quoted}");
-        let exact = format!(
-            "{}{}",
-            "{\"a\":".repeat(128),
-            "1".to_owned() + &"}".repeat(128)
-        );
-        assert!(!nesting_exceeds(exact.as_bytes(), 128));
     }
 }

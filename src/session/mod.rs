@@ -7,15 +7,16 @@ mod entry;
 mod line;
 mod message;
 mod migrate;
+mod nesting;
 mod parse;
 pub mod synth;
 pub mod time;
 mod tree;
 
 pub use entry::{Entry, EntryKind, Header};
-pub use line::{JSON_DEPTH_LIMIT, nesting_exceeds};
 pub use message::{BashExecution, Block, Content, Message, Usage, joined_text_blocks};
 pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
+pub use nesting::{JSON_DEPTH_LIMIT, nesting_exceeds};
 pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
 
 use std::collections::HashMap;
