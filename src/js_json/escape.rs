@@ -1,12 +1,16 @@
 //! JSON string escaping, byte for byte as `serde_json` escapes and as JavaScript's
 //! `JSON.stringify` does: the two differ only on lone surrogates, which a Rust string cannot hold.
 //!
-//! A plan's conversation is most of its JSON (9.4 MB of the 9.7 MB a 21 MB session plans to).
-//! `serde_json` escapes it one byte at a time through a table, on one core, after everything else
-//! is done: 11–16 ms of the 75–90 ms the whole command took (BENCHMARKS.md). Here the runs between
-//! escapes are skipped eight bytes at a time, and a long string is escaped in two halves at once.
-//! Tool-call arguments are measured and written (`JSON.stringify`) with the same scan.
+//! A plan's conversation is most of its JSON (9.4 MB of the 9.7 MB a 21 MB session plans to),
+//! with an escape every ~9 bytes (the quotes and newlines of code). It is escaped by
+//! `json-escape-simd` (sonic-rs's kernel, chosen at run time for the CPU: AVX2, SSE2, NEON or a
+//! portable fallback), which stores a whole vector before it looks for the next escape instead of
+//! copying each run between escapes: a third of the instructions of the eight-bytes-at-a-time scan
+//! this module had (BENCHMARKS.md), the output the same (the tests hold it to `serde_json`). A long
+//! string is escaped in two halves at once. Sizes are still measured here, with that scan
+//! (`added_len`), which allocates nothing.
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 
 /// What `serde_json` writes for each byte: 0 for the byte itself, `u` for `\u00XX`, else the
@@ -44,15 +48,32 @@ fn flags(word: u64) -> u64 {
 
 /// Appends `text` escaped (without the quotes around it) to `out`.
 pub fn escape_into(out: &mut String, text: &str) {
-    let bytes = text.as_bytes();
-    let mut run = 0;
-    while let Some(at) = next_escape(bytes, run) {
-        // Escaped bytes are ASCII, so both ends of the run are character boundaries.
-        out.push_str(&text[run..at]);
-        push_escape(out, bytes[at]);
-        run = at + 1;
-    }
-    out.push_str(&text[run..]);
+    SCRATCH.with_borrow_mut(|scratch| {
+        let escaped = quoted(scratch, text);
+        // The kernel writes ASCII escapes and copies every other byte, so the bytes are UTF-8;
+        // checking them costs a small fraction of escaping them (an ASCII run is checked a word
+        // at a time), and keeps this crate free of `unsafe`.
+        out.push_str(std::str::from_utf8(escaped).expect("escaped UTF-8 is UTF-8"));
+        if scratch.capacity() > SCRATCH_KEPT {
+            *scratch = Vec::new();
+        }
+    });
+}
+
+thread_local! {
+    /// Where `escape_into` escapes before appending: the kernel writes into a byte vector.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Past this, the scratch vector of a thread is freed after use rather than kept (one long
+/// tool-call argument would otherwise hold six times its size for the thread's life).
+const SCRATCH_KEPT: usize = 1 << 20;
+
+/// `text` escaped into `buffer` (cleared first), without the quotes the kernel writes around it.
+fn quoted<'b>(buffer: &'b mut Vec<u8>, text: &str) -> &'b [u8] {
+    buffer.clear();
+    json_escape_simd::escape_into(text, buffer);
+    &buffer[1..buffer.len() - 1]
 }
 
 /// How many bytes escaping adds to `text`.
@@ -90,21 +111,6 @@ fn next_escape(bytes: &[u8], mut at: usize) -> Option<usize> {
     None
 }
 
-fn push_escape(out: &mut String, byte: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    match ESCAPE[usize::from(byte)] {
-        b'u' => {
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xF)]));
-        }
-        letter => {
-            out.push('\\');
-            out.push(char::from(letter));
-        }
-    }
-}
-
 /// Writes `text` as a JSON string, quotes included. A long one is escaped in two halves at once:
 /// the second into memory on its own thread while the first is escaped and written here, a
 /// piece at a time, so that only the second half is ever held escaped.
@@ -120,12 +126,13 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
         let (first, second) = text.split_at(middle);
         std::thread::scope(|scope| {
             let second = scope.spawn(|| {
-                let mut escaped = String::with_capacity(second.len() + second.len() / 8);
-                escape_into(&mut escaped, second);
+                let mut escaped = Vec::new();
+                quoted(&mut escaped, second);
                 escaped
             });
             write_pieces(out, first)?;
-            out.write_all(second.join().expect("escaping does not panic").as_bytes())
+            let escaped = second.join().expect("escaping does not panic");
+            out.write_all(&escaped[1..escaped.len() - 1])
         })?;
     }
     out.write_all(b"\"")
@@ -134,7 +141,7 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
 /// Escapes and writes `text` through one small buffer.
 fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
     const PIECE: usize = 64 << 10;
-    let mut buffer = String::with_capacity(PIECE + PIECE / 4);
+    let mut buffer = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
         let mut end = rest.len().min(PIECE);
@@ -142,9 +149,7 @@ fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
             end += 1;
         }
         let (piece, after) = rest.split_at(end);
-        buffer.clear();
-        escape_into(&mut buffer, piece);
-        out.write_all(buffer.as_bytes())?;
+        out.write_all(quoted(&mut buffer, piece))?;
         rest = after;
     }
     Ok(())
@@ -169,12 +174,12 @@ mod tests {
 
     #[test]
     fn every_byte_that_serde_escapes_is_escaped_as_serde_escapes_it() {
-        // Each character alone, and inside words so that the eight-byte scan meets it at every
-        // position of a word.
+        // Each character inside runs of letters, so that it falls at every position of a vector
+        // (32 bytes with AVX2) and of the tail the kernel copies after the last whole vector.
         for c in (0u32..0x80).chain([0xE9, 0x2028, 0xFFFD, 0x1F600]) {
             let c = char::from_u32(c).unwrap();
-            for pad in 0..9 {
-                let text = format!("{}{c}{}", "a".repeat(pad), "b".repeat(8 - pad));
+            for pad in 0..70 {
+                let text = format!("{}{c}{}", "a".repeat(pad), "b".repeat(pad % 37));
                 assert_eq!(
                     format!("\"{}\"", escaped(&text)),
                     serde(&text),
@@ -195,9 +200,26 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), serde(&text));
     }
 
+    #[test]
+    fn escapes_append_after_what_the_string_holds_whatever_came_before() {
+        // The scratch vector is reused, and dropped after a text over `SCRATCH_KEPT`: each append
+        // writes its own text's escapes after what `out` held, with nothing left of the last one.
+        let long = "\"line\"\n".repeat((super::SCRATCH_KEPT / 8) + 1);
+        let mut out = String::from("[");
+        for text in ["a\tb", long.as_str(), "", "c\u{1}", "\u{1F600}\\"] {
+            escape_into(&mut out, text);
+            out.push(',');
+        }
+        let expected: Vec<String> = ["a\tb", long.as_str(), "", "c\u{1}", "\u{1F600}\\"]
+            .iter()
+            .map(|t| serde(t).trim_matches('"').to_owned())
+            .collect();
+        assert_eq!(out, format!("[{},", expected.join(",")));
+    }
+
     proptest! {
         #[test]
-        fn any_string_escapes_as_serde_escapes_it(text in "(\\PC|[\\x00-\\x1f\"\\\\])*") {
+        fn any_string_escapes_as_serde_escapes_it(text in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\])*") {
             prop_assert_eq!(format!("\"{}\"", escaped(&text)), serde(&text));
             let mut out = Vec::new();
             write_str(&mut out, &text).unwrap();
