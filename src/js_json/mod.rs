@@ -32,9 +32,20 @@ pub fn utf16_len(s: &str) -> usize {
     if s.is_ascii() {
         return s.len();
     }
+    // Each byte that starts a character is a unit, and the lead byte of a four-byte character
+    // (0xF0 and up) one more: counted into bytes over blocks too short to overflow one (at most
+    // two a byte), which the compiler turns into vector compares — summed into a `usize` a byte at
+    // a time, this was 3 % of planning a 21 MB session (tool results and texts with an accent or
+    // an emoji are measured for every token estimate).
+    const BLOCK: usize = 127;
     s.as_bytes()
-        .iter()
-        .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
+        .chunks(BLOCK)
+        .map(|block| {
+            let units = block.iter().fold(0u8, |units, &b| {
+                units + u8::from((b as i8) >= -0x40) + u8::from(b >= 0xF0)
+            });
+            usize::from(units)
+        })
         .sum()
 }
 
@@ -342,6 +353,13 @@ mod tests {
         assert_eq!(utf16_len("a😀b"), 4);
         let s = "x😀é€\u{10FFFF}";
         assert_eq!(utf16_len(s), s.encode_utf16().count());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn utf16_length_is_javascripts_length(s in "(\\PC|[é€😀\u{10FFFF}]){0,400}") {
+            proptest::prop_assert_eq!(utf16_len(&s), s.encode_utf16().count());
+        }
     }
 
     #[test]
