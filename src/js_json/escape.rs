@@ -7,44 +7,11 @@
 //! portable fallback), which stores a whole vector before it looks for the next escape instead of
 //! copying each run between escapes: a third of the instructions of the eight-bytes-at-a-time scan
 //! this module had (BENCHMARKS.md), the output the same (the tests hold it to `serde_json`). A long
-//! string is escaped in two halves at once. Sizes are still measured here, with that scan
-//! (`added_len`), which allocates nothing.
+//! string is escaped in two halves at once. Sizes are measured here without writing anything
+//! (`added_len`).
 
 use std::cell::RefCell;
 use std::io::{self, Write};
-
-/// What `serde_json` writes for each byte: 0 for the byte itself, `u` for `\u00XX`, else the
-/// letter after the backslash.
-static ESCAPE: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut byte = 0;
-    while byte < 0x20 {
-        table[byte] = b'u';
-        byte += 1;
-    }
-    table[0x08] = b'b';
-    table[0x09] = b't';
-    table[0x0A] = b'n';
-    table[0x0C] = b'f';
-    table[0x0D] = b'r';
-    table[b'"' as usize] = b'"';
-    table[b'\\' as usize] = b'\\';
-    table
-};
-
-const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-
-/// A word's bytes that may need escaping, flagged by their high bit. The lowest flag is always a
-/// byte below 0x20, a quote or a backslash (the bit tricks can only add false flags above a true
-/// one, where a borrow carries), which is all the scan uses.
-fn flags(word: u64) -> u64 {
-    let zero = |w: u64| w.wrapping_sub(ONES) & !w;
-    let control = word.wrapping_sub(ONES * 0x20) & !word;
-    let quote = zero(word ^ (ONES * u64::from(b'"')));
-    let backslash = zero(word ^ (ONES * u64::from(b'\\')));
-    (control | quote | backslash) & HIGHS
-}
 
 /// Appends `text` escaped (without the quotes around it) to `out`.
 pub fn escape_into(out: &mut String, text: &str) {
@@ -76,39 +43,31 @@ fn quoted<'b>(buffer: &'b mut Vec<u8>, text: &str) -> &'b [u8] {
     &buffer[1..buffer.len() - 1]
 }
 
-/// How many bytes escaping adds to `text`.
-pub fn added_len(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let (mut added, mut from) = (0, 0);
-    while let Some(at) = next_escape(bytes, from) {
-        added += if ESCAPE[usize::from(bytes[at])] == b'u' {
-            5
-        } else {
-            1
-        };
-        from = at + 1;
+/// How many bytes escaping adds to each byte: one for a quote, a backslash and a control
+/// character with a short escape (`\n`), five for the other control characters (`\u00XX`).
+static ADDED: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = 5;
+        byte += 1;
     }
-    added
-}
+    let mut short = [0x08, 0x09, 0x0A, 0x0C, 0x0D, b'"', b'\\'].as_slice();
+    while let [byte, rest @ ..] = short {
+        table[*byte as usize] = 1;
+        short = rest;
+    }
+    table
+};
 
-/// Where the first byte at or after `from` that needs escaping is.
-fn next_escape(bytes: &[u8], mut at: usize) -> Option<usize> {
-    while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8) {
-            let flagged = flags(u64::from_le_bytes(word.try_into().expect("eight bytes")));
-            if flagged == 0 {
-                at += 8;
-                continue;
-            }
-            // Little-endian: the lowest flag is the earliest byte.
-            at += (flagged.trailing_zeros() / 8) as usize;
-        }
-        if ESCAPE[usize::from(bytes[at])] != 0 {
-            return Some(at);
-        }
-        at += 1;
-    }
-    None
+/// How many bytes escaping adds to `text`, a table lookup a byte: a token estimate and a buffer's
+/// size measure every tool call's arguments this way, most of them short strings (paths,
+/// commands) where a scan a word at a time spends more on starting and stopping than it saves,
+/// and code has an escape every few bytes.
+pub fn added_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| usize::from(ADDED[usize::from(b)]))
+        .sum()
 }
 
 /// Writes `text` as a JSON string, quotes included. A long one is escaped in two halves at once:
