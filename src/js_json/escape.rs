@@ -19,7 +19,7 @@ pub fn escape_into(out: &mut String, text: &str) {
         let escaped = quoted(scratch, text);
         // The kernel writes ASCII escapes and copies every other byte, so the bytes are UTF-8;
         // checking them costs a small fraction of escaping them (an ASCII run is checked a word
-        // at a time), and keeps this crate free of `unsafe`.
+        // at a time), and keeps this code free of `unsafe`.
         out.push_str(std::str::from_utf8(escaped).expect("escaped UTF-8 is UTF-8"));
         if scratch.capacity() > SCRATCH_KEPT {
             *scratch = Vec::new();
