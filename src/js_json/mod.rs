@@ -55,13 +55,15 @@ pub fn utf16_len(s: &str) -> usize {
 /// (compactd's documented choice for a cut that would split a pair: drop the broken half).
 /// Returns `s.len()` when `s` is shorter than `units`.
 pub fn utf16_prefix_byte_len(s: &str, units: usize) -> usize {
-    // Fast path: ASCII-only prefixes map units to bytes one to one.
+    // Fast path: ASCII-only prefixes map units to bytes one to one (`is_ascii` checks a word at
+    // a time; every tool result over 2,000 units is cut here).
     let bytes = s.as_bytes();
-    let ascii_run = bytes
-        .iter()
-        .take(units)
-        .take_while(|b| b.is_ascii())
-        .count();
+    let prefix = &bytes[..units.min(bytes.len())];
+    let ascii_run = if prefix.is_ascii() {
+        prefix.len()
+    } else {
+        prefix.iter().take_while(|b| b.is_ascii()).count()
+    };
     if ascii_run == units || ascii_run == bytes.len() {
         return ascii_run;
     }
@@ -356,6 +358,24 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn a_utf16_prefix_ends_at_the_last_whole_character_within_it(
+            s in "(\\PC|[é€😀]){0,60}",
+            units in 0usize..80,
+        ) {
+            // Characters are taken while their units fit.
+            let mut expected = 0;
+            let mut seen = 0;
+            for c in s.chars() {
+                seen += c.len_utf16();
+                if seen > units {
+                    break;
+                }
+                expected += c.len_utf8();
+            }
+            proptest::prop_assert_eq!(utf16_prefix_byte_len(&s, units), expected);
+        }
+
         #[test]
         fn utf16_length_is_javascripts_length(s in "(\\PC|[é€😀\u{10FFFF}]){0,400}") {
             proptest::prop_assert_eq!(utf16_len(&s), s.encode_utf16().count());
