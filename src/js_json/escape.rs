@@ -13,14 +13,15 @@
 use std::cell::RefCell;
 use std::io::{self, Write};
 
-/// Appends `text` escaped (without the quotes around it) to `out`.
-pub fn escape_into(out: &mut String, text: &str) {
+/// Appends `text` as a JSON string, quotes included, to `out`: the kernel's output as it is.
+pub fn push_quoted(out: &mut String, text: &str) {
     SCRATCH.with_borrow_mut(|scratch| {
-        let escaped = quoted(scratch, text);
+        scratch.clear();
+        json_escape_simd::escape_into(text, scratch);
         // The kernel writes ASCII escapes and copies every other byte, so the bytes are UTF-8;
         // checking them costs a small fraction of escaping them (an ASCII run is checked a word
         // at a time), and keeps this code free of `unsafe`.
-        out.push_str(std::str::from_utf8(escaped).expect("escaped UTF-8 is UTF-8"));
+        out.push_str(std::str::from_utf8(scratch).expect("escaped UTF-8 is UTF-8"));
         if scratch.capacity() > SCRATCH_KEPT {
             *scratch = Vec::new();
         }
@@ -28,7 +29,7 @@ pub fn escape_into(out: &mut String, text: &str) {
 }
 
 thread_local! {
-    /// Where `escape_into` escapes before appending: the kernel writes into a byte vector.
+    /// Where `push_quoted` escapes before appending: the kernel writes into a byte vector.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -40,7 +41,12 @@ const SCRATCH_KEPT: usize = 1 << 20;
 fn quoted<'b>(buffer: &'b mut Vec<u8>, text: &str) -> &'b [u8] {
     buffer.clear();
     json_escape_simd::escape_into(text, buffer);
-    &buffer[1..buffer.len() - 1]
+    unquoted(buffer)
+}
+
+/// A JSON string the kernel wrote, without its quotes.
+fn unquoted(escaped: &[u8]) -> &[u8] {
+    &escaped[1..escaped.len() - 1]
 }
 
 /// How many bytes escaping adds to each byte: one for a quote, a backslash and a control
@@ -90,8 +96,7 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
                 escaped
             });
             write_pieces(out, first)?;
-            let escaped = second.join().expect("escaping does not panic");
-            out.write_all(&escaped[1..escaped.len() - 1])
+            out.write_all(unquoted(&second.join().expect("escaping does not panic")))
         })?;
     }
     out.write_all(b"\"")
@@ -118,13 +123,13 @@ fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{added_len, escape_into, write_str};
+    use super::{added_len, push_quoted, write_str};
 
     fn escaped(text: &str) -> String {
         let mut out = String::new();
-        escape_into(&mut out, text);
-        assert_eq!(added_len(text), out.len() - text.len(), "{text:?}");
-        out
+        push_quoted(&mut out, text);
+        assert_eq!(added_len(text), out.len() - text.len() - 2, "{text:?}");
+        out[1..out.len() - 1].to_owned()
     }
 
     fn serde(text: &str) -> String {
@@ -162,16 +167,17 @@ mod tests {
     #[test]
     fn escapes_append_after_what_the_string_holds_whatever_came_before() {
         // The scratch vector is reused, and dropped after a text over `SCRATCH_KEPT`: each append
-        // writes its own text's escapes after what `out` held, with nothing left of the last one.
+        // writes its own text after what `out` held, with nothing left of the last one.
         let long = "\"line\"\n".repeat((super::SCRATCH_KEPT / 8) + 1);
         let mut out = String::from("[");
         for text in ["a\tb", long.as_str(), "", "c\u{1}", "\u{1F600}\\"] {
-            escape_into(&mut out, text);
+            push_quoted(&mut out, text);
             out.push(',');
         }
         let expected: Vec<String> = ["a\tb", long.as_str(), "", "c\u{1}", "\u{1F600}\\"]
             .iter()
-            .map(|t| serde(t).trim_matches('"').to_owned())
+            .copied()
+            .map(serde)
             .collect();
         assert_eq!(out, format!("[{},", expected.join(",")));
     }

@@ -264,10 +264,7 @@ pub fn f64_to_js_string(f: f64) -> String {
 /// Appends `s` as a JSON string literal with JavaScript's escaping: `"` and `\`, the short escapes
 /// `\b \f \n \r \t`, other control characters as lowercase `\u00xx`; everything else verbatim.
 pub fn write_string(out: &mut String, s: &str) {
-    out.reserve(s.len() + 2);
-    out.push('"');
-    escape::escape_into(out, s);
-    out.push('"');
+    escape::push_quoted(out, s);
 }
 
 // ---------------------------------------------------------------------------------------------
