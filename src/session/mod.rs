@@ -19,8 +19,6 @@ pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
 pub use nesting::{JSON_DEPTH_LIMIT, nesting_exceeds};
 pub use parse::{LineIssue, ParseError, ParseErrorKind, ParseOptions};
 
-use std::collections::HashMap;
-
 use bytestring::ByteString;
 
 /// A parsed, migrated and linked session.
@@ -38,9 +36,15 @@ pub struct Session {
     /// Links that lenient reading repaired (dangling parents, duplicate ids, cycles).
     pub repairs: Vec<LineIssue>,
     /// id → index in `entries`; with duplicate ids the later line wins, as in pi.
-    ids: HashMap<String, usize>,
+    ids: tree::IdIndex,
     /// Resolved parent of each entry (`None` for roots and orphans).
     parents: Vec<Option<usize>>,
+}
+
+impl IdSet for Session {
+    fn contains_id(&self, id: &str) -> bool {
+        self.index_of(id).is_some()
+    }
 }
 
 impl Session {
@@ -54,12 +58,12 @@ impl Session {
     /// not faulted in). A file that is not UTF-8 throughout is read as [`Session::parse`] reads
     /// it, so that lenient reading can skip its bad lines.
     pub fn parse_shared(input: bytes::Bytes, options: ParseOptions) -> Result<Session, ParseError> {
-        match ByteString::try_from(input.clone()) {
-            Ok(all) => Session::linked(
-                parse::read(all.as_bytes(), options, parse::Lines::Shared(&all))?,
+        match parse::shared_text(&input) {
+            Some(parts) => Session::linked(
+                parse::read(&input, options, parse::Lines::Shared(&parts))?,
                 options,
             ),
-            Err(_) => Session::parse(&input, options),
+            None => Session::parse(&input, options),
         }
     }
 
@@ -96,11 +100,10 @@ impl Session {
     /// by `parentId`.
     pub fn from_path(head: &[u8], entries: Vec<Entry>) -> Result<Session, ParseError> {
         let file = parse::read(head, ParseOptions::default(), parse::Lines::Copied)?;
-        let ids = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.id.clone(), i))
-            .collect();
+        let mut ids = tree::IdIndex::with_capacity(entries.len());
+        for index in 0..entries.len() {
+            ids.insert(&entries, index);
+        }
         let parents = (0..entries.len()).map(|i| i.checked_sub(1)).collect();
         Ok(Session {
             title: file.title,
@@ -116,7 +119,7 @@ impl Session {
 
     /// Index of the entry with this id.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.ids.get(id).copied()
+        self.ids.get(&self.entries, id)
     }
 
     /// The entry with this id.
@@ -125,8 +128,8 @@ impl Session {
     }
 
     /// The ids in use, for making new ones that do not collide.
-    pub fn ids(&self) -> &HashMap<String, usize> {
-        &self.ids
+    pub fn ids(&self) -> &(impl IdSet + Sync) {
+        self
     }
 
     /// Index of the parent entry of `index`.

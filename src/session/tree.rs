@@ -3,12 +3,60 @@
 //! The reference loops forever on a `parentId` cycle and silently treats a dangling parent as a
 //! root; strict reading rejects both with the line at fault, lenient reading repairs them.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use super::entry::Entry;
 use super::parse::{LineIssue, ParseError, ParseErrorKind};
 
-type Linked = (HashMap<String, usize>, Vec<Option<usize>>);
+type Linked = (IdIndex, Vec<Option<usize>>);
+
+/// Entries' indices by id. The table holds indices only and hashes the entries' own ids, so
+/// linking a session copies no id; foldhash (seeded per process) rather than SipHash, whose
+/// per-id cost made linking the 21,000 entries of a 21 MB session a visible single-threaded step
+/// of planning between the parallel parts (BENCHMARKS.md).
+#[derive(Debug, Clone, Default)]
+pub(super) struct IdIndex {
+    table: HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl IdIndex {
+    pub(super) fn with_capacity(capacity: usize) -> IdIndex {
+        IdIndex {
+            table: HashTable::with_capacity(capacity),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// The index of the entry of `entries` with this id.
+    pub(super) fn get(&self, entries: &[Entry], id: &str) -> Option<usize> {
+        self.table
+            .find(self.hasher.hash_one(id), |&i| entries[i].id == id)
+            .copied()
+    }
+
+    /// Indexes `entries[index]` under its id; the index that had that id before, which the new
+    /// one replaces (the later line wins, as in pi).
+    pub(super) fn insert(&mut self, entries: &[Entry], index: usize) -> Option<usize> {
+        let hasher = &self.hasher;
+        let id = entries[index].id.as_str();
+        match self.table.entry(
+            hasher.hash_one(id),
+            |&i| entries[i].id == id,
+            |&i| hasher.hash_one(entries[i].id.as_str()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut found) => {
+                Some(std::mem::replace(found.get_mut(), index))
+            }
+            hashbrown::hash_table::Entry::Vacant(place) => {
+                place.insert(index);
+                None
+            }
+        }
+    }
+}
 
 pub(super) fn link(
     entries: &[Entry],
@@ -28,9 +76,9 @@ pub(super) fn link(
         }
     };
 
-    let mut ids: HashMap<String, usize> = HashMap::with_capacity(entries.len());
+    let mut ids = IdIndex::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
-        if let Some(first) = ids.insert(entry.id.clone(), index) {
+        if let Some(first) = ids.insert(entries, index) {
             problem(
                 entry.line,
                 ParseErrorKind::DuplicateId,
@@ -46,8 +94,8 @@ pub(super) fn link(
     for entry in entries {
         let parent = match entry.parent_id.as_deref() {
             None => None,
-            Some(parent_id) => match ids.get(parent_id) {
-                Some(&parent) => Some(parent),
+            Some(parent_id) => match ids.get(entries, parent_id) {
+                Some(parent) => Some(parent),
                 None => {
                     problem(
                         entry.line,
