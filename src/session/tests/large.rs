@@ -72,3 +72,54 @@ fn a_file_with_a_line_that_is_not_utf8_is_read_shared_by_copies() {
     assert_eq!(ids, ["a", "b"]);
     assert_eq!(session.skipped[0].line, 3);
 }
+
+#[test]
+fn bad_lines_in_many_pieces_of_a_large_file_are_named_in_file_order() {
+    // Read in pieces taken by whichever thread is free: the error is still the earliest line's,
+    // and lenient reading lists the skipped lines in file order.
+    let text = large_file(3);
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let bad: Vec<usize> = [0.2, 0.35, 0.6, 0.97]
+        .iter()
+        .map(|share| (lines.len() as f64 * share) as usize)
+        .collect();
+    for &at in &bad {
+        lines[at] = "{oops".into();
+    }
+    let broken = file(&lines);
+    let err = Session::parse_shared(broken.clone().into(), ParseOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.line, err.kind),
+        (Some(bad[0] + 1), ParseErrorKind::InvalidJson)
+    );
+    let lenient = ParseOptions {
+        lenient: true,
+        ..Default::default()
+    };
+    let session = Session::parse_shared(broken.into(), lenient).unwrap();
+    let skipped: Vec<usize> = session.skipped.iter().map(|s| s.line).collect();
+    assert_eq!(skipped, bad.iter().map(|at| at + 1).collect::<Vec<_>>());
+    assert_eq!(session.entries.len(), lines.len() - 1 - bad.len());
+    let numbers: Vec<usize> = session.entries.iter().map(|e| e.line).collect();
+    assert!(
+        numbers.windows(2).all(|w| w[0] < w[1]),
+        "entries in file order"
+    );
+}
+
+#[test]
+fn a_large_file_not_utf8_in_its_second_half_is_read_by_copies() {
+    // UTF-8 is checked in two halves at once: a bad byte in the second is found all the same.
+    let text = large_file(2);
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let bad = lines.len() - 5;
+    let mut bytes = file(&lines[..bad]).into_bytes();
+    bytes.extend_from_slice(b"{\"type\":\"x\",\"id\":\"\xff\xfe\"}\n");
+    lines.drain(..=bad);
+    bytes.extend_from_slice(file(&lines).as_bytes());
+    let err = Session::parse_shared(bytes.into(), ParseOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.line, err.kind),
+        (Some(bad + 1), ParseErrorKind::InvalidUtf8)
+    );
+}
