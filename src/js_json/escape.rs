@@ -13,15 +13,15 @@
 use std::cell::RefCell;
 use std::io::{self, Write};
 
-/// Appends `text` as a JSON string, quotes included, to `out`: the kernel's output as it is.
+/// Appends `text` as a JSON string literal with JavaScript's escaping, quotes included, to
+/// `out`: `"` and `\`, the short escapes `\b \f \n \r \t`, other control characters as
+/// lowercase `\u00xx`; everything else verbatim (the kernel's output as it is).
 pub fn push_quoted(out: &mut String, text: &str) {
     SCRATCH.with_borrow_mut(|scratch| {
-        scratch.clear();
-        json_escape_simd::escape_into(text, scratch);
         // The kernel writes ASCII escapes and copies every other byte, so the bytes are UTF-8;
         // checking them costs a small fraction of escaping them (an ASCII run is checked a word
         // at a time), and keeps this code free of `unsafe`.
-        out.push_str(std::str::from_utf8(scratch).expect("escaped UTF-8 is UTF-8"));
+        out.push_str(std::str::from_utf8(escape(scratch, text)).expect("escaped UTF-8 is UTF-8"));
         if scratch.capacity() > SCRATCH_KEPT {
             *scratch = Vec::new();
         }
@@ -37,11 +37,11 @@ thread_local! {
 /// tool-call argument would otherwise hold six times its size for the thread's life).
 const SCRATCH_KEPT: usize = 1 << 20;
 
-/// `text` escaped into `buffer` (cleared first), without the quotes the kernel writes around it.
-fn quoted<'b>(buffer: &'b mut Vec<u8>, text: &str) -> &'b [u8] {
+/// `text` escaped into `buffer` (cleared first) as a JSON string, quotes included.
+fn escape<'b>(buffer: &'b mut Vec<u8>, text: &str) -> &'b [u8] {
     buffer.clear();
     json_escape_simd::escape_into(text, buffer);
-    unquoted(buffer)
+    buffer
 }
 
 /// A JSON string the kernel wrote, without its quotes.
@@ -84,15 +84,11 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
     if crate::cpu::threads_for(text.len(), 2) < 2 {
         write_pieces(out, text)?;
     } else {
-        let mut middle = text.len() / 2;
-        while !text.is_char_boundary(middle) {
-            middle += 1;
-        }
-        let (first, second) = text.split_at(middle);
+        let (first, second) = text.split_at(text.ceil_char_boundary(text.len() / 2));
         std::thread::scope(|scope| {
             let second = scope.spawn(|| {
                 let mut escaped = Vec::new();
-                quoted(&mut escaped, second);
+                escape(&mut escaped, second);
                 escaped
             });
             write_pieces(out, first)?;
@@ -108,12 +104,8 @@ fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
     let mut buffer = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let mut end = rest.len().min(PIECE);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        let (piece, after) = rest.split_at(end);
-        out.write_all(quoted(&mut buffer, piece))?;
+        let (piece, after) = rest.split_at(rest.ceil_char_boundary(PIECE));
+        out.write_all(unquoted(escape(&mut buffer, piece)))?;
         rest = after;
     }
     Ok(())

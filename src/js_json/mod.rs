@@ -138,7 +138,7 @@ pub fn write_value(out: &mut String, value: &Value) {
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
         Value::Number(n) => write_number(out, n),
-        Value::String(s) => write_string(out, s),
+        Value::String(s) => escape::push_quoted(out, s),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -155,7 +155,7 @@ pub fn write_value(out: &mut String, value: &Value) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_string(out, key);
+                escape::push_quoted(out, key);
                 out.push(':');
                 write_value(out, item);
             }
@@ -259,12 +259,6 @@ pub fn f64_to_js_string(f: f64) -> String {
         return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
     }
     ryu_js::Buffer::new().format_finite(f).to_owned()
-}
-
-/// Appends `s` as a JSON string literal with JavaScript's escaping: `"` and `\`, the short escapes
-/// `\b \f \n \r \t`, other control characters as lowercase `\u00xx`; everything else verbatim.
-pub fn write_string(out: &mut String, s: &str) {
-    escape::push_quoted(out, s);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -128,8 +128,7 @@ pub(super) fn shared_text(input: &bytes::Bytes) -> Option<Vec<ByteString>> {
     if crate::cpu::threads_for(input.len(), 2) < 2 {
         return Some(vec![ByteString::try_from(input.clone()).ok()?]);
     }
-    let half = input.len() / 2;
-    let middle = memchr::memchr(b'\n', &input[half..]).map_or(input.len(), |i| half + i + 1);
+    let middle = line_start_from(input, input.len() / 2);
     let (first, second) = (input.slice(..middle), input.slice(middle..));
     let (first, second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| ByteString::try_from(second));
@@ -137,6 +136,11 @@ pub(super) fn shared_text(input: &bytes::Bytes) -> Option<Vec<ByteString>> {
         (first, second.join().expect("checking UTF-8 does not panic"))
     });
     Some(vec![first.ok()?, second.ok()?])
+}
+
+/// Just after the first newline at or after `at` (the end of `input` when there is none).
+fn line_start_from(input: &[u8], at: usize) -> usize {
+    memchr::memchr(b'\n', &input[at..]).map_or(input.len(), |i| at + i + 1)
 }
 
 /// What reading produced before the entries are linked into a tree.
@@ -197,8 +201,7 @@ fn read_entries<'a>(
         let end = if k == pieces {
             input.len()
         } else {
-            let target = (input.len() * k / pieces).max(start);
-            memchr::memchr(b'\n', &input[target..]).map_or(input.len(), |i| target + i + 1)
+            line_start_from(input, (input.len() * k / pieces).max(start))
         };
         let newlines = memchr::memchr_iter(b'\n', &input[start..end]).count();
         chunks.push((
