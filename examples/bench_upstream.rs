@@ -27,7 +27,11 @@ async fn main() {
             post(|Json(_): Json<Value>| async {
                 let fail_rate: f64 = std::env::var("FAIL_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
                 let delay: u64 = std::env::var("DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                // Not `sleep(0)`: tokio's timer fires on its next millisecond tick, which made every
+                // "instant" answer (and nginx's baseline through it) wait ~1 ms.
+                if delay > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                }
                 if fastrand::f64() < fail_rate {
                     return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "injected failure"}})));
                 }
@@ -50,7 +54,9 @@ async fn main() {
                 let first = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n";
                 let rest = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"OK, noted.\"}}\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
                 let events = futures_util::stream::iter([(0, first), (drip, rest)]).then(|(pause, piece)| async move {
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    if pause > 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    }
                     Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(piece.as_bytes()))
                 });
                 ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], axum::body::Body::from_stream(events))

@@ -13,6 +13,7 @@
 #             (recall and cache batches still being written), which cost it ~20 % in one run
 #   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
 #             with the summary cache off too: what those two stages cost a miss
+# Then nginx, misses and hits once more on one connection: a request's own added time, unqueued.
 # Prints wrk's numbers per target, compactd's CPU time per request (and the share of it spent in
 # SQLite's threads), and the ratios to nginx.
 #   scripts/bench/service.sh [duration] [connections]
@@ -128,6 +129,19 @@ for name in miss hit chat miss-norecall miss-nocache; do
     'BEGIN {printf "%-13s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
 done
 awk -v c="${rate[chat]}" -v m="${rate[miss]}" 'BEGIN {printf "chat wire / /v1/compact misses: %.1f %%\n", 100*c/m}'
+# The same hop without a queue: one connection, one request at a time. At 32 connections both
+# servers are saturated and a median is mostly waiting behind other requests (Little's law:
+# connections / rate); here it is one request's own added time.
+echo "== one connection, ${ONE_DURATION:-5s} each (a request's own time, no queue)"
+one() { # url, script, body, prefix: wrk's median in ms
+  VARY_PREFIX=$4 BODY_FILE=$3 wrk -t1 -c1 -d"${ONE_DURATION:-5s}" --latency -s "scripts/bench/$2" "$1" \
+    | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'
+}
+one_nginx=$(one http://127.0.0.1:9010/ post.lua "$work/one.json" one-nginx)
+one_miss=$(one http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json" one-miss)
+one_hit=$(one http://127.0.0.1:9003/v1/compact post.lua "$work/one.json" one-hit)
+awk -v n="$one_nginx" -v m="$one_miss" -v h="$one_hit" 'BEGIN {
+  printf "median: nginx %.3f ms, miss %.3f ms (+%.3f ms), hit %.3f ms (%+.3f ms)\n", n, m, m-n, h, h-n }'
 for port in 9002 9003 9006; do
   curl -s "http://127.0.0.1:$port/metrics" | awk -v p=":$port" '/^compactd_summary_cache_total/ {print "cache " p, $1, $2}'
   # Written behind the requests, bounded: what did not fit (call-log rows must all be kept).
