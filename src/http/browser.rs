@@ -17,12 +17,9 @@
 //! Request bodies must also say they are JSON (or NDJSON for session files): see [`super::json`].
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 
@@ -128,67 +125,55 @@ fn strip_port(host: &str) -> &str {
 }
 
 /// The host a request was sent to: its `Host` header, or the URI's authority (HTTP/2).
-fn request_host(request: &Request) -> Option<String> {
+fn request_host(request: &Request) -> Option<std::borrow::Cow<'_, str>> {
     match request.headers().get(header::HOST) {
-        Some(value) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
-        None => request.uri().authority().map(|a| a.as_str().to_owned()),
+        Some(value) => Some(String::from_utf8_lossy(value.as_bytes())),
+        None => request.uri().authority().map(|a| a.as_str().into()),
     }
 }
 
-/// Refuses a request whose Host this listener does not serve, before routing (every route:
-/// the console, health and metrics too).
-pub(super) async fn check_host(
-    State(policy): State<Arc<BrowserPolicy>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(host) = request_host(&request)
-        && !policy.host_allowed(&host)
-    {
-        tracing::info!("request for a Host this listener does not serve refused");
-        return ApiError::Invalid {
-            status: StatusCode::MISDIRECTED_REQUEST,
-            code: "host_not_allowed",
-            message: format!(
-                "this compactd does not serve the host {:?}: it answers to localhost and IP \
-                 addresses; other names must be listed in COMPACTD_ALLOWED_HOSTS",
-                strip_port(&host)
-            ),
-            param: Some("Host".into()),
+impl BrowserPolicy {
+    /// The refusal of a request this listener should not serve, checked before routing (every
+    /// route: the console, health and metrics too): a Host it does not serve (421, DNS
+    /// rebinding), then a browser's request sent from another site, on every route but the
+    /// console's (which checks its forms itself and must open from a link). The agent wires
+    /// answer that 400, never 403 (agents read a 403 there as their provider login failing).
+    pub(super) fn refusal(&self, request: &Request) -> Option<ApiError> {
+        if let Some(host) = request_host(request)
+            && !self.host_allowed(&host)
+        {
+            tracing::info!("request for a Host this listener does not serve refused");
+            return Some(ApiError::Invalid {
+                status: StatusCode::MISDIRECTED_REQUEST,
+                code: "host_not_allowed",
+                message: format!(
+                    "this compactd does not serve the host {:?}: it answers to localhost and IP \
+                     addresses; other names must be listed in COMPACTD_ALLOWED_HOSTS",
+                    strip_port(&host)
+                ),
+                param: Some("Host".into()),
+            });
         }
-        .into_response();
-    }
-    next.run(request).await
-}
-
-/// Refuses a browser's request sent from another site, on every route but the console's (which
-/// checks its forms itself and must open from a link). The agent wires answer 400, never 403
-/// (agents read a 403 there as their provider login failing).
-pub(super) async fn refuse_cross_site(
-    State(policy): State<Arc<BrowserPolicy>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let path = request.uri().path();
-    let console = path == "/ui" || path.starts_with("/ui/");
-    if !console && policy.cross_site(request.headers()) {
-        tracing::info!("cross-site browser request refused");
-        let status = if super::auth::is_agent_wire(path) {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::FORBIDDEN
-        };
-        return ApiError::Invalid {
-            status,
-            code: "cross_site_request",
-            message: "a web page on another site sent this request through a browser; compactd \
-                      serves other origins only when they are listed in COMPACTD_ALLOWED_ORIGINS"
-                .into(),
-            param: Some("Origin".into()),
+        let path = request.uri().path();
+        let console = path == "/ui" || path.starts_with("/ui/");
+        if !console && self.cross_site(request.headers()) {
+            tracing::info!("cross-site browser request refused");
+            let status = if super::auth::is_agent_wire(path) {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::FORBIDDEN
+            };
+            return Some(ApiError::Invalid {
+                status,
+                code: "cross_site_request",
+                message: "a web page on another site sent this request through a browser; compactd \
+                          serves other origins only when they are listed in COMPACTD_ALLOWED_ORIGINS"
+                    .into(),
+                param: Some("Origin".into()),
+            });
         }
-        .into_response();
+        None
     }
-    next.run(request).await
 }
 
 #[cfg(test)]

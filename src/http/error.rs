@@ -2,7 +2,7 @@
 //! `{"error": {"message", "type", "code", "param"}}`, so that agents and OpenAI clients that read
 //! `error.code` (for example `context_length_exceeded`) understand it. Every error of the layers
 //! below is mapped here, once (the `From` impls at the end). 5xx bodies never carry internals:
-//! the cause rides along in the response's extensions and `log_failures` logs it.
+//! the cause rides along in the response's extensions and `log_failure` logs it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -238,12 +238,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Logs the cause of every 5xx answer: errors at `error` (bugs), unavailability at `warn`.
-pub async fn log_failures(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let response = next.run(request).await;
+/// Logs the cause of a 5xx answer: errors at `error` (bugs), unavailability at `warn`. Called on
+/// every response by the middleware that counts them ([`super::ops::track`]).
+pub fn log_failure(response: &Response) {
     if response.status().is_server_error()
         && let Some(FailureCause(cause)) = response.extensions().get::<FailureCause>()
     {
@@ -254,7 +251,6 @@ pub async fn log_failures(
             tracing::warn!(status, cause = %cause, "request failed");
         }
     }
-    response
 }
 
 /// Unknown routes answer JSON too.

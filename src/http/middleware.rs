@@ -39,19 +39,11 @@ pub(super) fn around(
 ) -> Router {
     router
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        // Layers 4 to 6 in one: each layer of its own cloned and boxed the rest of the stack
+        // for every request.
         .layer(axum::middleware::from_fn(move |request, next| {
-            time_limit(request, next, limits.request_timeout)
-        }))
-        .layer(axum::middleware::from_fn_with_state(
-            browser.clone(),
-            super::browser::refuse_cross_site,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            browser,
-            super::browser::check_host,
-        ))
-        .layer(axum::middleware::from_fn(move |request, next| {
-            refuse_early(request, next, limits.max_body_bytes)
+            let browser = browser.clone();
+            async move { screen(request, next, limits, &browser).await }
         }))
         .layer(
             TraceLayer::new_for_http()
@@ -80,38 +72,47 @@ pub(super) fn around(
 /// Longest request URI served: far above any real one, far below what would cost memory.
 const MAX_URI_BYTES: usize = 8 * 1024;
 
-/// Refuses, before reading any of the body, a request whose URI or declared body is too large.
-async fn refuse_early(request: Request, next: Next, max_body_bytes: usize) -> Response {
+/// Layers 4 to 6: a request refused before its body is read (too large, or one this listener
+/// should not serve), else the rest of the stack under the time limit of the whole request,
+/// answered as JSON (tower's timeout answers an empty 504).
+async fn screen(
+    request: Request,
+    next: Next,
+    limits: Limits,
+    browser: &super::browser::BrowserPolicy,
+) -> Response {
+    let refused = too_large(&request, limits.max_body_bytes).or_else(|| browser.refusal(&request));
+    if let Some(refused) = refused {
+        return refused.into_response();
+    }
+    let limit = limits.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::RequestTimeout { limit }.into_response(),
+    }
+}
+
+/// A request whose URI or declared body is too large.
+fn too_large(request: &Request, max_body_bytes: usize) -> Option<ApiError> {
     let uri = request
         .uri()
         .path_and_query()
         .map_or(0, |p| p.as_str().len());
     if uri > MAX_URI_BYTES {
-        return ApiError::UriTooLong {
+        return Some(ApiError::UriTooLong {
             limit: MAX_URI_BYTES,
-        }
-        .into_response();
+        });
     }
     let declared = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max_body_bytes as u64) {
-        return ApiError::PayloadTooLarge {
+    declared
+        .is_some_and(|n| n > max_body_bytes as u64)
+        .then_some(ApiError::PayloadTooLarge {
             limit: max_body_bytes,
-        }
-        .into_response();
-    }
-    next.run(request).await
-}
-
-/// The time limit of a whole request, answered as JSON (tower's timeout answers an empty 504).
-async fn time_limit(request: Request, next: Next, limit: std::time::Duration) -> Response {
-    match tokio::time::timeout(limit, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::RequestTimeout { limit }.into_response(),
-    }
+        })
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

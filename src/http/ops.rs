@@ -125,18 +125,16 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 /// Counts and times every request by its route pattern (`/v1/sessions/{id}`, never the id
-/// itself, so the label set stays bounded), method and status.
+/// itself, so the label set stays bounded), method and status; logs the cause of a 5xx.
 pub(super) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_owned();
-    let method = request.method().as_str().to_owned();
+    // Both cheap to clone (a shared string; a method is a tag unless it is an extension one).
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let method = request.method().clone();
     let started = Instant::now();
     let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    let labels = [route.as_str(), method.as_str(), status.as_str()];
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let status = response.status();
+    let labels = [route, method.as_str(), status.as_str()];
     state
         .app
         .metrics
@@ -149,5 +147,6 @@ pub(super) async fn track(State(state): State<AppState>, request: Request, next:
         .http_duration
         .with_label_values(&labels)
         .observe(started.elapsed().as_secs_f64());
+    super::error::log_failure(&response);
     response
 }
