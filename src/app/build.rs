@@ -158,7 +158,7 @@ pub fn build_chain(config: &SummarizerConfig, prompts: &Prompts) -> anyhow::Resu
                 if openai.is_none() {
                     openai = Some(OpenAiClient::new(
                         http()?,
-                        config.openai_base_url.as_str(),
+                        &config.openai_base_url,
                         config
                             .openai_api_key
                             .as_ref()

@@ -311,7 +311,8 @@ fn recall_id(tenant: &str, conversation: &Conversation) -> String {
         for call in &message.calls {
             hash.update([1]);
             hash.update(call.name.as_bytes());
-            hash.update(serde_json::to_vec(&call.arguments).unwrap_or_default());
+            // Written into the hash as serialized, without a copy of the JSON.
+            let _ = serde_json::to_writer(&mut hash, &call.arguments);
         }
     }
     format!("r_{}", hex::encode(&hash.finalize()[..12]))

@@ -91,7 +91,7 @@ impl Gateway {
             }
             _ => {
                 let credentials = pick(headers, &OPENAI_CREDENTIALS);
-                let client = OpenAiClient::new(http, self.openai_upstream.as_str(), None);
+                let client = OpenAiClient::new(http, &self.openai_upstream, None);
                 Link::OpenAi {
                     client: client.with_credentials(credentials),
                     model,

@@ -17,7 +17,8 @@ use super::{AttemptError, Summary, SummaryRequest, TokenUsage, estimate_tokens, 
 #[derive(Clone)]
 pub struct OpenAiClient {
     http: reqwest::Client,
-    base_url: String,
+    /// `…/chat/completions` under the base URL, parsed once rather than on every call.
+    chat_url: reqwest::Url,
     api_key: Option<String>,
     /// Headers sent with every call in place of the key: an agent's own credentials, when the
     /// gateway summarizes with the agent's model (never shown by `Debug`).
@@ -27,7 +28,7 @@ pub struct OpenAiClient {
 impl std::fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiClient")
-            .field("base_url", &self.base_url)
+            .field("chat_url", &self.chat_url.as_str())
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("credentials", &self.credentials.keys().collect::<Vec<_>>())
             .finish()
@@ -37,10 +38,15 @@ impl std::fmt::Debug for OpenAiClient {
 impl OpenAiClient {
     /// `base_url` up to and including the API version, e.g. `https://api.openai.com/v1` or
     /// `http://127.0.0.1:11434/v1` for Ollama. The key is optional: local servers need none.
-    pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<String>) -> Self {
+    pub fn new(http: reqwest::Client, base_url: &reqwest::Url, api_key: Option<String>) -> Self {
+        let chat_url = format!(
+            "{}/chat/completions",
+            base_url.as_str().trim_end_matches('/')
+        );
         OpenAiClient {
             http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            chat_url: reqwest::Url::parse(&chat_url)
+                .expect("a URL with path segments appended is a URL"),
             api_key: api_key.filter(|k| !k.is_empty()),
             credentials: reqwest::header::HeaderMap::new(),
         }
@@ -100,10 +106,7 @@ impl OpenAiClient {
         for (key, value) in options {
             body[key] = value.clone();
         }
-        let mut call = self
-            .http
-            .post(format!("{}/chat/completions", self.base_url))
-            .json(&body);
+        let mut call = self.http.post(self.chat_url.clone()).json(&body);
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key);
         }
