@@ -65,7 +65,8 @@ pub(super) fn around(
         )
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(axum::middleware::from_fn(drop_bad_request_id))
+        // A plain function of the request: no boxed service and future, as `from_fn` makes.
+        .layer(tower::util::MapRequestLayer::new(drop_bad_request_id))
         .layer(CatchPanicLayer::custom(panic_response))
 }
 
@@ -120,7 +121,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 /// A client's request id is kept only when it is short and plain: it ends up in every log line.
-async fn drop_bad_request_id(mut request: Request, next: Next) -> Response {
+fn drop_bad_request_id(mut request: Request) -> Request {
     let acceptable = |value: &HeaderValue| {
         let bytes = value.as_bytes();
         !bytes.is_empty()
@@ -136,7 +137,7 @@ async fn drop_bad_request_id(mut request: Request, next: Next) -> Response {
     {
         request.headers_mut().remove(REQUEST_ID);
     }
-    next.run(request).await
+    request
 }
 
 /// The path for logs, with every segment that is a key replaced: the segment after a `k`
