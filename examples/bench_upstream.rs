@@ -21,12 +21,15 @@ async fn main() {
     let listen = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9001".into());
+    // Read once, not per answer: the environment is behind a process-wide lock.
+    let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok());
+    let fail_rate = setting("FAIL_RATE").unwrap_or(0.0);
+    let delay = setting("DELAY_MS").map_or(0, |ms| ms as u64);
+    let drip = setting("DRIP_MS").map_or(0, |ms| ms as u64);
     let app = Router::new()
         .route(
             "/v1/chat/completions",
-            post(|Json(_): Json<Value>| async {
-                let fail_rate: f64 = std::env::var("FAIL_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-                let delay: u64 = std::env::var("DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            post(move |Json(_): Json<Value>| async move {
                 // Not `sleep(0)`: tokio's timer fires on its next millisecond tick, which made every
                 // "instant" answer (and nginx's baseline through it) wait ~1 ms.
                 if delay > 0 {
@@ -49,8 +52,7 @@ async fn main() {
         )
         .route(
             "/v1/messages",
-            post(|_: axum::body::Bytes| async {
-                let drip: u64 = std::env::var("DRIP_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            post(move |_: axum::body::Bytes| async move {
                 let first = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n";
                 let rest = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"OK, noted.\"}}\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
                 let events = futures_util::stream::iter([(0, first), (drip, rest)]).then(|(pause, piece)| async move {

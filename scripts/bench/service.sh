@@ -102,6 +102,10 @@ cpu() {
 }
 tick=$(getconf CLK_TCK)
 declare -A rate p50
+# wrk's median (its "50%" line, in us, ms or s) in milliseconds, from a report on stdin.
+median_ms() {
+  awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'
+}
 run() { # name, url, script, body
   local report before after
   [ -n "${pid[$1]:-}" ] && before=$(cpu "${pid[$1]}")
@@ -115,7 +119,7 @@ run() { # name, url, script, body
       '{printf "compactd CPU per request: %.0f µs (SQLite threads %.0f µs)\n", 1e6*($3-$1)/hz/$5, 1e6*($4-$2)/hz/$5}'
   fi
   rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
-  p50[$1]=$(echo "$report" | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}')
+  p50[$1]=$(echo "$report" | median_ms)
 }
 run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
 run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
@@ -134,8 +138,7 @@ awk -v c="${rate[chat]}" -v m="${rate[miss]}" 'BEGIN {printf "chat wire / /v1/co
 # connections / rate); here it is one request's own added time.
 echo "== one connection, ${ONE_DURATION:-5s} each (a request's own time, no queue)"
 one() { # url, script, body, prefix: wrk's median in ms
-  VARY_PREFIX=$4 BODY_FILE=$3 wrk -t1 -c1 -d"${ONE_DURATION:-5s}" --latency -s "scripts/bench/$2" "$1" \
-    | awk '$1 == "50%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'
+  VARY_PREFIX=$4 BODY_FILE=$3 wrk -t1 -c1 -d"${ONE_DURATION:-5s}" --latency -s "scripts/bench/$2" "$1" | median_ms
 }
 one_nginx=$(one http://127.0.0.1:9010/ post.lua "$work/one.json" one-nginx)
 one_miss=$(one http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json" one-miss)
