@@ -14,16 +14,7 @@ cargo build --release --quiet --example make_session
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ./target/release/examples/make_session "$work/session.jsonl" "${MEGABYTES:-21}"
-for _ in $(seq "$rounds"); do
-  for i in $(seq $#); do
-    binary=${!i}
-    start=$(date +%s%N)
-    "$binary" plan "$work/session.jsonl" > /dev/null
-    end=$(date +%s%N)
-    echo $(( (end - start) / 1000 )) >> "$work/$i.us"
-  done
-done
-for i in $(seq $#); do
-  sort -n "$work/$i.us" | awk -v name="${!i}" \
-    '{t[NR] = $1} END {printf "%s: best %.1f ms, median %.1f ms\n", name, t[1] / 1000, t[int((NR + 1) / 2)] / 1000}'
-done
+commands=()
+for binary in "$@"; do commands+=("$binary plan $work/session.jsonl"); done
+python3 scripts/bench/plan/rounds.py "$rounds" "${commands[@]}" | paste -d' ' <(printf '%s\n' "$@") - \
+  | awk '{printf "%s: best %.1f ms, median %.1f ms\n", $1, 1000 * $2, 1000 * $3}'

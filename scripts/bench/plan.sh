@@ -18,19 +18,10 @@ bytes=$(wc -c < "$work/session.jsonl")
 # Interleaved rounds, node then compactd, so that both see the same moments of a machine whose
 # speed drifts (a VM's first touch of memory is slow at some moments and not at others).
 rounds=${ROUNDS:-11}
-seconds() { # command…: its wall time, in seconds
-  local start end
-  start=$(date +%s.%N); "$@" > /dev/null; end=$(date +%s.%N)
-  echo "$end - $start" | bc
-}
-: > "$work/node.s"; : > "$work/plan.s"
-for _ in $(seq "$rounds"); do
-  seconds "$node" scripts/bench/plan/node-parse.js "$work/session.jsonl" >> "$work/node.s"
-  seconds ./target/release/compactd plan "$work/session.jsonl" >> "$work/plan.s"
-done
-stat() { sort -n "$1" | awk '{v[NR]=$1} END {printf "%s %s", v[1], v[int((NR+1)/2)]}'; }
-read -r node_best node_median <<< "$(stat "$work/node.s")"
-read -r plan_best plan_median <<< "$(stat "$work/plan.s")"
+{ read -r node_best node_median; read -r plan_best plan_median; } < <(
+  python3 scripts/bench/plan/rounds.py "$rounds" \
+    "$node scripts/bench/plan/node-parse.js $work/session.jsonl" \
+    "./target/release/compactd plan $work/session.jsonl")
 awk -v nb="$node_best" -v nm="$node_median" -v pb="$plan_best" -v pm="$plan_median" -v b="$bytes" -v r="$rounds" 'BEGIN {
   printf "session: %d bytes, %d interleaved rounds (best, median)\n", b, r
   printf "node JSON.parse of every line (whole process): %.3f s, %.3f s (%.0f MB/s best)\n", nb, nm, b / nb / 1e6

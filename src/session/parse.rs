@@ -186,66 +186,77 @@ fn read_entries<'a>(
     // The lines of a v3 file are independent, and decoding them is the most expensive step of
     // planning a large session.
     let threads = crate::cpu::threads_for(input.len(), 4);
+    if threads < 2 {
+        let newlines = memchr::memchr_iter(b'\n', input).count();
+        let capacity = capacity(newlines, input.len(), options);
+        return read_chunk(input, first_number, options, capacity, source);
+    }
     // Many more pieces than threads, each taken by the next thread free: a session's lines cost
     // unlike amounts per byte (escaped texts against plain ones), and two halves of the 21 MB
-    // generated session took 27 and 47 ms, one thread idle for the difference.
-    let pieces = if threads > 1 {
-        threads * PIECES_PER_THREAD
-    } else {
-        1
-    };
-    // Piece boundaries just after a newline near each i/pieces of the input.
-    let mut chunks = Vec::with_capacity(pieces);
-    let (mut start, mut number) = (0, first_number);
+    // generated session took 27 and 47 ms, one thread idle for the difference. Piece boundaries
+    // are just after a newline near each i/pieces of the input.
+    let pieces = threads * PIECES_PER_THREAD;
+    let mut bounds = Vec::with_capacity(pieces);
+    let mut start = 0;
     for k in 1..=pieces {
         let end = if k == pieces {
             input.len()
         } else {
             line_start_from(input, (input.len() * k / pieces).max(start))
         };
-        let newlines = memchr::memchr_iter(b'\n', &input[start..end]).count();
-        chunks.push((
-            &input[start..end],
-            number,
-            capacity(newlines, end - start, options),
-        ));
-        number += newlines;
+        bounds.push(&input[start..end]);
         start = end;
     }
-    let all = capacity(number - first_number, input.len(), options);
-    let read = |k: usize, capacity: usize| {
-        let (chunk, number, _) = chunks[k];
-        read_chunk(chunk, number, options, capacity, source)
-    };
-    // The first piece is this thread's, its vector sized for every line of the input, so that
-    // the others are moved into it without growing it (a grown copy of 20,000 entries is fresh
-    // memory to fault in).
-    let next = AtomicUsize::new(1);
+    // Each piece's lines are counted by the thread that reads it (for its vector's size) and
+    // numbered from 1 there; they are renumbered below, once every piece before them has been
+    // counted. Counting the whole input before any piece could start was ~2 ms of one core while
+    // the other waited.
+    let next = AtomicUsize::new(0);
     let take = || {
         let mut done = Vec::new();
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(_, _, capacity)) = chunks.get(k) else {
+            let Some(&piece) = bounds.get(k) else {
                 return done;
             };
-            done.push((k, read(k, capacity)));
+            let newlines = memchr::memchr_iter(b'\n', piece).count();
+            let capacity = capacity(newlines, piece.len(), options);
+            done.push((k, newlines, read_chunk(piece, 1, options, capacity, source)));
         }
     };
-    let (first, mut rest) = std::thread::scope(|scope| {
+    let mut read = std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(take)).collect();
-        let first = read(0, all);
-        let mut rest = take();
+        let mut read = take();
         for helper in helpers {
-            rest.extend(helper.join().expect("reading a piece does not panic"));
+            read.extend(helper.join().expect("reading a piece does not panic"));
         }
-        (first, rest)
+        read
     });
-    rest.sort_unstable_by_key(|(k, _)| *k);
-    let (mut entries, mut skipped) = first?;
-    for (_, result) in rest {
-        let (chunk_entries, chunk_skipped) = result?;
-        entries.extend(chunk_entries);
-        skipped.extend(chunk_skipped);
+    read.sort_unstable_by_key(|(k, ..)| *k);
+    let total = read
+        .iter()
+        .map(|(_, _, result)| result.as_ref().map_or(0, |(entries, _)| entries.len()))
+        .sum();
+    // One vector sized for every entry, the pieces' entries moved into it (a vector grown by
+    // copies is fresh memory to fault in, twice).
+    let mut entries = Vec::with_capacity(total);
+    let mut skipped = Vec::new();
+    // Lines before the piece: its line n is line n + before of the file.
+    let mut before = first_number - 1;
+    for (_, newlines, result) in read {
+        let (piece_entries, piece_skipped) = result.map_err(|mut error| {
+            error.line = error.line.map(|line| line + before);
+            error
+        })?;
+        entries.extend(piece_entries.into_iter().map(|mut entry| {
+            entry.line += before;
+            entry
+        }));
+        skipped.extend(piece_skipped.into_iter().map(|mut issue| {
+            issue.line += before;
+            issue
+        }));
+        before += newlines;
     }
     Ok((entries, skipped))
 }

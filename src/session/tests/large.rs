@@ -105,6 +105,13 @@ fn bad_lines_in_many_pieces_of_a_large_file_are_named_in_file_order() {
         numbers.windows(2).all(|w| w[0] < w[1]),
         "entries in file order"
     );
+    // Each piece numbers its lines from 1 and is renumbered once the pieces before it are
+    // counted: every entry still names its own line of the file.
+    let misnumbered = session
+        .entries
+        .iter()
+        .find(|e| lines[e.line - 1] != e.raw.as_ref() as &str);
+    assert!(misnumbered.is_none(), "{misnumbered:?}");
 }
 
 #[test]
