@@ -5,7 +5,7 @@ use serde::{Serialize, Serializer};
 
 use super::pi15::Planner;
 use super::prepare::{NothingToCompact, Preparation, prepare_compaction};
-use super::serialize::serialize_conversation;
+use super::serialize::{serialize_conversation, write_conversation_json};
 use super::tokens::{CompactionSettings, estimate_tokens};
 use crate::js_json;
 use crate::session::Entry;
@@ -101,6 +101,46 @@ impl PlanOutcome {
             };
         }
         match prepare_compaction(path, settings) {
+            Ok(prep) if !prep.is_empty() => PlanOutcome {
+                plan: Some(Plan::new(path, &prep)),
+                reason: None,
+                nothing: None,
+            },
+            prepared => PlanOutcome::not_prepared(prepared),
+        }
+    }
+
+    /// Plans `path` as [`PlanOutcome::for_path_choosing`] and writes the outcome as
+    /// [`PlanOutcome::write_json`] would, but with pi 0.x's conversations serialized straight into
+    /// `out` ([`write_conversation_json`]), never held whole: what `compactd plan` prints.
+    pub fn write_json_for_path(
+        path: &[&Entry],
+        settings: &CompactionSettings,
+        planner: Option<Planner>,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
+        let planner = planner.unwrap_or_else(|| Planner::of_entries(path.iter().copied()));
+        if planner == Planner::Pi15 {
+            return PlanOutcome::for_path_with(path, settings, planner).write_json(out);
+        }
+        match prepare_compaction(path, settings) {
+            Ok(prep) if !prep.is_empty() => PlanOutcome {
+                plan: Some(Plan::outline(path, &prep)),
+                reason: None,
+                nothing: None,
+            }
+            .write_json_with(
+                out,
+                |out| write_conversation_json(out, prep.messages_to_summarize.iter().copied()),
+                |out| write_conversation_json(out, prep.turn_prefix_messages.iter().copied()),
+            ),
+            prepared => PlanOutcome::not_prepared(prepared).write_json(out),
+        }
+    }
+
+    /// The outcome of a preparation that found nothing to summarize.
+    fn not_prepared(prepared: Result<Preparation<'_>, NothingToCompact>) -> PlanOutcome {
+        match prepared {
             Err(nothing) => {
                 let reason = match nothing {
                     NothingToCompact::EmptySession => NothingReason::EmptySession,
@@ -109,16 +149,11 @@ impl PlanOutcome {
                 };
                 PlanOutcome::nothing(reason, nothing.to_string())
             }
-            Ok(prep) if prep.is_empty() => PlanOutcome::nothing(
+            Ok(_) => PlanOutcome::nothing(
                 NothingReason::NothingToSummarize,
                 "nothing to summarize: everything since the last compaction fits in keepRecentTokens"
                     .to_owned(),
             ),
-            Ok(prep) => PlanOutcome {
-                plan: Some(Plan::new(path, &prep)),
-                reason: None,
-                nothing: None,
-            },
         }
     }
 
@@ -126,22 +161,42 @@ impl PlanOutcome {
     /// conversations (most of a long session's plan) escaped by [`js_json::escape`] rather than
     /// one byte at a time after everything else (BENCHMARKS.md).
     pub fn write_json(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let (conversation, prefix) = match self.plan.as_mut() {
+            Some(plan) => (
+                std::mem::take(&mut plan.conversation),
+                std::mem::take(&mut plan.turn_prefix_conversation),
+            ),
+            None => Default::default(),
+        };
+        self.write_json_with(
+            out,
+            |out| js_json::escape::write_str(out, &conversation),
+            |out| js_json::escape::write_str(out, &prefix),
+        )
+    }
+
+    /// Writes the outcome as JSON with the plan's two conversations (empty in it) written as
+    /// JSON strings by `conversation` and `prefix`.
+    fn write_json_with<W: std::io::Write>(
+        self,
+        out: &mut W,
+        conversation: impl FnOnce(&mut W) -> std::io::Result<()>,
+        prefix: impl FnOnce(&mut W) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         /// The emptied fields, next to each other in field order. Found only where serde wrote
         /// them: inside a string value a quote follows a backslash, never a letter (`n"`), and
         /// the one map of the plan (`entryTokens`, after them) has numbers for values.
         const EMPTIED: &[u8] = br#""conversation":"","turnPrefixConversation":"""#;
-        let Some(plan) = self.plan.as_mut() else {
+        if self.plan.is_none() {
             return Ok(serde_json::to_writer(out, &self)?);
-        };
-        let conversation = std::mem::take(&mut plan.conversation);
-        let prefix = std::mem::take(&mut plan.turn_prefix_conversation);
+        }
         let json = serde_json::to_vec(&self)?;
         let at = memchr::memmem::find(&json, EMPTIED).expect("serde writes fields in order");
         out.write_all(&json[..at])?;
         out.write_all(br#""conversation":"#)?;
-        js_json::escape::write_str(out, &conversation)?;
+        conversation(out)?;
         out.write_all(br#","turnPrefixConversation":"#)?;
-        js_json::escape::write_str(out, &prefix)?;
+        prefix(out)?;
         out.write_all(&json[at + EMPTIED.len()..])
     }
 
@@ -176,6 +231,17 @@ impl Plan {
     }
 
     pub fn new(path: &[&Entry], prep: &Preparation<'_>) -> Plan {
+        Plan {
+            conversation: serialize_conversation(prep.messages_to_summarize.iter().copied()),
+            turn_prefix_conversation: serialize_conversation(
+                prep.turn_prefix_messages.iter().copied(),
+            ),
+            ..Plan::outline(path, prep)
+        }
+    }
+
+    /// The plan without its conversations (both empty).
+    fn outline(path: &[&Entry], prep: &Preparation<'_>) -> Plan {
         let lists = prep.file_ops.lists();
         Plan {
             planner: Planner::Pi0,
@@ -189,10 +255,8 @@ impl Plan {
             turn_prefix_messages: prep.turn_prefix_messages.len(),
             read_files: lists.read_files,
             modified_files: lists.modified_files,
-            conversation: serialize_conversation(prep.messages_to_summarize.iter().copied()),
-            turn_prefix_conversation: serialize_conversation(
-                prep.turn_prefix_messages.iter().copied(),
-            ),
+            conversation: String::new(),
+            turn_prefix_conversation: String::new(),
             entry_tokens: entry_tokens(path),
         }
     }

@@ -67,7 +67,7 @@ pub(super) fn starts_with_marker(text: &str) -> bool {
 // ---- writing ------------------------------------------------------------------------------------
 
 /// Parts are joined with a blank line.
-const PART_SEPARATOR: &str = "\n\n";
+pub const PART_SEPARATOR: &str = "\n\n";
 
 /// Starts a new part of `out`.
 pub fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {

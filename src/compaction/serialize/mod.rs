@@ -6,11 +6,15 @@
 //! shape the spec describes (the compaction suffix has a newline before `</summary>`, the branch
 //! suffix has none).
 
+mod streamed;
+
 use serde_json::{Value, json};
 
 use crate::js_json;
 use crate::session::{BashExecution, Block, Content, Message, joined_text_blocks};
 use crate::transcript::pi;
+
+pub use streamed::write_conversation_json;
 
 /// Introduces a compaction summary in the context.
 pub const COMPACTION_SUMMARY_PREFIX: &str =

@@ -52,10 +52,10 @@ fn a_surrogate_pair_cut_in_half_is_dropped_and_the_count_stays_length_minus_2000
     );
 }
 
-#[test]
-fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
-    // Over crate::cpu::SPLIT_MIN_BYTES in all, with parts the LLM never sees and empty parts around the
-    // middle, so the join must put back exactly one blank line.
+/// Over crate::cpu::SPLIT_MIN_BYTES in all, with parts the LLM never sees and empty parts around
+/// the middle (and around every piece that is written apart), so that joins must put back exactly
+/// one blank line.
+fn long_conversation() -> Vec<Message> {
     let text = "é😀 line\\n".repeat(40);
     let mut messages = Vec::new();
     for i in 0..3000 {
@@ -72,6 +72,12 @@ fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
             _ => msg(r#"{"role":"user","content":""}"#),
         });
     }
+    messages
+}
+
+#[test]
+fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
+    let messages = long_conversation();
     let all: Vec<&Message> = messages.iter().collect();
     let one_thread = |messages: &[&Message]| {
         let mut out = String::new();
@@ -90,6 +96,30 @@ fn a_long_conversation_written_on_two_threads_is_the_one_written_on_one() {
         serialize_conversation(tail.iter().copied()),
         one_thread(&all)
     );
+}
+
+#[test]
+fn a_conversation_streamed_as_json_is_the_serialized_one_escaped() {
+    let messages = long_conversation();
+    let all: Vec<&Message> = messages.iter().collect();
+    let streamed = |messages: &[&Message]| {
+        let mut out = Vec::new();
+        write_conversation_json(&mut out, messages.iter().copied()).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let escaped = |messages: &[&Message]| {
+        serde_json::to_string(&serialize_conversation(messages.iter().copied())).unwrap()
+    };
+    // Nothing the LLM sees at the start, at the end, or in a whole half; a short conversation on
+    // one thread; none at all.
+    let nothing = std::iter::repeat_n(all[3], 100_000);
+    let mut cases: Vec<Vec<&Message>> = vec![all.clone(), all[..40].to_vec(), Vec::new()];
+    cases.push(nothing.clone().chain(all.iter().copied()).collect());
+    cases.push(all.iter().copied().chain(nothing.clone()).collect());
+    cases.push(all[..7].iter().copied().chain(nothing).collect());
+    for (i, case) in cases.iter().enumerate() {
+        assert!(streamed(case) == escaped(case), "case {i}");
+    }
 }
 
 #[test]
