@@ -11,8 +11,12 @@ use crate::store::{NewRecall, Store};
 
 /// Conversations waiting to be written.
 const QUEUE: usize = 4096;
-/// Most conversations one batch writes.
-const BATCH: usize = 256;
+/// Most conversations one batch writes: all that queued. A batch's cost is mostly its round trips
+/// (each statement a hand-off to SQLite's thread and back to a runtime thread that the requests
+/// keep busy), not its rows: capped at 256, batches of a ~80 ms round trip wrote ~3,000
+/// conversations a second at most, and at the peak miss rate a sixth to a third of them found the
+/// queue full (BENCHMARKS.md). Uncapped, a backlog is written in one transaction.
+const BATCH: usize = QUEUE;
 
 /// Ids queued lately, remembered so that the same conversation is not queued again.
 const SEEN: u64 = 100_000;

@@ -73,8 +73,9 @@ pub struct SummaryCache {
 
 /// Summaries waiting to be written to the store; past this, new ones stay in memory only.
 const WRITE_QUEUE: usize = 4096;
-/// Most summaries one transaction writes.
-const WRITE_BATCH: usize = 256;
+/// Most summaries one transaction writes: all that queued (as recall's writer, see
+/// `app::recall_writer`: capped at 256, the writer fell behind at the peak miss rate).
+const WRITE_BATCH: usize = WRITE_QUEUE;
 
 impl std::fmt::Debug for SummaryCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
