@@ -6,11 +6,13 @@
 
 use std::sync::Arc;
 
-use crate::store::behind::WriteBehind;
+use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{NewRecall, Store};
 
-/// Conversations waiting to be written.
+/// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
+/// megabytes).
 const QUEUE: usize = 4096;
+const QUEUE_BYTES: usize = 256 << 20;
 /// Most conversations one batch writes: all that queued. A batch's cost is mostly its round trips
 /// (each statement a hand-off to SQLite's thread and back to a runtime thread that the requests
 /// keep busy), not its rows: capped at 256, batches of a ~80 ms round trip wrote ~3,000
@@ -32,15 +34,20 @@ pub struct RecallWriter {
 impl RecallWriter {
     /// Starts the writer task.
     pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
-        let recalls = WriteBehind::spawn(QUEUE, BATCH, move |batch: Vec<NewRecall>| {
-            let (store, metrics) = (store.clone(), metrics.clone());
-            async move {
-                if let Err(error) = store.save_recalls(&batch).await {
-                    metrics.recall_dropped.inc_by(batch.len() as u64);
-                    tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
+        let recalls = WriteBehind::spawn(
+            QUEUE,
+            QUEUE_BYTES,
+            BATCH,
+            move |batch: Vec<NewRecall>| {
+                let (store, metrics) = (store.clone(), metrics.clone());
+                async move {
+                    if let Err(error) = store.save_recalls(&batch).await {
+                        metrics.recall_dropped.inc_by(batch.len() as u64);
+                        tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
+                    }
                 }
-            }
-        });
+            },
+        );
         RecallWriter {
             recalls,
             seen: remembered(),
@@ -79,6 +86,17 @@ impl RecallWriter {
     /// Waits until every conversation queued so far is written (or failed).
     pub async fn flush(&self) {
         self.recalls.flush().await;
+    }
+}
+
+impl Weigh for NewRecall {
+    fn weight(&self) -> usize {
+        let turns: usize = self
+            .turns
+            .iter()
+            .map(|t| t.text.len() + t.paths.len() + t.role.len() + 64)
+            .sum();
+        turns + self.id.len() + self.tenant.len() + 128
     }
 }
 

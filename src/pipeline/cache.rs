@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::Job;
 use crate::metrics::Metrics;
-use crate::store::behind::WriteBehind;
+use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{CachedSummaryRow, Store, now_ms};
 use crate::summarizer::{Summary, TokenUsage};
 
@@ -73,6 +73,8 @@ pub struct SummaryCache {
 
 /// Summaries waiting to be written to the store; past this, new ones stay in memory only.
 const WRITE_QUEUE: usize = 4096;
+/// And their bytes, at most.
+const WRITE_QUEUE_BYTES: usize = 64 << 20;
 /// Most summaries one transaction writes: all that queued (as recall's writer, see
 /// `app::recall_writer`: capped at 256, the writer fell behind at the peak miss rate).
 const WRITE_BATCH: usize = WRITE_QUEUE;
@@ -99,6 +101,7 @@ impl SummaryCache {
             let (store, metrics) = (store.clone(), metrics.clone());
             WriteBehind::spawn(
                 WRITE_QUEUE,
+                WRITE_QUEUE_BYTES,
                 WRITE_BATCH,
                 move |rows: Vec<CachedSummaryRow>| {
                     let (store, metrics) = (store.clone(), metrics.clone());
@@ -195,6 +198,12 @@ impl SummaryCache {
     /// read the shared tier at once).
     pub async fn flush(&self) {
         self.writes.flush().await;
+    }
+}
+
+impl Weigh for CachedSummaryRow {
+    fn weight(&self) -> usize {
+        self.key.len() + self.summary.len() + 64
     }
 }
 

@@ -13,12 +13,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::events::{Event, Observer, Run};
-use crate::store::behind::WriteBehind;
+use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{CallRecord, Store, now_ms};
 use crate::throttle::Throttle;
 
-/// Rows waiting to be written, at most.
+/// Rows waiting to be written, at most, and their bytes at most (with `COMPACTD_STORE_TEXT` a
+/// row holds a prompt and its summary).
 const QUEUE: usize = 65_536;
+const QUEUE_BYTES: usize = 256 << 20;
 /// Rows written in one transaction, at most.
 const BATCH: usize = 16_384;
 
@@ -42,6 +44,13 @@ impl Shared {
         if *left <= 0 {
             unwritten.remove(tenant);
         }
+    }
+}
+
+impl Weigh for CallRecord {
+    fn weight(&self) -> usize {
+        let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+        text(&self.prompt) + text(&self.summary) + 512
     }
 }
 
@@ -74,7 +83,7 @@ impl CallLog {
         let shared = Arc::new(Shared::default());
         let rows = {
             let (shared, metrics) = (shared.clone(), metrics.clone());
-            WriteBehind::spawn(QUEUE, BATCH, move |rows: Vec<CallRecord>| {
+            WriteBehind::spawn(QUEUE, QUEUE_BYTES, BATCH, move |rows: Vec<CallRecord>| {
                 let (store, shared, metrics) = (store.clone(), shared.clone(), metrics.clone());
                 async move { write_batch(rows, &*store, &shared, &metrics).await }
             })

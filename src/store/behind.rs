@@ -1,9 +1,9 @@
 //! Writing behind the requests: what the request path hands over (call-log rows, conversations
-//! for recall, summaries for the shared cache) is queued, bounded, and written by one task per
-//! queue in batches — as many items as queued while the last batch was written, up to a cap, one
-//! call (one transaction) each — so that a request never waits for the store. A flush is answered
-//! once everything queued before it has been written (or failed): the CLI and shutdown wait for
-//! it, and so do tests that read the store at once.
+//! for recall, summaries for the shared cache) is queued, bounded in items and in bytes, and
+//! written by one task per queue in batches — as many items as queued while the last batch was
+//! written, up to a cap, one call (one transaction) each — so that a request never waits for the
+//! store. A flush is answered once everything queued before it has been written (or failed): the
+//! CLI and shutdown wait for it, and so do tests that read the store at once.
 //!
 //! A batch is held open for [`LINGER`] after its first item (unless it is full, or a flush is
 //! waiting): under load that turns a commit per few items into one per hundreds. Each commit
@@ -11,6 +11,8 @@
 //! the call log's cost at a few thousand rows a second.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -28,15 +30,29 @@ fn has_flush<T>(messages: &[Message<T>]) -> bool {
     messages.iter().any(|m| matches!(m, Message::Flush(_)))
 }
 
+/// About how many bytes an item holds while it waits: a queue is bounded in bytes as well as in
+/// items, since one item may be a whole conversation (recall) or prompt (the call log's texts).
+pub trait Weigh {
+    fn weight(&self) -> usize;
+}
+
 /// The queueing side of one writer.
 pub struct WriteBehind<T> {
     sender: mpsc::Sender<Message<T>>,
+    held: Arc<Held>,
+}
+
+/// Bytes of the items queued or being written, and the most they may be.
+struct Held {
+    bytes: AtomicUsize,
+    most: usize,
 }
 
 impl<T> Clone for WriteBehind<T> {
     fn clone(&self) -> Self {
         WriteBehind {
             sender: self.sender.clone(),
+            held: self.held.clone(),
         }
     }
 }
@@ -49,15 +65,26 @@ impl<T> std::fmt::Debug for WriteBehind<T> {
     }
 }
 
-impl<T: Send + 'static> WriteBehind<T> {
+impl<T: Weigh + Send + 'static> WriteBehind<T> {
     /// Starts the writer: `write` gets each batch (at most `batch` items, in queue order), until
-    /// every `WriteBehind` of it is dropped. `queue` items wait at most.
-    pub fn spawn<W, F>(queue: usize, batch: usize, mut write: W) -> WriteBehind<T>
+    /// every `WriteBehind` of it is dropped. `queue` items wait at most, and `most_bytes` of them
+    /// (but one item alone, whatever its size).
+    pub fn spawn<W, F>(
+        queue: usize,
+        most_bytes: usize,
+        batch: usize,
+        mut write: W,
+    ) -> WriteBehind<T>
     where
         W: FnMut(Vec<T>) -> F + Send + 'static,
         F: Future<Output = ()> + Send,
     {
         let (sender, mut receiver) = mpsc::channel::<Message<T>>(queue);
+        let held = Arc::new(Held {
+            bytes: AtomicUsize::new(0),
+            most: most_bytes,
+        });
+        let writing = held.clone();
         tokio::spawn(async move {
             let mut messages = Vec::with_capacity(batch.min(1024));
             let mut flushes = Vec::new();
@@ -80,24 +107,34 @@ impl<T: Send + 'static> WriteBehind<T> {
                     }
                 }
                 if !items.is_empty() {
+                    // Held until written: the batch is in memory until then.
+                    let bytes: usize = items.iter().map(Weigh::weight).sum();
                     write(items).await;
+                    writing.bytes.fetch_sub(bytes, Ordering::AcqRel);
                 }
                 for done in flushes.drain(..) {
                     let _ = done.send(());
                 }
             }
         });
-        WriteBehind { sender }
+        WriteBehind { sender, held }
     }
 
-    /// Queues `item`; gives it back when the queue is full.
+    /// Queues `item`; gives it back when the queue is full (of items, or of bytes).
     pub fn queue(&self, item: T) -> Result<(), T> {
-        self.sender
-            .try_send(Message::Item(item))
-            .map_err(|error| match error.into_inner() {
+        let bytes = item.weight();
+        let before = self.held.bytes.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before + bytes > self.held.most {
+            self.held.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(item);
+        }
+        self.sender.try_send(Message::Item(item)).map_err(|error| {
+            self.held.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            match error.into_inner() {
                 Message::Item(item) => item,
                 Message::Flush(_) => unreachable!("an item was sent"),
-            })
+            }
+        })
     }
 
     /// Waits until everything queued so far is written (or failed).
@@ -113,13 +150,20 @@ impl<T: Send + 'static> WriteBehind<T> {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use super::WriteBehind;
+    use super::{Weigh, WriteBehind};
+
+    /// A number weighs its value.
+    impl Weigh for u32 {
+        fn weight(&self) -> usize {
+            *self as usize
+        }
+    }
 
     #[tokio::test]
     async fn batches_keep_order_and_a_flush_waits_for_what_came_before() {
         let written: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
         let into = written.clone();
-        let behind = WriteBehind::spawn(8, 3, move |batch| {
+        let behind = WriteBehind::spawn(8, usize::MAX, 3, move |batch| {
             let into = into.clone();
             async move { into.lock().unwrap().push(batch) }
         });
@@ -141,7 +185,7 @@ mod tests {
     async fn a_batch_waits_a_little_for_more_items_and_a_flush_does_not_wait() {
         let written: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
         let into = written.clone();
-        let behind = WriteBehind::spawn(64, 16, move |batch| {
+        let behind = WriteBehind::spawn(64, usize::MAX, 16, move |batch| {
             let into = into.clone();
             async move { into.lock().unwrap().push(batch) }
         });
@@ -162,5 +206,34 @@ mod tests {
         behind.flush().await;
         assert_eq!(before.elapsed(), std::time::Duration::ZERO);
         assert_eq!(*written.lock().unwrap(), vec![vec![1, 2, 3], vec![4]]);
+    }
+
+    #[tokio::test]
+    async fn a_queue_holds_its_bytes_until_they_are_written_but_always_one_item() {
+        // The writer waits for a permit per batch: what is queued stays held until it is let go.
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let written: Arc<Mutex<Vec<u32>>> = Arc::default();
+        let (into, permits) = (written.clone(), gate.clone());
+        let behind = WriteBehind::spawn(64, 100, 64, move |batch: Vec<u32>| {
+            let (into, permits) = (into.clone(), permits.clone());
+            async move {
+                permits.acquire().await.unwrap().forget();
+                into.lock().unwrap().extend(batch);
+            }
+        });
+        // Alone, an item over the bound is taken; nothing more is while it is held.
+        behind.queue(150).unwrap();
+        assert_eq!(behind.queue(1), Err(1));
+        gate.add_permits(1);
+        behind.flush().await;
+        // 60 + 40 fit in 100 bytes; 1 more does not until they are written.
+        behind.queue(60).unwrap();
+        behind.queue(40).unwrap();
+        assert_eq!(behind.queue(1), Err(1));
+        gate.add_permits(8);
+        behind.flush().await;
+        behind.queue(1).unwrap();
+        behind.flush().await;
+        assert_eq!(*written.lock().unwrap(), vec![150, 60, 40, 1]);
     }
 }
