@@ -98,18 +98,9 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.write_all(b"\"")
 }
 
-/// Appends `text` escaped, without quotes, to `out` (a JSON string written a piece at a time:
-/// escaping is per character, so pieces escaped apart are the whole escaped).
-pub fn push_unquoted(out: &mut Vec<u8>, text: &str) {
-    SCRATCH.with_borrow_mut(|scratch| {
-        out.extend_from_slice(unquoted(escape(scratch, text)));
-        if scratch.capacity() > SCRATCH_KEPT {
-            *scratch = Vec::new();
-        }
-    });
-}
-
-/// Escapes and writes `text`, without quotes, through one small buffer.
+/// Escapes and writes `text`, without quotes, through one small buffer (a JSON string may be
+/// written so a piece at a time: escaping is per character, so pieces escaped apart are the whole
+/// escaped).
 pub fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
     const PIECE: usize = 64 << 10;
     // The thread's scratch vector, not one of its own: called once per piece of a conversation

@@ -39,14 +39,12 @@ pub fn write_conversation_json<'a>(
                 // that the buffer is not grown by copies into fresh memory.
                 let size: usize = hints[middle..].iter().sum();
                 let mut escaped = Vec::with_capacity(size + size / 8);
-                let wrote = for_each_piece(second, |piece| {
-                    escape::push_unquoted(&mut escaped, piece);
-                    Ok::<(), std::convert::Infallible>(())
-                });
-                (wrote.unwrap_or_else(|never| match never {}), escaped)
+                let wrote =
+                    for_each_piece(second, |piece| escape::write_pieces(&mut escaped, piece));
+                wrote.map(|wrote| (wrote, escaped))
             });
             let wrote_first = for_each_piece(first, |piece| escape::write_pieces(out, piece))?;
-            let (wrote_second, escaped) = second.join().expect("serializing does not panic");
+            let (wrote_second, escaped) = second.join().expect("serializing does not panic")?;
             // The blank line between parts that `pi::join_parts` puts where two halves meet.
             if wrote_first && wrote_second {
                 escape::write_pieces(out, PART_SEPARATOR)?;
