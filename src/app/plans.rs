@@ -57,19 +57,41 @@ impl App {
         .await?
     }
 
-    /// The plan of a session file; nothing is stored.
-    pub async fn plan_file(
+    /// The plan of a stored session as its JSON, written as `compactd plan` writes it: pi 0.x's
+    /// conversations serialized straight into the JSON, never held whole beside it.
+    pub async fn plan_json(
+        &self,
+        who: &Identity,
+        id: &str,
+        settings: &CompactionSettings,
+        leaf_id: Option<&str>,
+        planner: Option<Planner>,
+    ) -> Result<Vec<u8>, AppError> {
+        let stored = self.load_path(who, id, leaf_id).await?;
+        let settings = *settings;
+        crate::cpu::off_runtime(move || {
+            plan_json_of(&stored.session, &settings, None, planner, |plan| {
+                stored.rebase(plan)
+            })
+        })
+        .await?
+    }
+
+    /// The plan of a session file as its JSON (as [`App::plan_json`]); nothing is stored.
+    pub async fn plan_file_json(
         &self,
         bytes: impl Into<bytes::Bytes> + Send + 'static,
         lenient: bool,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
         planner: Option<Planner>,
-    ) -> Result<PlanOutcome, AppError> {
+    ) -> Result<Vec<u8>, AppError> {
         let session = parse(bytes, self.parse_options(lenient)).await?;
         let (settings, leaf_id) = (*settings, leaf_id.map(str::to_owned));
-        crate::cpu::off_runtime(move || plan_of(&session, &settings, leaf_id.as_deref(), planner))
-            .await?
+        crate::cpu::off_runtime(move || {
+            plan_json_of(&session, &settings, leaf_id.as_deref(), planner, |plan| plan)
+        })
+        .await?
     }
 
     /// What the LLM sees at `leaf_id` (the leaf by default), as JSON messages.
@@ -139,4 +161,21 @@ fn plan_of(
         .active_path(leaf_id)
         .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
     Ok(PlanOutcome::for_path_choosing(&path, settings, planner))
+}
+
+fn plan_json_of(
+    session: &Session,
+    settings: &CompactionSettings,
+    leaf_id: Option<&str>,
+    planner: Option<Planner>,
+    adjust: impl FnOnce(PlanOutcome) -> PlanOutcome,
+) -> Result<Vec<u8>, AppError> {
+    let path = session
+        .active_path(leaf_id)
+        .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
+    let mut json = Vec::new();
+    PlanOutcome::write_json_for_path(&path, settings, planner, adjust, &mut json)
+        // Writing to memory fails only by a bug.
+        .map_err(|e| AppError::Internal(e.into()))?;
+    Ok(json)
 }

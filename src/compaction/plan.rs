@@ -112,29 +112,33 @@ impl PlanOutcome {
 
     /// Plans `path` as [`PlanOutcome::for_path_choosing`] and writes the outcome as
     /// [`PlanOutcome::write_json`] would, but with pi 0.x's conversations serialized straight into
-    /// `out` ([`write_conversation_json`]), never held whole: what `compactd plan` prints.
+    /// `out` ([`write_conversation_json`]), never held whole: what `compactd plan` prints and
+    /// what the plan endpoints answer. `adjust` sees the outcome before it is written (a stored
+    /// session's plan, made of its tail, renumbers its indices to the whole path); pi 0.x's
+    /// conversations are empty in it then.
     pub fn write_json_for_path(
         path: &[&Entry],
         settings: &CompactionSettings,
         planner: Option<Planner>,
+        adjust: impl FnOnce(PlanOutcome) -> PlanOutcome,
         out: &mut impl std::io::Write,
     ) -> std::io::Result<()> {
         let planner = planner.unwrap_or_else(|| Planner::of_entries(path.iter().copied()));
         if planner == Planner::Pi15 {
-            return PlanOutcome::for_path_with(path, settings, planner).write_json(out);
+            return adjust(PlanOutcome::for_path_with(path, settings, planner)).write_json(out);
         }
         match prepare_compaction(path, settings) {
-            Ok(prep) if !prep.is_empty() => PlanOutcome {
+            Ok(prep) if !prep.is_empty() => adjust(PlanOutcome {
                 plan: Some(Plan::outline(path, &prep)),
                 reason: None,
                 nothing: None,
-            }
+            })
             .write_json_with(
                 out,
                 |out| write_conversation_json(out, prep.messages_to_summarize.iter().copied()),
                 |out| write_conversation_json(out, prep.turn_prefix_messages.iter().copied()),
             ),
-            prepared => PlanOutcome::not_prepared(prepared).write_json(out),
+            prepared => adjust(PlanOutcome::not_prepared(prepared)).write_json(out),
         }
     }
 

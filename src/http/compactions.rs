@@ -62,9 +62,9 @@ pub(super) async fn plan_upload(
     JsonlBody(body): JsonlBody,
 ) -> Result<Response, ApiError> {
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
-    let plan = state
+    let json = state
         .app
-        .plan_file(
+        .plan_file_json(
             body,
             query.lenient,
             &settings,
@@ -72,7 +72,7 @@ pub(super) async fn plan_upload(
             query.planner,
         )
         .await?;
-    plan_json(plan).await
+    Ok(json_response(json))
 }
 
 /// `GET /v1/sessions/{id}/plan?keepRecentTokens=&reserveTokens=&leafId=`.
@@ -86,9 +86,9 @@ pub(super) async fn plan_stored(
     QueryParams(query): QueryParams<PlanQuery>,
 ) -> Result<Response, ApiError> {
     let settings = settings(query.keep_recent_tokens, query.reserve_tokens)?;
-    let plan = state
+    let json = state
         .app
-        .plan(
+        .plan_json(
             &who,
             &id,
             &settings,
@@ -96,22 +96,14 @@ pub(super) async fn plan_stored(
             query.planner,
         )
         .await?;
-    plan_json(plan).await
+    Ok(json_response(json))
 }
 
-/// A plan as its JSON response, written as the CLI writes it (`PlanOutcome::write_json`: the
-/// conversation escaped in two halves at once) and off the runtime's threads: a long session's
-/// plan is megabytes of text, which `Json` would escape one byte at a time on a runtime worker.
-async fn plan_json(plan: PlanOutcome) -> Result<Response, ApiError> {
-    let json = crate::cpu::off_runtime(move || {
-        let mut json = Vec::new();
-        plan.write_json(&mut json).map(|()| json)
-    })
-    .await
-    .map_err(crate::app::AppError::from)?
-    // Writing to memory fails only by a bug.
-    .map_err(|e| crate::app::AppError::Internal(e.into()))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+/// A plan's JSON, written by the application layer as the CLI writes it (off the runtime's
+/// threads, the conversations escaped as they are serialized): a long session's plan is megabytes
+/// of text, which `Json` would escape one byte at a time on a runtime worker.
+fn json_response(json: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
