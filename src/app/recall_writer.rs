@@ -10,15 +10,19 @@ use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{NewRecall, Store};
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
-/// megabytes).
-const QUEUE: usize = 4096;
+/// megabytes). The queue holds four batches: at the peak miss rate a batch of 4,096 took 1.2-1.6 s
+/// on a 2-core VM while ~3,400 more arrived a second, so a queue of one batch dropped a sixth to a
+/// third of the conversations (BENCHMARKS.md); with room for more, the writer's share of the CPU
+/// slows the requests until it keeps up.
+const QUEUE: usize = 4 * BATCH;
 const QUEUE_BYTES: usize = 256 << 20;
-/// Most conversations one batch writes: all that queued. A batch's cost is mostly its round trips
-/// (each statement a hand-off to SQLite's thread and back to a runtime thread that the requests
-/// keep busy), not its rows: capped at 256, batches of a ~80 ms round trip wrote ~3,000
-/// conversations a second at most, and at the peak miss rate a sixth to a third of them found the
-/// queue full (BENCHMARKS.md). Uncapped, a backlog is written in one transaction.
-const BATCH: usize = QUEUE;
+/// Most conversations one batch (one transaction) writes. A batch's cost is mostly its round
+/// trips (each statement a hand-off to SQLite's thread and back to a runtime thread that the
+/// requests keep busy), not its rows: capped at 256, batches of a ~80 ms round trip wrote ~3,000
+/// conversations a second at most. Capped all the same, because a transaction holds SQLite's one
+/// write lock throughout, and every other write waits for it: 4,096 at most keeps that wait
+/// within about a second and a half at the peak rate.
+const BATCH: usize = 4096;
 
 /// Ids queued lately, remembered so that the same conversation is not queued again.
 const SEEN: u64 = 100_000;

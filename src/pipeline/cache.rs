@@ -71,13 +71,15 @@ pub struct SummaryCache {
     metrics: Arc<Metrics>,
 }
 
-/// Summaries waiting to be written to the store; past this, new ones stay in memory only.
-const WRITE_QUEUE: usize = 4096;
+/// Summaries waiting to be written to the store; past this, new ones stay in memory only. Four
+/// batches, as recall's writer (`app::recall_writer`): its batches hold SQLite's write lock for
+/// up to a second and a half at the peak miss rate, and this writer waits for them.
+const WRITE_QUEUE: usize = 4 * WRITE_BATCH;
 /// And their bytes, at most.
 const WRITE_QUEUE_BYTES: usize = 64 << 20;
-/// Most summaries one transaction writes: all that queued (as recall's writer, see
-/// `app::recall_writer`: capped at 256, the writer fell behind at the peak miss rate).
-const WRITE_BATCH: usize = WRITE_QUEUE;
+/// Most summaries one transaction writes (capped at 256, the writer fell behind at the peak miss
+/// rate; a summary is a row, cheap next to a conversation's turns).
+const WRITE_BATCH: usize = 4096;
 
 impl std::fmt::Debug for SummaryCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

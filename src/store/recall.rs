@@ -151,10 +151,10 @@ macro_rules! recall_impl {
                         "insert into recalls (id, tenant, source, session_id, created_at_ms, expires_at_ms) ",
                     );
                     query.push_values(chunk, |mut row, recall| {
-                        row.push_bind(recall.id.clone())
-                            .push_bind(recall.tenant.clone())
-                            .push_bind(recall.source.clone())
-                            .push_bind(recall.session_id.clone())
+                        row.push_bind(recall.id.as_str())
+                            .push_bind(recall.tenant.as_str())
+                            .push_bind(recall.source.as_str())
+                            .push_bind(recall.session_id.as_deref())
                             .push_bind(recall.created_at_ms)
                             .push_bind(recall.expires_at_ms);
                     });
@@ -204,12 +204,12 @@ macro_rules! recall_impl {
                     );
                     query.push_values(chunk, |mut row, (number, recall, turn)| {
                         row.push_bind(*number)
-                            .push_bind(recall.tenant.clone())
+                            .push_bind(recall.tenant.as_str())
                             .push_bind(turn.seq)
-                            .push_bind(turn.role.clone())
-                            .push_bind(turn.tool.clone())
-                            .push_bind(super::column_text(&turn.paths).into_owned())
-                            .push_bind(super::column_text(&turn.text).into_owned());
+                            .push_bind(turn.role.as_str())
+                            .push_bind(turn.tool.as_deref())
+                            .push_bind(super::column_text(&turn.paths))
+                            .push_bind(super::column_text(&turn.text));
                     });
                     query.push(" on conflict do nothing");
                     query.build().execute(&mut *tx).await?;
