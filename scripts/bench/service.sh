@@ -13,10 +13,12 @@
 #             (recall and cache batches still being written), which cost it ~20 % in one run
 #   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
 #             with the summary cache off too: what those two stages cost a miss
+# ROUNDS (1 by default) repeats the six in turn, and the ratios are of the medians: on a shared VM
+# one run of a target moved by ±15 % between runs of the same code, more than most changes.
 # Then nginx, misses and hits once more on one connection: a request's own added time, unqueued.
 # Prints wrk's numbers per target, compactd's CPU time per request (and the share of it spent in
 # SQLite's threads), and the ratios to nginx.
-#   scripts/bench/service.sh [duration] [connections]
+#   [ROUNDS=3] scripts/bench/service.sh [duration] [connections]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 duration=${1:-10s}
@@ -118,16 +120,25 @@ run() { # name, url, script, body
     echo "$before $after $(echo "$report" | awk '/requests in/ {print $1}')" | awk -v hz="$tick" \
       '{printf "compactd CPU per request: %.0f µs (SQLite threads %.0f µs)\n", 1e6*($3-$1)/hz/$5, 1e6*($4-$2)/hz/$5}'
   fi
-  rate[$1]=$(echo "$report" | awk '/Requests\/sec/ {print $2}')
-  p50[$1]=$(echo "$report" | median_ms)
+  rates[$1]+=" $(echo "$report" | awk '/Requests\/sec/ {print $2}')"
+  p50s[$1]+=" $(echo "$report" | median_ms)"
 }
-run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
-run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
-run hit http://127.0.0.1:9003/v1/compact post.lua "$work/one.json"
-run chat http://127.0.0.1:9006/v1/chat/completions vary.lua "$work/chat.json"
-run miss-norecall http://127.0.0.1:9004/v1/compact vary.lua "$work/body.json"
-run miss-nocache http://127.0.0.1:9005/v1/compact vary.lua "$work/body.json"
-echo "== ratios (requests/s to nginx's; median added to nginx's)"
+declare -A rates p50s
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+for round in $(seq 1 "${ROUNDS:-1}"); do
+  [ "${ROUNDS:-1}" -gt 1 ] && echo "==== round $round"
+  run nginx http://127.0.0.1:9010/ post.lua "$work/one.json"
+  run miss http://127.0.0.1:9002/v1/compact vary.lua "$work/body.json"
+  run hit http://127.0.0.1:9003/v1/compact post.lua "$work/one.json"
+  run chat http://127.0.0.1:9006/v1/chat/completions vary.lua "$work/chat.json"
+  run miss-norecall http://127.0.0.1:9004/v1/compact vary.lua "$work/body.json"
+  run miss-nocache http://127.0.0.1:9005/v1/compact vary.lua "$work/body.json"
+done
+for name in "${!rates[@]}"; do
+  rate[$name]=$(echo "${rates[$name]}" | median)
+  p50[$name]=$(echo "${p50s[$name]}" | median)
+done
+echo "== ratios (requests/s to nginx's; median added to nginx's; medians of ${ROUNDS:-1} round(s))"
 for name in miss hit chat miss-norecall miss-nocache; do
   awk -v n="$name" -v r="${rate[$name]}" -v b="${rate[nginx]}" -v p="${p50[$name]}" -v q="${p50[nginx]}" \
     'BEGIN {printf "%-13s %5.1f %% of nginx, median +%.2f ms\n", n, 100*r/b, p-q}'
