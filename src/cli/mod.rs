@@ -170,9 +170,10 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
                 "pi-0.x" => Some(Planner::Pi0),
                 _ => None,
             };
-            let written = PlanOutcome::write_json_for_path(&path, &settings, planner, |plan| plan, out)
-                .and_then(|()| writeln!(out))
-                .map_err(|e| CliError(format!("cannot write output: {e}")));
+            let written =
+                PlanOutcome::write_json_for_path(&path, &settings, planner, |plan| plan, out)
+                    .and_then(|()| writeln!(out))
+                    .map_err(|e| CliError(format!("cannot write output: {e}")));
             // The process ends next: freeing tens of thousands of entries one by one is work
             // nobody waits for (4 % of planning a 20 MB session).
             drop(path);
