@@ -13,7 +13,8 @@
 #             (recall and cache batches still being written), which cost it ~20 % in one run
 #   miss-norecall, miss-nocache   misses again with recall off (COMPACTD_RECALL_RETENTION=0), then
 #             with the summary cache off too: what those two stages cost a miss
-# ROUNDS (1 by default) repeats the six in turn, and the ratios are of the medians: on a shared VM
+# ROUNDS (1 by default) repeats the six in turn (each round its own bodies: a miss never repeats
+# an earlier round's), and the ratios are of the medians: on a shared VM
 # one run of a target moved by ±15 % between runs of the same code, more than most changes.
 # Then nginx, misses and hits once more on one connection: a request's own added time, unqueued.
 # Prints wrk's numbers per target, compactd's CPU time per request (and the share of it spent in
@@ -111,7 +112,7 @@ median_ms() {
 run() { # name, url, script, body
   local report before after
   [ -n "${pid[$1]:-}" ] && before=$(cpu "${pid[$1]}")
-  report=$(VARY_PREFIX=$1 BODY_FILE=$4 wrk -t"$threads" -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
+  report=$(VARY_PREFIX=$1-r${round:-1} BODY_FILE=$4 wrk -t"$threads" -c"$connections" -d"$duration" --latency -s "scripts/bench/$3" "$2")
   echo "== $1"; echo "$report" | grep -E "Requests/sec|Latency |50%|99%|Non-2xx|Socket errors"
   if [ -n "${pid[$1]:-}" ]; then
     # compactd's CPU per request: machine-bound, but steadier than requests/s on a shared VM,
