@@ -2,11 +2,12 @@
 //! cut, and what the LLM sees at a leaf. Nothing here writes.
 
 use super::sessions::parse;
+use super::stored_path::StoredPath;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::pi15::Planner;
 use crate::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
-use crate::session::Session;
+use crate::session::{Entry, Session};
 
 /// Largest token setting accepted: far above any model's window, small enough to stay exact.
 const MAX_TOKEN_SETTING: u64 = 100_000_000;
@@ -47,14 +48,12 @@ impl App {
         leaf_id: Option<&str>,
         planner: Option<Planner>,
     ) -> Result<PlanOutcome, AppError> {
-        let stored = self.load_path(who, id, leaf_id).await?;
         let settings = *settings;
-        // Planning walks the whole path read: off the runtime's threads.
-        crate::cpu::off_runtime(move || {
+        self.on_stored_path(who, id, leaf_id, move |stored| {
             let plan = plan_of(&stored.session, &settings, None, planner)?;
             Ok(stored.rebase(plan))
         })
-        .await?
+        .await
     }
 
     /// The plan of a stored session as its JSON, written as `compactd plan` writes it: pi 0.x's
@@ -67,14 +66,13 @@ impl App {
         leaf_id: Option<&str>,
         planner: Option<Planner>,
     ) -> Result<Vec<u8>, AppError> {
-        let stored = self.load_path(who, id, leaf_id).await?;
         let settings = *settings;
-        crate::cpu::off_runtime(move || {
+        self.on_stored_path(who, id, leaf_id, move |stored| {
             plan_json_of(&stored.session, &settings, None, planner, |plan| {
                 stored.rebase(plan)
             })
         })
-        .await?
+        .await
     }
 
     /// The plan of a session file as its JSON (as [`App::plan_json`]); nothing is stored.
@@ -103,15 +101,23 @@ impl App {
         id: &str,
         leaf_id: Option<&str>,
     ) -> Result<ContextView, AppError> {
-        let stored = self.load_path(who, id, leaf_id).await?;
-        crate::cpu::off_runtime(move || {
-            let path = stored
-                .session
-                .active_path(None)
-                .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
-            Ok(ContextView::of_path(&path))
+        self.on_stored_path(who, id, leaf_id, |stored| {
+            Ok(ContextView::of_path(&path_at(&stored.session, None)?))
         })
-        .await?
+        .await
+    }
+
+    /// `work` on `who`'s session read along its active path to `leaf_id`, off the runtime's
+    /// threads: planning and rebuilding a context walk the whole path read.
+    async fn on_stored_path<T: Send + 'static>(
+        &self,
+        who: &Identity,
+        id: &str,
+        leaf_id: Option<&str>,
+        work: impl FnOnce(StoredPath) -> Result<T, AppError> + Send + 'static,
+    ) -> Result<T, AppError> {
+        let stored = self.load_path(who, id, leaf_id).await?;
+        crate::cpu::off_runtime(move || work(stored)).await?
     }
 }
 
@@ -159,10 +165,11 @@ fn plan_of(
     leaf_id: Option<&str>,
     planner: Option<Planner>,
 ) -> Result<PlanOutcome, AppError> {
-    let path = session
-        .active_path(leaf_id)
-        .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
-    Ok(PlanOutcome::for_path_choosing(&path, settings, planner))
+    Ok(PlanOutcome::for_path_choosing(
+        &path_at(session, leaf_id)?,
+        settings,
+        planner,
+    ))
 }
 
 fn plan_json_of(
@@ -172,12 +179,17 @@ fn plan_json_of(
     planner: Option<Planner>,
     adjust: impl FnOnce(PlanOutcome) -> PlanOutcome,
 ) -> Result<Vec<u8>, AppError> {
-    let path = session
-        .active_path(leaf_id)
-        .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
+    let path = path_at(session, leaf_id)?;
     let mut json = Vec::new();
     PlanOutcome::write_json_for_path(&path, settings, planner, adjust, &mut json)
         // Writing to memory fails only by a bug.
         .map_err(|e| AppError::Internal(e.into()))?;
     Ok(json)
+}
+
+/// The active path to `leaf_id` (the leaf by default); an unknown entry is the `leafId`'s fault.
+fn path_at<'s>(session: &'s Session, leaf_id: Option<&str>) -> Result<Vec<&'s Entry>, AppError> {
+    session
+        .active_path(leaf_id)
+        .map_err(|e| AppError::invalid("leafId", e.to_string()))
 }
