@@ -130,7 +130,12 @@ pub mod preserving {
     /// rare) has its lone surrogates decoded as U+FFFD instead.
     pub fn parse(text: &str) -> serde_json::Result<Value> {
         let lone = super::lone_surrogate_escapes(text.as_bytes());
-        if lone.is_empty() || text.contains(MARK) || text.contains("\\ufdd0") {
+        if lone.is_empty() {
+            // Nothing to mark or replace (not searched for a second time by `from_str`: every
+            // argument of every call a prompt's conversation holds is parsed here).
+            return serde_json::from_str(text);
+        }
+        if text.contains(MARK) || text.contains("\\ufdd0") {
             return super::from_str(text);
         }
         let mut marked = String::with_capacity(text.len() + lone.len() * 4);

@@ -47,18 +47,33 @@ struct Compiled {
     keywords: AhoCorasick,
     /// For each keyword pattern, the rules it triggers.
     triggers: Vec<Vec<usize>>,
-    /// Rules without keywords: they always run.
+    /// Rules without keywords (and not screened): they always run.
     always: Vec<usize>,
-    /// The rules that run on nearly every text (see the module's docs), and their regexes as one
-    /// set; `None` when there are none, or the set is over the size limit (each rule then runs
-    /// alone, as the rest do).
-    screen: Option<(Vec<usize>, regex::bytes::RegexSet)>,
+    /// The rules that would run on nearly every text (a keyword of [`CHANCE_KEYWORD`] letters or
+    /// fewer, or none), screened by their regexes as one set; `None` when there are none, or the set is over the size limit (each
+    /// rule then runs alone, as the rest do).
+    screen: Option<Screen>,
+}
+
+/// Screened rules: each runs where its regex matches the text (or its view) and one of its
+/// keywords occurs in the text, as every rule does, but the two are looked at in the other order.
+/// Their keywords are not in [`Compiled::keywords`]: a keyword of two or three letters (`ey`,
+/// `sk`, `key`) occurs every few bytes of ordinary text, and the automaton reported each
+/// occurrence; a rule's own keywords are looked for only where its regex matched, which in
+/// most texts is nowhere. Redacting the 3 KB prompt of the request-path benchmark: 16.8 → 15.7 µs.
+#[derive(Debug)]
+struct Screen {
+    rules: Vec<usize>,
+    regexes: regex::bytes::RegexSet,
+    /// For each screened rule, its keywords (`None`: it has none, and runs wherever its regex
+    /// matches).
+    keywords: Vec<Option<AhoCorasick>>,
 }
 
 /// A keyword this short occurs by chance in ordinary text: its rule is screened.
 const CHANCE_KEYWORD: usize = 3;
 
-fn screen(set: &RuleSet) -> Option<(Vec<usize>, regex::bytes::RegexSet)> {
+fn screen(set: &RuleSet) -> Option<Screen> {
     let screened: Vec<usize> = (0..set.rules.len())
         .filter(|&i| {
             let keywords = &set.rules[i].keywords;
@@ -76,15 +91,47 @@ fn screen(set: &RuleSet) -> Option<(Vec<usize>, regex::bytes::RegexSet)> {
             .dfa_size_limit(64 << 20)
             .build()
             .ok()?;
-    Some((screened, regexes))
+    let keywords = screened
+        .iter()
+        .map(|&i| {
+            let keywords = &set.rules[i].keywords;
+            (!keywords.is_empty()).then(|| keyword_automaton(keywords))
+        })
+        .collect();
+    Some(Screen {
+        rules: screened,
+        regexes,
+        keywords,
+    })
+}
+
+/// Keywords found as gitleaks finds them: in any case (gitleaks lower-cases the text).
+fn keyword_automaton<P: AsRef<[u8]>>(keywords: &[P]) -> AhoCorasick {
+    // A DFA: the overlapping search over every prompt is the hottest part of redaction, and
+    // the keywords (a few hundred) make a DFA of a few MB, built once per process.
+    AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+        .ascii_case_insensitive(true)
+        .build(keywords)
+        .expect("keywords build an automaton")
 }
 
 impl Compiled {
     fn new(set: RuleSet) -> Compiled {
+        Compiled::with_screen(set, true)
+    }
+
+    /// The rules compiled with the screen, or (`false`) each run as the rest are: the two find
+    /// the same secrets (a test compares them).
+    fn with_screen(set: RuleSet, screened: bool) -> Compiled {
+        let screen = if screened { screen(&set) } else { None };
         let mut patterns: Vec<String> = Vec::new();
         let mut triggers: Vec<Vec<usize>> = Vec::new();
         let mut always = Vec::new();
         for (index, rule) in set.rules.iter().enumerate() {
+            if screen.as_ref().is_some_and(|s| s.rules.contains(&index)) {
+                continue;
+            }
             if rule.keywords.is_empty() {
                 always.push(index);
             }
@@ -98,15 +145,9 @@ impl Compiled {
                 }
             }
         }
-        // A DFA: the overlapping search over every prompt is the hottest part of redaction, and
-        // the keywords (a few hundred) make a DFA of a few MB, built once per process.
-        let keywords = AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .ascii_case_insensitive(true)
-            .build(&patterns)
-            .expect("keywords build an automaton");
+        let keywords = keyword_automaton(&patterns);
         Compiled {
-            screen: screen(&set),
+            screen,
             set,
             keywords,
             triggers,
@@ -127,17 +168,19 @@ impl Compiled {
                 run[index] = true;
             }
         }
-        // A screened rule that is to run but matches nowhere in the text (nor in its view) would
-        // find nothing: it is not run.
-        if let Some((screened, regexes)) = &self.screen
-            && screened.iter().any(|&i| run[i])
-        {
-            let in_text = regexes.matches(bytes);
-            let in_view = view.map(|view| regexes.matches(view.as_bytes()));
-            for (at, &index) in screened.iter().enumerate() {
+        // A screened rule that matches nowhere in the text (nor in its view) would find nothing:
+        // it is not run; one that matches runs when the text holds one of its keywords.
+        if let Some(screen) = &self.screen {
+            let in_text = screen.regexes.matches(bytes);
+            let in_view = view.map(|view| screen.regexes.matches(view.as_bytes()));
+            for (at, &index) in screen.rules.iter().enumerate() {
                 let quoted = self.set.rules[index].quoted;
-                run[index] &= in_text.matched(at)
+                let matched = in_text.matched(at)
                     || (quoted && in_view.as_ref().is_some_and(|m| m.matched(at)));
+                run[index] = matched
+                    && screen.keywords[at]
+                        .as_ref()
+                        .is_none_or(|keywords| keywords.is_match(bytes));
             }
         }
         // The view has the text's keywords (no keyword holds the spaces it differs by).

@@ -59,24 +59,16 @@ fn literal(text: &str) -> Option<Value> {
 /// number or literal running to the next `,` or `)`.
 pub(super) fn json_value_end(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, &b) in bytes.iter().enumerate() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => {
-                    in_string = false;
-                    if depth == 0 {
-                        return Some(i + 1);
-                    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i = string_end(bytes, i + 1)?;
+                if depth == 0 {
+                    return Some(i + 1);
                 }
-                _ => {}
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'[' | b'{' => depth += 1,
             b']' | b'}' => {
                 depth = depth.checked_sub(1)?;
@@ -87,8 +79,24 @@ pub(super) fn json_value_end(text: &str) -> Option<usize> {
             b',' | b')' if depth == 0 => return (i > 0).then_some(i),
             _ => {}
         }
+        i += 1;
     }
-    (depth == 0 && !in_string && !text.is_empty()).then_some(text.len())
+    (depth == 0 && !text.is_empty()).then_some(text.len())
+}
+
+/// Where the JSON string whose text starts at `from` ends: the index of its closing quote, the
+/// first one no backslash escapes; `None` when it does not end. Found a vector at a time: most
+/// of a prompt's call arguments are long strings (an edit's old and new text), and reading them
+/// a byte at a time was most of reading a conversation's calls.
+fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
+        if bytes[at] == b'"' {
+            return Some(at);
+        }
+        // An escape: the byte after the backslash is part of it, whatever it is.
+        from = at + 2;
+    }
 }
 
 #[cfg(test)]
@@ -110,6 +118,27 @@ mod tests {
         assert_eq!(calls[0].arguments[1].1, "x)\"");
         assert_eq!(calls[0].arguments.len(), 4);
         assert_eq!(calls[1].arguments[1].1, 30);
+    }
+
+    #[test]
+    fn a_value_ends_after_its_string_or_brackets_whatever_they_escape() {
+        let cases: [(&str, Option<usize>); 12] = [
+            (r#""a", b=1"#, Some(3)),
+            (r#""a\"b", x"#, Some(6)),
+            (r#""a\\", x"#, Some(5)),
+            (r#""ends in a backslash\"#, None),
+            (r#""never closed"#, None),
+            (r#"{"k":["]",")"]}, n=2"#, Some(15)),
+            (r#"["a", {"b": "}"}])"#, Some(17)),
+            ("30, x=1", Some(2)),
+            ("30)", Some(2)),
+            ("true", Some(4)),
+            (", x", None),
+            ("]", None),
+        ];
+        for (text, end) in cases {
+            assert_eq!(json_value_end(text), end, "{text}");
+        }
     }
 
     #[test]

@@ -9,10 +9,14 @@ pub fn detect(conversation: &str) -> Dialect {
     // Markup tokens are distinctive wherever they appear; the opening settles every real
     // transcript, the whole text the rest.
     let opening = &head[..floor_boundary(head, 4096)];
-    for text in [opening, head] {
-        if let Some(dialect) = detect_in(text) {
-            return dialect;
-        }
+    if let Some(dialect) = detect_in(opening) {
+        return dialect;
+    }
+    // A conversation no longer than its opening (most wire requests) is not searched twice.
+    if opening.len() < head.len()
+        && let Some(dialect) = detect_in(head)
+    {
+        return dialect;
     }
     Dialect::Generic
 }

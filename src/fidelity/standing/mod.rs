@@ -14,7 +14,7 @@ mod phrases;
 
 use phrases::{
     BEFORE_DONE, GENERAL_SCOPES, IMPERATIVES, INSTRUCTION_WORDS, ONE_OFF, PREFERENCES,
-    PROHIBITIONS, STANDING, WITHDRAWALS,
+    PROHIBITIONS, Phrases, STANDING, WITHDRAWALS,
 };
 
 /// What a sentence of a user turn states.
@@ -175,16 +175,43 @@ fn normalized(sentence: &str) -> String {
     lower.trim().trim_end_matches(['.', '!', ';']).to_owned()
 }
 
+/// Phrases looked for in a sentence, each list in one pass (see [`Phrases`]).
+static POINTERS: Phrases = Phrases::new(&[" this ", " that ", " it ", " these ", " those "]);
+static MODAL_PROHIBITIONS: Phrases = Phrases::new(&[
+    "you must not ",
+    "you mustn't ",
+    "you should never ",
+    "you must never ",
+]);
+static NO_SCOPES: Phrases = Phrases::new(&[" unless ", " without ", " in ", " ever", " at all"]);
+static MODAL_ALWAYS: Phrases =
+    Phrases::new(&[" must always ", " should always ", " always have to "]);
+static MUST: Phrases = Phrases::new(&[" must ", " have to be "]);
+static RULE_HEADINGS: Phrases = Phrases::new(&[
+    "rule",
+    "guideline",
+    "convention",
+    "instruction",
+    "preference",
+    "from now on",
+    "for the whole",
+    "throughout",
+    "constraint",
+    "policy",
+    "policies",
+]);
+static MODALS: Phrases = Phrases::new(&[" must ", " should ", " always ", " never "]);
+
 fn starts_with_any(text: &str, starts: &[&str]) -> bool {
     starts.iter().any(|s| text.starts_with(s))
 }
 
-fn contains_any(text: &str, parts: &[&str]) -> bool {
-    parts.iter().any(|p| text.contains(p))
+fn contains_any(text: &str, phrases: &Phrases) -> bool {
+    phrases.in_text(text)
 }
 
 fn is_withdrawal(lower: &str) -> bool {
-    contains_any(lower, WITHDRAWALS)
+    contains_any(lower, &WITHDRAWALS)
         || ((lower.starts_with("you can ") || lower.starts_with("you may "))
             && (lower.ends_with(" now") || lower.contains(" now ") || lower.contains(" again")))
 }
@@ -202,37 +229,25 @@ fn is_one_off(lower: &str, words: usize) -> bool {
             "can you",
             "could you",
         ],
-    ) || contains_any(&padded, ONE_OFF)
-        || (words <= 6
-            && contains_any(&padded, &[" this ", " that ", " it ", " these ", " those "]))
+    ) || contains_any(&padded, &ONE_OFF)
+        || (words <= 6 && contains_any(&padded, &POINTERS))
 }
 
 fn is_prohibition(lower: &str) -> bool {
     starts_with_any(lower, PROHIBITIONS)
-        || contains_any(
-            lower,
-            &[
-                "you must not ",
-                "you mustn't ",
-                "you should never ",
-                "you must never ",
-            ],
-        )
+        || contains_any(lower, &MODAL_PROHIBITIONS)
         || (lower.starts_with("no ")
             && !lower.starts_with("no,")
-            && contains_any(
-                lower,
-                &[" unless ", " without ", " in ", " ever", " at all"],
-            ))
+            && contains_any(lower, &NO_SCOPES))
 }
 
 fn is_obligation(lower: &str) -> bool {
     starts_with_any(lower, &["always ", "you must ", "you should always ", "you always "])
-        || contains_any(lower, &[" must always ", " should always ", " always have to "])
+        || contains_any(lower, &MODAL_ALWAYS)
         // "X must …" is a rule when X is a kind of thing, not the thing at hand.
-        || (contains_any(lower, &[" must ", " have to be "])
+        || (contains_any(lower, &MUST)
             && starts_with_any(lower, &["every ", "all ", "each ", "any ", "you ", "we ", "new "]))
-        || contains_any(lower, BEFORE_DONE)
+        || contains_any(lower, &BEFORE_DONE)
 }
 
 fn is_preference(lower: &str) -> bool {
@@ -240,12 +255,12 @@ fn is_preference(lower: &str) -> bool {
 }
 
 fn has_standing_scope(lower: &str) -> bool {
-    contains_any(lower, STANDING)
+    contains_any(lower, &STANDING)
 }
 
 fn has_general_scope(lower: &str) -> bool {
     let padded = format!(" {lower} ");
-    contains_any(&padded, GENERAL_SCOPES)
+    contains_any(&padded, &GENERAL_SCOPES)
 }
 
 /// An item of a Markdown list: the text after its bullet or number.
@@ -263,23 +278,7 @@ fn list_item(line: &str) -> Option<&str> {
 /// A line that introduces a list of rules ("Ground rules for this job:", "# Conventions").
 fn announces_rules(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
-    (lower.ends_with(':') || lower.starts_with('#'))
-        && contains_any(
-            &lower,
-            &[
-                "rule",
-                "guideline",
-                "convention",
-                "instruction",
-                "preference",
-                "from now on",
-                "for the whole",
-                "throughout",
-                "constraint",
-                "policy",
-                "policies",
-            ],
-        )
+    (lower.ends_with(':') || lower.starts_with('#')) && contains_any(&lower, &RULE_HEADINGS)
 }
 
 /// A list item that reads as an instruction: it opens with an imperative or a modal.
@@ -289,7 +288,7 @@ fn is_instruction(sentence: &str) -> bool {
         && (starts_with_any(&lower, IMPERATIVES)
             || starts_with_any(&lower, PROHIBITIONS)
             || lower.starts_with("no ")
-            || contains_any(&lower, &[" must ", " should ", " always ", " never "]))
+            || contains_any(&lower, &MODALS))
 }
 
 /// Sentences of one line, each with its end mark; a sentence ends at `.`, `!` or `?` before a
