@@ -206,12 +206,8 @@ fn starts_with_any(text: &str, starts: &[&str]) -> bool {
     starts.iter().any(|s| text.starts_with(s))
 }
 
-fn contains_any(text: &str, phrases: &Phrases) -> bool {
-    phrases.in_text(text)
-}
-
 fn is_withdrawal(lower: &str) -> bool {
-    contains_any(lower, &WITHDRAWALS)
+    WITHDRAWALS.in_text(lower)
         || ((lower.starts_with("you can ") || lower.starts_with("you may "))
             && (lower.ends_with(" now") || lower.contains(" now ") || lower.contains(" again")))
 }
@@ -229,25 +225,23 @@ fn is_one_off(lower: &str, words: usize) -> bool {
             "can you",
             "could you",
         ],
-    ) || contains_any(&padded, &ONE_OFF)
-        || (words <= 6 && contains_any(&padded, &POINTERS))
+    ) || ONE_OFF.in_text(&padded)
+        || (words <= 6 && POINTERS.in_text(&padded))
 }
 
 fn is_prohibition(lower: &str) -> bool {
     starts_with_any(lower, PROHIBITIONS)
-        || contains_any(lower, &MODAL_PROHIBITIONS)
-        || (lower.starts_with("no ")
-            && !lower.starts_with("no,")
-            && contains_any(lower, &NO_SCOPES))
+        || MODAL_PROHIBITIONS.in_text(lower)
+        || (lower.starts_with("no ") && !lower.starts_with("no,") && NO_SCOPES.in_text(lower))
 }
 
 fn is_obligation(lower: &str) -> bool {
     starts_with_any(lower, &["always ", "you must ", "you should always ", "you always "])
-        || contains_any(lower, &MODAL_ALWAYS)
+        || MODAL_ALWAYS.in_text(lower)
         // "X must …" is a rule when X is a kind of thing, not the thing at hand.
-        || (contains_any(lower, &MUST)
+        || (MUST.in_text(lower)
             && starts_with_any(lower, &["every ", "all ", "each ", "any ", "you ", "we ", "new "]))
-        || contains_any(lower, &BEFORE_DONE)
+        || BEFORE_DONE.in_text(lower)
 }
 
 fn is_preference(lower: &str) -> bool {
@@ -255,12 +249,12 @@ fn is_preference(lower: &str) -> bool {
 }
 
 fn has_standing_scope(lower: &str) -> bool {
-    contains_any(lower, &STANDING)
+    STANDING.in_text(lower)
 }
 
 fn has_general_scope(lower: &str) -> bool {
     let padded = format!(" {lower} ");
-    contains_any(&padded, &GENERAL_SCOPES)
+    GENERAL_SCOPES.in_text(&padded)
 }
 
 /// An item of a Markdown list: the text after its bullet or number.
@@ -278,7 +272,7 @@ fn list_item(line: &str) -> Option<&str> {
 /// A line that introduces a list of rules ("Ground rules for this job:", "# Conventions").
 fn announces_rules(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
-    (lower.ends_with(':') || lower.starts_with('#')) && contains_any(&lower, &RULE_HEADINGS)
+    (lower.ends_with(':') || lower.starts_with('#')) && RULE_HEADINGS.in_text(&lower)
 }
 
 /// A list item that reads as an instruction: it opens with an imperative or a modal.
@@ -288,7 +282,7 @@ fn is_instruction(sentence: &str) -> bool {
         && (starts_with_any(&lower, IMPERATIVES)
             || starts_with_any(&lower, PROHIBITIONS)
             || lower.starts_with("no ")
-            || contains_any(&lower, &MODALS))
+            || MODALS.in_text(&lower))
 }
 
 /// Sentences of one line, each with its end mark; a sentence ends at `.`, `!` or `?` before a
