@@ -87,9 +87,13 @@ impl App {
         let session = parse(bytes, self.parse_options(lenient)).await?;
         let (settings, leaf_id) = (*settings, leaf_id.map(str::to_owned));
         crate::cpu::off_runtime(move || {
-            plan_json_of(&session, &settings, leaf_id.as_deref(), planner, |plan| {
-                plan
-            })
+            plan_json_of(
+                &session,
+                &settings,
+                leaf_id.as_deref(),
+                planner,
+                std::convert::identity,
+            )
         })
         .await?
     }

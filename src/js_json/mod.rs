@@ -22,6 +22,21 @@ pub use surrogates::{
 
 use serde_json::{Map, Number, Value};
 
+/// Where the JSON string whose text starts at `from` (just after its opening quote) ends: just
+/// past its closing quote, the first one no backslash escapes; `None` when the input ends first.
+/// Found a vector at a time: the strings of a session line, a call's arguments or a tool's JSON
+/// are long, and walking them a byte at a time was a visible part of reading them.
+pub fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
+        if bytes[at] == b'"' {
+            return Some(at + 1);
+        }
+        // A backslash and the byte it escapes.
+        from = at + 2;
+    }
+}
+
 /// Length of `s` in UTF-16 code units, i.e. JavaScript's `s.length`.
 ///
 /// Every UTF-8 sequence yields one unit except 4-byte sequences (characters above U+FFFF), which

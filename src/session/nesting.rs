@@ -21,7 +21,7 @@ pub fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
     let mut at = 0;
     while let Some(&b) = bytes.get(at) {
         match b {
-            b'"' => match string_end(bytes, at + 1) {
+            b'"' => match crate::js_json::string_end(bytes, at + 1) {
                 Some(end) => {
                     at = end;
                     continue;
@@ -41,19 +41,6 @@ pub fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
         at += 1;
     }
     false
-}
-
-/// Where the string whose text starts at `from` ends (just past its closing quote), or `None`
-/// when the input ends first.
-fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
-    loop {
-        let at = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
-        if bytes[at] == b'"' {
-            return Some(at + 1);
-        }
-        // A backslash and the byte it escapes.
-        from = at + 2;
-    }
 }
 
 #[cfg(test)]

@@ -64,10 +64,11 @@ pub(super) fn json_value_end(text: &str) -> Option<usize> {
     while i < bytes.len() {
         match bytes[i] {
             b'"' => {
-                i = string_end(bytes, i + 1)?;
+                i = crate::js_json::string_end(bytes, i + 1)?;
                 if depth == 0 {
-                    return Some(i + 1);
+                    return Some(i);
                 }
+                continue;
             }
             b'[' | b'{' => depth += 1,
             b']' | b'}' => {
@@ -82,21 +83,6 @@ pub(super) fn json_value_end(text: &str) -> Option<usize> {
         i += 1;
     }
     (depth == 0 && !text.is_empty()).then_some(text.len())
-}
-
-/// Where the JSON string whose text starts at `from` ends: the index of its closing quote, the
-/// first one no backslash escapes; `None` when it does not end. Found a vector at a time: most
-/// of a prompt's call arguments are long strings (an edit's old and new text), and reading them
-/// a byte at a time was most of reading a conversation's calls.
-fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
-    loop {
-        let at = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
-        if bytes[at] == b'"' {
-            return Some(at);
-        }
-        // An escape: the byte after the backslash is part of it, whatever it is.
-        from = at + 2;
-    }
 }
 
 #[cfg(test)]

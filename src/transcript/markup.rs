@@ -18,14 +18,14 @@ use crate::js_json;
 pub(super) fn json_extent(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     match bytes.first()? {
-        b'"' => string_end(bytes, 0),
+        b'"' => js_json::string_end(bytes, 1),
         b'{' | b'[' => {
             let mut depth = 0usize;
             let mut i = 0;
             while i < bytes.len() {
                 match bytes[i] {
                     b'"' => {
-                        i = string_end(bytes, i)?;
+                        i = js_json::string_end(bytes, i + 1)?;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
@@ -49,19 +49,6 @@ pub(super) fn json_extent(text: &str) -> Option<usize> {
             (end > 0).then_some(end)
         }
     }
-}
-
-/// The index just past the closing quote of the JSON string that opens at `start`.
-fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
 }
 
 /// A JSON value read as JavaScript reads it, lone surrogates kept for writing back.
