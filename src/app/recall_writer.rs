@@ -10,19 +10,20 @@ use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{NewRecall, Store};
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
-/// megabytes). The queue holds four batches: at the peak miss rate a batch of 4,096 took 1.2-1.6 s
-/// on a 2-core VM while ~3,400 more arrived a second, so a queue of one batch dropped a sixth to a
-/// third of the conversations (BENCHMARKS.md); with room for more, the writer's share of the CPU
-/// slows the requests until it keeps up.
+/// megabytes). The queue holds four batches: at the peak miss rate a batch takes one to two
+/// seconds on a 2-core VM while thousands more arrive, so a queue of one batch dropped a sixth to
+/// a third of the conversations (BENCHMARKS.md).
 const QUEUE: usize = 4 * BATCH;
 const QUEUE_BYTES: usize = 256 << 20;
-/// Most conversations one batch (one transaction) writes. A batch's cost is mostly its round
-/// trips (each statement a hand-off to SQLite's thread and back to a runtime thread that the
-/// requests keep busy), not its rows: capped at 256, batches of a ~80 ms round trip wrote ~3,000
-/// conversations a second at most. Capped all the same, because a transaction holds SQLite's one
-/// write lock throughout, and every other write waits for it: 4,096 at most keeps that wait
-/// within about a second and a half at the peak rate.
-const BATCH: usize = 4096;
+/// Most conversations one batch (one transaction) writes. The writer's turn comes after the
+/// cache's and the call log's batches (100-200 ms of waiting a turn at the peak), so a batch is
+/// what it can write per cycle: capped at 4,096 it wrote ~5,000 conversations a second at most,
+/// and at ~6,500 misses a second dropped a fifth to a quarter of them in 20 s; at 8,192 it drops
+/// a thirteenth (BENCHMARKS.md, issue 26). Capped all the same, because a transaction holds
+/// SQLite's one write lock throughout and every other write waits for it, a request's within the
+/// busy timeout (`COMPACTD_DB_ACQUIRE_TIMEOUT_SECS`, 3 s): at 8,192 a session uploaded during
+/// that peak waited 1.35 s at most (1.0-1.4 s at 4,096).
+const BATCH: usize = 8192;
 
 /// Ids queued lately, remembered so that the same conversation is not queued again.
 const SEEN: u64 = 100_000;

@@ -73,13 +73,17 @@ pub struct SummaryCache {
 
 /// Summaries waiting to be written to the store; past this, new ones stay in memory only. Four
 /// batches, as recall's writer (`app::recall_writer`): its batches hold SQLite's write lock for
-/// up to a second and a half at the peak miss rate, and this writer waits for them.
+/// one to two seconds at the peak miss rate, and this writer waits for them.
 const WRITE_QUEUE: usize = 4 * WRITE_BATCH;
 /// And their bytes, at most.
 const WRITE_QUEUE_BYTES: usize = 64 << 20;
-/// Most summaries one transaction writes (capped at 256, the writer fell behind at the peak miss
-/// rate; a summary is a row, cheap next to a conversation's turns).
-const WRITE_BATCH: usize = 4096;
+/// Most summaries one transaction writes: as many as the call log's rows, a row each. The writer
+/// takes its turn after recall's and the call log's batches (a cycle of about a second at the
+/// peak miss rate), and a batch is what it can write per cycle: capped at 4,096 it kept up with
+/// ~5,000 misses a second at most, and at ~6,800 dropped a sixth of the summaries
+/// (BENCHMARKS.md, issue 26). A row is a small summary; 16,384 of them write in a fraction of
+/// recall's turn.
+const WRITE_BATCH: usize = 16_384;
 
 impl std::fmt::Debug for SummaryCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
