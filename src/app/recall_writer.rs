@@ -16,7 +16,7 @@ use crate::store::{NewRecall, Store};
 const QUEUE: usize = 4 * BATCH;
 const QUEUE_BYTES: usize = 256 << 20;
 /// Most conversations one batch (one transaction) writes. The writer's turn comes after the
-/// cache's and the call log's batches (100-200 ms of waiting a turn at the peak), so a batch is
+/// cache's and the call log's batches (55-330 ms of waiting a turn at the peak), so a batch is
 /// what it can write per cycle: capped at 4,096 it wrote ~5,000 conversations a second at most,
 /// and at ~6,500 misses a second dropped a fifth to a quarter of them in 20 s; at 8,192 it drops
 /// a thirteenth (BENCHMARKS.md, issue 26). Capped all the same, because a transaction holds
