@@ -10,8 +10,8 @@ use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{NewRecall, Store};
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
-/// megabytes). The queue holds four batches: at the peak miss rate a batch takes one to two
-/// seconds on a 2-core VM while thousands more arrive, so a queue of one batch dropped a sixth to
+/// megabytes). The queue holds four batches: at the peak miss rate a batch takes about a
+/// second on a 2-core VM while thousands more arrive, so a queue of one batch dropped a sixth to
 /// a third of the conversations (BENCHMARKS.md).
 const QUEUE: usize = 4 * BATCH;
 const QUEUE_BYTES: usize = 256 << 20;

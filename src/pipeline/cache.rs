@@ -73,7 +73,7 @@ pub struct SummaryCache {
 
 /// Summaries waiting to be written to the store; past this, new ones stay in memory only. Four
 /// batches, as recall's writer (`app::recall_writer`): its batches hold SQLite's write lock for
-/// one to two seconds at the peak miss rate, and this writer waits for them.
+/// about a second at the peak miss rate, and this writer waits for them.
 const WRITE_QUEUE: usize = 4 * WRITE_BATCH;
 /// And their bytes, at most.
 const WRITE_QUEUE_BYTES: usize = 64 << 20;
