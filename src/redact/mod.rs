@@ -50,8 +50,8 @@ struct Compiled {
     /// Rules without keywords (and not screened): they always run.
     always: Vec<usize>,
     /// The rules that would run on nearly every text (a keyword of [`CHANCE_KEYWORD`] letters or
-    /// fewer, or none), screened by their regexes as one set; `None` when there are none, or the set is over the size limit (each
-    /// rule then runs alone, as the rest do).
+    /// fewer, or none), screened by their regexes as one set; `None` when there are none, or the
+    /// set is over the size limit (each rule then runs alone, as the rest do).
     screen: Option<Screen>,
 }
 
