@@ -19,6 +19,10 @@ use crate::store::{KeyRecord, Store, StoreError};
 /// chat-completions clients send in the same header.
 pub const KEY_PREFIX: &str = "cmpd_";
 
+/// The header an agent may carry its compactd key in, beside its provider's credentials (which
+/// on OpenAI's wires travel in `Authorization`).
+pub const KEY_HEADER: &str = "x-compactd-key";
+
 /// How long a verified key is trusted without asking the database again.
 const CACHE_TTL: Duration = Duration::from_secs(60);
 /// How long a key the database did not know is refused without asking it again: a client that
@@ -81,6 +85,15 @@ pub fn new_key(tenant: &str, name: Option<&str>, now_ms: i64) -> (String, KeyRec
         revoked_at_ms: None,
     };
     (text, record)
+}
+
+/// Whether `value` (a header's bytes) holds a compactd key anywhere: `cmpd_` and 40 hex digits,
+/// whatever surrounds it (`Bearer …`, a cookie, a list). Such a header never leaves compactd.
+pub fn holds_key(value: &[u8]) -> bool {
+    memchr::memmem::find_iter(value, KEY_PREFIX.as_bytes()).any(|at| {
+        let digits = &value[at + KEY_PREFIX.len()..];
+        digits.len() >= 40 && digits[..40].iter().all(u8::is_ascii_hexdigit)
+    })
 }
 
 /// The stored form of a key.
@@ -236,6 +249,26 @@ mod tests {
         assert_eq!(record.key_hash, hash_key(&text));
         assert!(!record.key_hash.contains(&text[KEY_PREFIX.len()..]));
         assert_ne!(new_key("team-a", None, 5).0, text);
+    }
+
+    #[test]
+    fn a_key_is_found_in_any_header_value_that_holds_one() {
+        let (text, _) = new_key("t", None, 1);
+        for value in [
+            text.clone(),
+            format!("Bearer {text}"),
+            format!("session=1; k={text}; x=2"),
+        ] {
+            assert!(holds_key(value.as_bytes()), "{value}");
+        }
+        for value in [
+            "Bearer sk-ant-0123456789",
+            "cmpd_",
+            "cmpd_0123456789abcdef",
+            &text[..text.len() - 1],
+        ] {
+            assert!(!holds_key(value.as_bytes()), "{value}");
+        }
     }
 
     #[test]

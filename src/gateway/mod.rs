@@ -125,7 +125,7 @@ impl Gateway {
                 let secret = store
                     .shared_secret(SEAL_SECRET, &hex, crate::store::now_ms())
                     .await?;
-                Ok(codex::Seal::new(secret.into_bytes()))
+                Ok(codex::Seal::new(secret.as_bytes()))
             })
             .await
     }
@@ -143,11 +143,14 @@ const ANTHROPIC_CREDENTIALS: [&str; 4] = [
 /// The headers an OpenAI client's credentials travel in.
 const OPENAI_CREDENTIALS: [&str; 3] = ["authorization", "openai-organization", "openai-project"];
 
-/// The headers of `headers` named in `names`.
+/// The headers of `headers` named in `names`, but none that holds a compactd key.
 fn pick(headers: &HeaderMap, names: &[&str]) -> HeaderMap {
     let mut out = HeaderMap::new();
     for name in names {
         for value in headers.get_all(*name) {
+            if crate::access::holds_key(value.as_bytes()) {
+                continue;
+            }
             if let Ok(name) = axum::http::HeaderName::from_bytes(name.as_bytes()) {
                 out.append(name, value.clone());
             }

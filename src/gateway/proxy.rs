@@ -104,8 +104,10 @@ impl Proxy {
     }
 }
 
-/// `headers` without the hop-by-hop ones (and those a `Connection` header names).
-fn forwarded(headers: &HeaderMap) -> HeaderMap {
+/// `headers` without the hop-by-hop ones (and those a `Connection` header names), and without
+/// every header that holds a compactd key (whichever header carried it, and compactd's own
+/// `X-Compactd-Key`): compactd's keys never leave it.
+pub(crate) fn forwarded(headers: &HeaderMap) -> HeaderMap {
     let named: Vec<String> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -116,12 +118,68 @@ fn forwarded(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         let lower = name.as_str();
-        if HOP_BY_HOP.contains(&lower) || named.iter().any(|n| n == lower) {
+        if HOP_BY_HOP.contains(&lower)
+            || named.iter().any(|n| n == lower)
+            || lower == crate::access::KEY_HEADER
+            || crate::access::holds_key(value.as_bytes())
+        {
             continue;
         }
         out.append(name.clone(), value.clone());
     }
     out
+}
+
+/// The headers each wire's provider reads its credentials from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// Anthropic Messages: `x-api-key`, or `Authorization` (a subscription's OAuth token).
+    Anthropic,
+    /// OpenAI's wires: `Authorization`, or Azure's `api-key`.
+    OpenAi,
+}
+
+impl Credentials {
+    fn headers(self) -> &'static [&'static str] {
+        match self {
+            Credentials::Anthropic => &["x-api-key", "authorization"],
+            Credentials::OpenAi => &["authorization", "api-key"],
+        }
+    }
+}
+
+/// Why a request cannot be forwarded as it came: the header the provider reads its credential
+/// from carried compactd's key, and nothing else is left for the provider. Guessing would send
+/// the provider no credential (its 401 reads as the agent's login failing) or compactd's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmbiguousCredentials {
+    /// The header that held compactd's key.
+    pub header: &'static str,
+}
+
+/// Checks that forwarding `headers` leaves the provider a credential where compactd's key was
+/// taken out; a request that never held compactd's key in a provider's header passes as it is
+/// (with no credential at all, the provider answers for itself).
+pub fn check_credentials(
+    headers: &HeaderMap,
+    wire: Credentials,
+) -> Result<(), AmbiguousCredentials> {
+    let names = wire.headers();
+    let mut took = None;
+    let mut left = false;
+    for name in names {
+        for value in headers.get_all(*name) {
+            if crate::access::holds_key(value.as_bytes()) {
+                took.get_or_insert(*name);
+            } else if !value.is_empty() {
+                left = true;
+            }
+        }
+    }
+    match took {
+        Some(header) if !left => Err(AmbiguousCredentials { header }),
+        _ => Ok(()),
+    }
 }
 
 /// 502 in the shape both wires' clients read (`error.type`, `error.message`).
@@ -173,6 +231,49 @@ mod tests {
         // A path that looks like a URL stays a path on the configured host.
         let sneaky = target(&anthropic, "//evil.example/v1/messages", "", None);
         assert_eq!(sneaky.host_str(), Some("api.anthropic.com"));
+    }
+
+    #[test]
+    fn compactd_keys_never_leave_and_a_provider_header_left_empty_is_refused() {
+        let (key, _) = crate::access::new_key("t", None, 1);
+        let bearer = HeaderValue::from_str(&format!("Bearer {key}")).unwrap();
+        let mut anthropic = HeaderMap::new();
+        anthropic.insert("authorization", bearer.clone());
+        anthropic.insert("x-api-key", HeaderValue::from_static("sk-ant-provider"));
+        anthropic.insert("x-compactd-key", HeaderValue::from_str(&key).unwrap());
+        let out = forwarded(&anthropic);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out["x-api-key"], "sk-ant-provider");
+        assert_eq!(
+            check_credentials(&anthropic, Credentials::Anthropic),
+            Ok(())
+        );
+        // OpenAI's wires have one header for both: compactd's key there leaves none for the
+        // provider.
+        let mut openai = HeaderMap::new();
+        openai.insert("authorization", bearer);
+        assert_eq!(
+            check_credentials(&openai, Credentials::OpenAi),
+            Err(AmbiguousCredentials {
+                header: "authorization"
+            })
+        );
+        anthropic.remove("x-api-key");
+        assert!(check_credentials(&anthropic, Credentials::Anthropic).is_err());
+        // The key in compactd's own header: the provider's key travels where it always does.
+        let mut both = HeaderMap::new();
+        both.insert("x-compactd-key", HeaderValue::from_str(&key).unwrap());
+        both.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer sk-provider"),
+        );
+        assert_eq!(check_credentials(&both, Credentials::OpenAi), Ok(()));
+        assert_eq!(forwarded(&both).len(), 1);
+        // No credential at all is the provider's to answer.
+        assert_eq!(
+            check_credentials(&HeaderMap::new(), Credentials::OpenAi),
+            Ok(())
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Who is calling: an API key from `Authorization: Bearer KEY` or from a `/k/{key}/` path, or
-//! nobody (served as the anonymous tenant while anonymous access is allowed). Keys never reach
-//! logs, metrics or error bodies.
+//! Who is calling: an API key from a `/k/{key}/` path, an `X-Compactd-Key` header or
+//! `Authorization: Bearer KEY`, or nobody (served as the anonymous tenant while anonymous access
+//! is allowed). Keys never reach logs, metrics or error bodies, and never leave compactd: the
+//! gateway drops every header that holds one before it forwards a request
+//! ([`crate::gateway::proxy`]).
 
 use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::header;
@@ -8,7 +10,7 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::access::{Identity, KEY_PREFIX, KeyError};
+use crate::access::{Identity, KEY_HEADER, KEY_PREFIX, KeyError};
 
 /// The authenticated caller of a `/v1` endpoint.
 #[derive(Debug, Clone)]
@@ -37,6 +39,12 @@ impl FromRequestParts<AppState> for Caller {
                     .map(|(_, v)| v.to_owned())
             });
         let summarization = is_agent_wire(parts.uri.path());
+        // A header of compactd's own, for agents whose `Authorization` carries their provider key.
+        let dedicated = parts
+            .headers
+            .get(KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned());
         let bearer = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -50,7 +58,7 @@ impl FromRequestParts<AppState> for Caller {
             // count on the summarization routes.
             .filter(|token| token.starts_with(KEY_PREFIX) || !summarization)
             .map(str::to_owned);
-        let identity = match path_key.or(bearer) {
+        let identity = match path_key.or(dedicated).or(bearer) {
             Some(key) => match state.access.verify(&*state.app.store, &key).await {
                 Ok(identity) => identity,
                 Err(KeyError::Invalid) => {
@@ -73,13 +81,13 @@ impl FromRequestParts<AppState> for Caller {
             None if summarization => {
                 return Err(ApiError::NoSuchKey {
                     code: "missing_api_key",
-                    message: "no such endpoint without a compactd key: use /k/KEY/ before the path (compactd keys create --tenant NAME)",
+                    message: "no such endpoint without a compactd key: use /k/KEY/ before the path, or an X-Compactd-Key header (compactd keys create --tenant NAME)",
                 });
             }
             None => {
                 return Err(ApiError::Unauthorized {
                     code: "missing_api_key",
-                    message: "an API key is required: `Authorization: Bearer KEY`, or /k/KEY/ before the path",
+                    message: "an API key is required: `Authorization: Bearer KEY`, `X-Compactd-Key: KEY`, or /k/KEY/ before the path",
                 });
             }
         };

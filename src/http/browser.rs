@@ -124,6 +124,29 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
+/// 400 for a request that names its host twice, or (in HTTP/1.1) not at all: RFC 9112 §3.2
+/// requires it, and a proxy or a check reading the other `Host` than compactd would be fooled.
+fn host_malformed(request: &Request) -> Option<ApiError> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let problem = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => "a request must have one Host header; this one has several",
+        (None, _)
+            if request.version() == axum::http::Version::HTTP_11
+                && request.uri().authority().is_none() =>
+        {
+            "an HTTP/1.1 request must have a Host header; this one has none"
+        }
+        _ => return None,
+    };
+    tracing::info!("request with a malformed Host refused");
+    Some(ApiError::Invalid {
+        status: StatusCode::BAD_REQUEST,
+        code: "invalid_host",
+        message: problem.into(),
+        param: Some("Host".into()),
+    })
+}
+
 /// The host a request was sent to: its `Host` header, or the URI's authority (HTTP/2).
 fn request_host(request: &Request) -> Option<std::borrow::Cow<'_, str>> {
     match request.headers().get(header::HOST) {
@@ -139,6 +162,9 @@ impl BrowserPolicy {
     /// console's (which checks its forms itself and must open from a link). The agent wires
     /// answer that 400, never 403 (agents read a 403 there as their provider login failing).
     pub(super) fn refusal(&self, request: &Request) -> Option<ApiError> {
+        if let Some(malformed) = host_malformed(request) {
+            return Some(malformed);
+        }
         if let Some(host) = request_host(request)
             && !self.host_allowed(&host)
         {

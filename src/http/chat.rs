@@ -170,7 +170,7 @@ enum WirePrompt {
             headers(("x-compactd-fidelity" = String, description = "The fidelity gate's report: `anchors=N; kept=N; repaired=N; appended=N; missing=N; repair-call=BOOL`"),
                 ("x-compactd-stages" = String, description = "What the pipeline did: `cached=BOOL; loop=BOOL; budget-exhausted=BOOL; redactions=N`")),
             content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`)", body = ErrorBody),
+        (status = 400, description = "Not JSON, or the prompt is too long for every model (`context_length_exceeded`); with the gateway on, a request to forward whose only provider credential header carried compactd's key (`ambiguous_credentials`)", body = ErrorBody),
         (status = 404, description = "Beyond loopback: no compactd key, or an unknown or revoked one in a `/k/KEY/` URL", body = ErrorBody),
         (status = 413, description = "Body or prompt over the limit", body = ErrorBody),
         (status = 422, description = "A field is missing or invalid", body = ErrorBody),
@@ -188,8 +188,9 @@ pub(super) async fn chat_completions(
     // are compactd's to answer; the agent's ordinary turns go upstream as they came.
     let mut endpoint = Endpoint::ChatCompletions;
     if let Some(gateway) = state.gateway.as_deref() {
-        let parsed: Option<Value> = detect::may_be_compaction(&body.bytes)
-            .then(|| serde_json::from_slice(&body.bytes).ok())
+        let plain = body.readable();
+        let parsed: Option<Value> = detect::may_be_compaction(plain)
+            .then(|| serde_json::from_slice(plain).ok())
             .flatten();
         match parsed.as_ref() {
             Some(value) if detect::is_chat_summarization(value) => {
@@ -198,10 +199,9 @@ pub(super) async fn chat_completions(
                 }
             }
             _ => {
-                let RawBody { headers, bytes } = body;
-                return Ok(
-                    super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await,
-                );
+                let RawBody { headers, bytes, .. } = body;
+                return super::gateway::forward_openai(gateway, method, &uri, &headers, bytes)
+                    .await;
             }
         }
     }
@@ -250,10 +250,8 @@ pub(super) async fn chat_completions(
         (Ok(summary), _, _) if !summary.flags.budget_exhausted => summary,
         (result, Some(gateway), Endpoint::Gateway(agent)) => {
             super::gateway::log_fallback(agent, result.as_ref().err());
-            let RawBody { headers, bytes } = body;
-            return Ok(
-                super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await,
-            );
+            let RawBody { headers, bytes, .. } = body;
+            return super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await;
         }
         (result, _, _) => result?,
     };

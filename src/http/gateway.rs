@@ -19,6 +19,7 @@ use crate::access::Identity;
 use crate::app::AppError;
 use crate::gateway::answer::{self, Answer};
 use crate::gateway::detect::{self, Agent, Compaction};
+use crate::gateway::proxy::{self, Credentials};
 use crate::gateway::{Gateway, codex};
 use crate::summarizer::Summary;
 
@@ -77,6 +78,7 @@ pub(super) fn log_fallback(agent: Agent, error: Option<&AppError>) {
     responses(
         (status = 200, description = "Claude Code's compaction answered by compactd (`<summary>` tags, streamed when asked), or the upstream's answer to anything else, streamed through",
             content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "`ambiguous_credentials`: compactd's key came in the only header the provider reads its credential from (send it in `/k/KEY/` or `X-Compactd-Key`); `invalid_content_encoding`: the body does not decode as its `Content-Encoding`", body = ErrorBody),
         (status = 404, description = "The gateway is off (`COMPACTD_GATEWAY`), or beyond loopback an unknown key in a `/k/KEY/` URL", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
@@ -89,8 +91,9 @@ pub(super) async fn messages(
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
-    let parsed: Option<Value> = detect::may_be_compaction(&body.bytes)
-        .then(|| serde_json::from_slice(&body.bytes).ok())
+    let plain = body.readable();
+    let parsed: Option<Value> = detect::may_be_compaction(plain)
+        .then(|| serde_json::from_slice(plain).ok())
         .flatten();
     if let Some(compaction) = parsed.as_ref().and_then(detect::anthropic_messages)
         && let Some(summary) = summarize(&state, &who, &compaction, &body.headers).await
@@ -103,13 +106,14 @@ pub(super) async fn messages(
         };
         return Ok(answer::anthropic(&reply, compaction.stream));
     }
-    Ok(forward_anthropic(gateway, method, &uri, body).await)
+    forward_anthropic(gateway, method, &uri, body).await
 }
 
 #[utoipa::path(post, path = "/v1/messages/count_tokens", tag = "gateway",
     request_body(content = Object, description = "Passed to the Anthropic upstream"),
     responses(
         (status = 200, description = "The upstream's answer", body = Object),
+        (status = 400, description = "`ambiguous_credentials`: compactd's key came in the only header the provider reads its credential from (send it in `/k/KEY/` or `X-Compactd-Key`); `invalid_content_encoding`: the body does not decode as its `Content-Encoding`", body = ErrorBody),
         (status = 404, description = "The gateway is off", body = ErrorBody),
         (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
     ))]
@@ -121,7 +125,7 @@ pub(super) async fn count_tokens(
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
-    Ok(forward_anthropic(gateway, method, &uri, body).await)
+    forward_anthropic(gateway, method, &uri, body).await
 }
 
 async fn forward_anthropic(
@@ -129,13 +133,14 @@ async fn forward_anthropic(
     method: Method,
     uri: &Uri,
     body: RawBody,
-) -> Response {
+) -> Result<Response, ApiError> {
+    provider_credentials(&body.headers, Credentials::Anthropic)?;
     let target =
         crate::gateway::proxy::target(&gateway.anthropic_upstream, uri.path(), "", uri.query());
-    gateway
+    Ok(gateway
         .proxy
         .forward(target, method, &body.headers, body.bytes)
-        .await
+        .await)
 }
 
 /// Where an OpenAI-wire request goes: the upstream (which includes `/v1`) and the path after it.
@@ -145,10 +150,28 @@ pub(super) async fn forward_openai(
     uri: &Uri,
     headers: &axum::http::HeaderMap,
     bytes: axum::body::Bytes,
-) -> Response {
+) -> Result<Response, ApiError> {
+    provider_credentials(headers, Credentials::OpenAi)?;
     let target =
         crate::gateway::proxy::target(&gateway.openai_upstream, uri.path(), "/v1", uri.query());
-    gateway.proxy.forward(target, method, headers, bytes).await
+    Ok(gateway.proxy.forward(target, method, headers, bytes).await)
+}
+
+/// 400 when the only header the provider would read its credential from carried compactd's key
+/// instead (the key is never forwarded, so the provider would get none; see README's "Security
+/// model" for how an agent sends both).
+fn provider_credentials(headers: &HeaderMap, wire: Credentials) -> Result<(), ApiError> {
+    proxy::check_credentials(headers, wire).map_err(|ambiguous| ApiError::Invalid {
+        status: axum::http::StatusCode::BAD_REQUEST,
+        code: "ambiguous_credentials",
+        message: format!(
+            "the {} header carries a compactd key, which compactd never forwards, and the provider \
+             reads its credential from the same header: send compactd's key in the URL \
+             (/k/KEY/…) or in X-Compactd-Key, and the provider's key as the agent always does",
+            ambiguous.header
+        ),
+        param: Some(ambiguous.header.into()),
+    })
 }
 
 #[utoipa::path(post, path = "/v1/responses", tag = "gateway",
@@ -156,6 +179,7 @@ pub(super) async fn forward_openai(
     responses(
         (status = 200, description = "Codex's compaction answered by compactd (for remote compaction v2, one `compaction` item compactd can read back), or the upstream's answer to anything else, with compactd's own compaction items expanded into their summaries before it goes upstream",
             content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "`ambiguous_credentials`: compactd's key came in the only header the provider reads its credential from (send it in `/k/KEY/` or `X-Compactd-Key`); `invalid_content_encoding`: the body does not decode as its `Content-Encoding`", body = ErrorBody),
         (status = 404, description = "The gateway is off", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),
@@ -168,18 +192,23 @@ pub(super) async fn responses(
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
-    let RawBody { headers, mut bytes } = body;
-    let mut parsed: Option<Value> = (detect::may_be_compaction(&bytes)
-        || codex::may_hold_item(&bytes))
-    .then(|| serde_json::from_slice(&bytes).ok())
-    .flatten();
-    // compactd's items from an earlier compaction: their summaries, before anything reads them.
-    if codex::may_hold_item(&bytes)
-        && let Some(value) = parsed.as_mut()
-    {
+    let RawBody {
+        mut headers,
+        mut bytes,
+        plain,
+    } = body;
+    let plain = plain.unwrap_or_default();
+    let holds_item = codex::may_hold_item(&plain);
+    let mut parsed: Option<Value> = (detect::may_be_compaction(&plain) || holds_item)
+        .then(|| serde_json::from_slice(&plain).ok())
+        .flatten();
+    // compactd's items from an earlier compaction, the caller's own: their summaries, before
+    // anything reads them. The rewritten body goes upstream plain.
+    if holds_item && let Some(value) = parsed.as_mut() {
         let seal = gateway.seal(&state.app.store).await?;
-        if seal.expand(value) > 0 {
+        if seal.expand(value, &who) > 0 {
             bytes = value.to_string().into();
+            headers.remove(axum::http::header::CONTENT_ENCODING);
         }
     }
     if let Some(compaction) = parsed.as_ref().and_then(|b| detect::responses(&headers, b))
@@ -191,12 +220,17 @@ pub(super) async fn responses(
             usage: summary.usage,
         };
         let item = match compaction.agent {
-            Agent::CodexRemote => Some(gateway.seal(&state.app.store).await?.item(&summary.text)),
+            Agent::CodexRemote => Some(
+                gateway
+                    .seal(&state.app.store)
+                    .await?
+                    .item(&summary.text, &who),
+            ),
             _ => None,
         };
         return Ok(answer::responses(&reply, compaction.stream, item));
     }
-    Ok(forward_openai(gateway, method, &uri, &headers, bytes).await)
+    forward_openai(gateway, method, &uri, &headers, bytes).await
 }
 
 #[utoipa::path(get, path = "/v1/responses", tag = "gateway",

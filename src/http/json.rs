@@ -11,6 +11,7 @@ use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
+use super::encoding::{self, Content};
 use super::error::ApiError;
 
 /// The configured body limit, read from the router state.
@@ -30,7 +31,7 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         require_type(request.headers(), Media::Json)?;
-        let bytes = read(request, state).await?;
+        let bytes = read_plain(request, state).await?;
         decode_object(&bytes).map(JsonBody)
     }
 }
@@ -52,7 +53,7 @@ where
         if typed {
             require_type(request.headers(), Media::Json)?;
         }
-        let bytes = read(request, state).await?;
+        let bytes = read_plain(request, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }
@@ -64,10 +65,15 @@ where
 }
 
 /// A request's headers and body bytes under the body limit, whatever the body is: the gateway
-/// passes what it does not answer through as it came.
+/// passes what it does not answer through as it came, and reads it with its `Content-Encoding`
+/// undone.
 pub(super) struct RawBody {
     pub headers: HeaderMap,
+    /// The body as it came: what is forwarded.
     pub bytes: Bytes,
+    /// The body with its `Content-Encoding` undone (the same bytes when it has none); `None` in a
+    /// coding compactd does not read, which is then only ever forwarded.
+    pub plain: Option<Bytes>,
 }
 
 impl<S> FromRequest<S> for RawBody
@@ -79,8 +85,17 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = request.headers().clone();
+        let BodyLimit(limit) = BodyLimit::from_ref(state);
         let bytes = read(request, state).await?;
-        Ok(RawBody { headers, bytes })
+        let plain = match encoding::decode(&headers, bytes.clone(), limit).await? {
+            Content::Plain(plain) => Some(plain),
+            Content::Unknown(_) => None,
+        };
+        Ok(RawBody {
+            headers,
+            bytes,
+            plain,
+        })
     }
 }
 
@@ -88,7 +103,24 @@ impl RawBody {
     /// The body as [`JsonBody`] reads it: `application/json`, a JSON object.
     pub(super) fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
         require_type(&self.headers, Media::Json)?;
-        decode_object(&self.bytes)
+        decode_object(self.plain()?)
+    }
+
+    /// The decoded body; 415 in a coding compactd does not read.
+    pub(super) fn plain(&self) -> Result<&Bytes, ApiError> {
+        self.plain.as_ref().ok_or_else(|| {
+            let coding = self
+                .headers
+                .get(header::CONTENT_ENCODING)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            encoding::unsupported(&coding)
+        })
+    }
+
+    /// The decoded body, or nothing to read (a coding compactd does not read is only forwarded).
+    pub(super) fn readable(&self) -> &[u8] {
+        self.plain.as_deref().unwrap_or_default()
     }
 }
 
@@ -104,7 +136,7 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         require_type(request.headers(), Media::Jsonl)?;
-        read(request, state).await.map(JsonlBody)
+        read_plain(request, state).await.map(JsonlBody)
     }
 }
 
@@ -183,6 +215,25 @@ where
             }
             other => ApiError::bad_request("unreadable_body", other.body_text()),
         })
+}
+
+/// The body's bytes with its `Content-Encoding` undone, under the body limit (415 in a coding
+/// compactd does not read).
+async fn read_plain<S>(request: Request, state: &S) -> Result<Bytes, ApiError>
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    let BodyLimit(limit) = BodyLimit::from_ref(state);
+    if !request.headers().contains_key(header::CONTENT_ENCODING) {
+        return read(request, state).await;
+    }
+    let headers = request.headers().clone();
+    let bytes = read(request, state).await?;
+    match encoding::decode(&headers, bytes, limit).await? {
+        Content::Plain(plain) => Ok(plain),
+        Content::Unknown(coding) => Err(encoding::unsupported(&coding)),
+    }
 }
 
 /// [`decode`] of a body that must be a JSON object: an array or a bare value is a 400 (serde would

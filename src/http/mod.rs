@@ -13,6 +13,7 @@ mod compact;
 mod compactions;
 mod console;
 mod document;
+mod encoding;
 pub mod error;
 mod gateway;
 mod json;

@@ -294,7 +294,7 @@ async fn codex_compacts(rig: &Rig, env: &[(&str, String)]) {
     let next = next.last().expect("the next turn reached the provider");
     assert!(next.contains("SUMMARY BY COMPACTD'S MODEL"), "{next}");
     assert!(
-        !next.contains("compactd.v1."),
+        !next.contains("compactd.v2."),
         "compactd's item was expanded"
     );
 }
