@@ -30,6 +30,7 @@ pub struct Metrics {
     pub rejections: IntCounter,
     pub call_log_dropped: IntCounter,
     pub recall_dropped: IntCounter,
+    pub recall_refused: IntCounter,
     pub cache_writes_dropped: IntCounter,
     pub anchors: IntCounterVec,
     pub repair_calls: IntCounter,
@@ -147,6 +148,10 @@ impl Metrics {
             recall_dropped: counter(
                 "compactd_recall_dropped_total",
                 "Conversations not kept for recall: its write queue was full or the store refused them.",
+            ),
+            recall_refused: counter(
+                "compactd_recall_refused_total",
+                "Conversations the store refused for what they held (the rest of their batch was kept); also counted as dropped.",
             ),
             cache_writes_dropped: counter(
                 "compactd_summary_cache_writes_dropped_total",

@@ -14,6 +14,10 @@ pub enum AppError {
     /// A value the caller gave is not acceptable; `param` names it.
     #[error("{message}")]
     Invalid { param: String, message: String },
+    /// A value the caller gave cannot be read at all (a NUL byte in a name or filter): a
+    /// malformed request, answered 400 rather than 422.
+    #[error("{message}")]
+    Malformed { param: String, message: String },
     /// A session file or appended lines that cannot be read (or break a limit).
     #[error(transparent)]
     InvalidSession(#[from] ParseError),

@@ -227,6 +227,16 @@ impl App {
         who: &Identity,
         mut query: RecallQuery,
     ) -> Result<Vec<RecallHit>, AppError> {
+        for (param, text) in [
+            ("q", Some(&query.text)),
+            ("recall_id", query.recall_id.as_ref()),
+            ("session_id", query.session_id.as_ref()),
+            ("role", query.role.as_ref()),
+            ("tool", query.tool.as_ref()),
+            ("path", query.path.as_ref()),
+        ] {
+            no_nul(param, text.map(String::as_str))?;
+        }
         if crate::store::recall::query_words(&query.text).is_empty() {
             return Err(AppError::invalid(
                 "q",
@@ -238,25 +248,29 @@ impl App {
         Ok(self.store.search_recall(&who.tenant, &query).await?)
     }
 
-    /// Turns `from..` (at most `limit`) of one of the caller's kept conversations, and how many
-    /// it has; `NotFound` for another tenant's or an expired one.
+    /// Turns from the one at `from` on (at most `limit`) of one of the caller's kept
+    /// conversations; `NotFound` for another tenant's or an expired one.
     pub async fn read_recall(
         &self,
         who: &Identity,
         id: &str,
         from: i32,
         limit: i64,
-    ) -> Result<(i64, Vec<RecallTurn>), AppError> {
-        self.store
-            .recall_turns(
-                &who.tenant,
-                id,
-                from.max(0),
-                limit.clamp(1, MAX_TURNS),
-                now_ms(),
-            )
+    ) -> Result<RecallPage, AppError> {
+        no_nul("id", Some(id))?;
+        let limit = limit.clamp(1, MAX_TURNS);
+        // One more than asked for tells whether another page follows.
+        let (total, mut turns) = self
+            .store
+            .recall_turns(&who.tenant, id, from.max(0), limit + 1, now_ms())
             .await?
-            .ok_or_else(|| AppError::NotFound(format!("no recall {id}")))
+            .ok_or_else(|| AppError::NotFound(format!("no recall {id}")))?;
+        let more = turns.len() as i64 > limit;
+        turns.truncate(limit as usize);
+        // A session's turns are numbered by their entries' positions, with gaps where other
+        // entries (model changes, labels) sit: the next page starts after this one's last turn.
+        let next = turns.last().map(|t| t.seq + 1).filter(|_| more);
+        Ok(RecallPage { total, turns, next })
     }
 
     /// Deletes expired conversations every ten minutes, for as long as the process runs.
@@ -276,6 +290,28 @@ impl App {
 
 /// A turn's text as recall keeps it: the message's text, then each tool call it made as
 /// `[call] name({…})`, its arguments the JSON object they came in.
+/// A page of a kept conversation's turns.
+#[derive(Debug, Clone)]
+pub struct RecallPage {
+    /// Turns the conversation has.
+    pub total: i64,
+    pub turns: Vec<RecallTurn>,
+    /// The `from` of the next page, when one follows.
+    pub next: Option<i32>,
+}
+
+/// 400 for a NUL in what is searched or named: no stored text holds one (PostgreSQL cannot
+/// store it), so it can only be a mistake, and both stores answer it the same.
+fn no_nul(param: &'static str, text: Option<&str>) -> Result<(), AppError> {
+    match text {
+        Some(text) if text.contains('\0') => Err(AppError::Malformed {
+            param: param.to_owned(),
+            message: format!("{param}: must not contain a NUL character"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn turn_text(message: &Message) -> String {
     let mut text = message.text.clone();
     for call in &message.calls {

@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use crate::metrics::Metrics;
 use crate::store::behind::{Weigh, WriteBehind};
-use crate::store::{NewRecall, Store};
+use crate::store::{NewRecall, Store, StoreError};
+use crate::throttle::Throttle;
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
 /// megabytes). The queue holds four batches: at the peak miss rate a batch takes about a
@@ -39,20 +41,11 @@ pub struct RecallWriter {
 impl RecallWriter {
     /// Starts the writer task.
     pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
-        let recalls = WriteBehind::spawn(
-            QUEUE,
-            QUEUE_BYTES,
-            BATCH,
-            move |batch: Vec<NewRecall>| {
+        let recalls =
+            WriteBehind::spawn(QUEUE, QUEUE_BYTES, BATCH, move |batch: Vec<NewRecall>| {
                 let (store, metrics) = (store.clone(), metrics.clone());
-                async move {
-                    if let Err(error) = store.save_recalls(&batch).await {
-                        metrics.recall_dropped.inc_by(batch.len() as u64);
-                        tracing::warn!(%error, conversations = batch.len(), "recall not kept: the store did not take it");
-                    }
-                }
-            },
-        );
+                async move { save(&*store, &metrics, &batch).await }
+            });
         RecallWriter {
             recalls,
             seen: remembered(),
@@ -91,6 +84,41 @@ impl RecallWriter {
     /// Waits until every conversation queued so far is written (or failed).
     pub async fn flush(&self) {
         self.recalls.flush().await;
+    }
+}
+
+/// Refusals logged at most once a minute (each is counted).
+static REFUSED: Throttle = Throttle::new();
+
+/// Writes a batch. When the store refuses it for what it holds rather than for being down (a
+/// row PostgreSQL cannot index, say), the batch is split in halves and each written alone, down
+/// to the conversations that are refused by themselves: one bad row never takes the others with
+/// it. Those are counted (`compactd_recall_dropped_total`, `compactd_recall_refused_total`) and
+/// logged once a minute.
+async fn save(store: &dyn Store, metrics: &Metrics, batch: &[NewRecall]) {
+    let mut pending = vec![batch];
+    while let Some(part) = pending.pop() {
+        match store.save_recalls(part).await {
+            Ok(()) => {}
+            Err(StoreError::Other(_) | StoreError::Conflict(_)) if part.len() > 1 => {
+                let (first, second) = part.split_at(part.len() / 2);
+                pending.push(second);
+                pending.push(first);
+            }
+            Err(error @ (StoreError::Other(_) | StoreError::Conflict(_))) => {
+                metrics.recall_dropped.inc();
+                metrics.recall_refused.inc();
+                if let Some(times) = REFUSED.hit() {
+                    let turns = part[0].turns.len();
+                    let bytes = part[0].weight();
+                    tracing::warn!(%error, times, turns, bytes, "recall: the store refused a conversation; the others of its batch were kept");
+                }
+            }
+            Err(error) => {
+                metrics.recall_dropped.inc_by(part.len() as u64);
+                tracing::warn!(%error, conversations = part.len(), "recall not kept: the store did not take it");
+            }
+        }
     }
 }
 

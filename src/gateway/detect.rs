@@ -220,21 +220,26 @@ pub fn is_chat_summarization(body: &Value) -> bool {
 
 /// A pi-family agent's rendered summarization prompt, by where the agent puts each part (spec
 /// §6.2, §7.1): the one user message *is* the conversation in `<conversation>` tags followed by
-/// the instructions, and a system prompt says what to do with it. A message that merely mentions
-/// or quotes the tag, or a transcript pasted under an ordinary system prompt, is the agent's
-/// ordinary turn: a false compaction answers the user with a summary, a missed one costs only a
-/// provider call.
+/// the instructions — a previous summary in its tags, or a format template with its headings —
+/// and a system prompt says what to do with it. A message that merely mentions or quotes the
+/// tag, or a transcript pasted with a question after it, is the agent's ordinary turn: a false
+/// compaction answers the user with a summary, a missed one costs only a provider call.
 fn is_rendered_prompt(system: &[String], user: &str) -> bool {
     let Some(rest) = user.trim_start().strip_prefix("<conversation>") else {
         return false;
     };
-    let instructions = rest
-        .rfind("</conversation>")
-        .map(|end| rest[end + "</conversation>".len()..].trim());
+    let Some(end) = rest.rfind("</conversation>") else {
+        return false;
+    };
+    let instructions = rest[end + "</conversation>".len()..].trim_start();
+    let templated = instructions.starts_with("<previous-summary>")
+        || instructions
+            .lines()
+            .any(|line| line.starts_with("## ") || line.starts_with("# "));
     let summarizing = system
         .iter()
         .any(|s| s.to_ascii_lowercase().contains("summar"));
-    instructions.is_some_and(|i| !i.is_empty()) && summarizing
+    templated && summarizing
 }
 
 /// OpenCode's compaction, if a chat body is one (for the call log's agent).

@@ -313,6 +313,12 @@ impl From<crate::app::AppError> for ApiError {
         match error {
             AppError::NotFound(message) => ApiError::NotFoundWhat(message),
             AppError::Invalid { param, message } => ApiError::unprocessable(&param, message),
+            AppError::Malformed { param, message } => ApiError::Invalid {
+                status: StatusCode::BAD_REQUEST,
+                code: "invalid_value",
+                message,
+                param: Some(param),
+            },
             AppError::InvalidSession(parse) => ApiError::InvalidSession(parse),
             AppError::Conflict { code, message } => ApiError::Conflict { code, message },
             AppError::Nothing(reason, message) => ApiError::Conflict {

@@ -3,7 +3,7 @@
 //! same for an agent. Both take the REST API's keys; every query is the caller's tenant's.
 
 use axum::Json;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,8 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
+use super::json::QueryParams;
+use crate::app::recall::RecallPage;
 use crate::store::{RecallHit, RecallQuery, RecallTurn};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -50,12 +52,13 @@ pub(super) struct Hits {
 #[utoipa::path(get, path = "/v1/recall/search", tag = "recall", params(SearchParams),
     responses(
         (status = 200, description = "Matching turns, best first", body = Hits),
-        (status = 422, description = "No word to search for", body = ErrorBody),
+        (status = 400, description = "A NUL character in the query or a filter", body = ErrorBody),
+        (status = 422, description = "No word to search for, or an unknown or invalid parameter", body = ErrorBody),
     ))]
 pub(super) async fn search(
     State(state): State<AppState>,
     caller: Caller,
-    Query(params): Query<SearchParams>,
+    QueryParams(params): QueryParams<SearchParams>,
 ) -> Result<Json<Hits>, ApiError> {
     let query = RecallQuery {
         text: params.q,
@@ -97,32 +100,30 @@ pub(super) struct Turns {
     params(("id" = String, Path, description = "Recall id"), TurnsParams),
     responses(
         (status = 200, description = "The turns", body = Turns),
+        (status = 400, description = "A NUL character in the id", body = ErrorBody),
         (status = 404, description = "No such conversation for this caller, or expired", body = ErrorBody),
+        (status = 422, description = "An unknown or invalid parameter", body = ErrorBody),
     ))]
 pub(super) async fn turns(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(params): Query<TurnsParams>,
+    QueryParams(params): QueryParams<TurnsParams>,
 ) -> Result<Json<Turns>, ApiError> {
     let from = params.from.unwrap_or(0);
-    let (total, turns) = state
+    let read = state
         .app
         .read_recall(&caller.0, &id, from, params.limit.unwrap_or(20))
         .await?;
-    Ok(Json(page(id, from, total, turns)))
+    Ok(Json(page(id, read)))
 }
 
-fn page(id: String, from: i32, total: i64, turns: Vec<RecallTurn>) -> Turns {
-    let next = turns
-        .last()
-        .map(|t| t.seq + 1)
-        .filter(|next| i64::from(*next) < total && from >= 0);
+fn page(id: String, read: RecallPage) -> Turns {
     Turns {
         id,
-        total,
-        turns,
-        next,
+        total: read.total,
+        turns: read.turns,
+        next: read.next,
     }
 }
 
@@ -140,7 +141,19 @@ pub(super) async fn mcp_caller(
     {
         Ok(caller) => {
             parts.extensions.insert(caller.0);
-            next.run(Request::from_parts(parts, body)).await
+            // JavaScript clients write lone surrogates as escapes (`"fix \ud83d"`), which the
+            // MCP SDK's JSON reader refuses: they become U+FFFD here, as on every other route.
+            let limit = state.limits.max_body_bytes;
+            let bytes = match axum::body::to_bytes(body, limit).await {
+                Ok(bytes) => bytes,
+                Err(_) => return ApiError::PayloadTooLarge { limit }.into_response(),
+            };
+            let bytes = match crate::js_json::replace_lone_surrogates(&bytes) {
+                std::borrow::Cow::Borrowed(_) => bytes,
+                std::borrow::Cow::Owned(fixed) => fixed.into(),
+            };
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
         }
         Err(error) => error.into_response(),
     }
@@ -257,18 +270,17 @@ pub(super) mod mcp {
             Parameters(args): Parameters<ReadArgs>,
             Extension(parts): Extension<axum::http::request::Parts>,
         ) -> Result<String, ErrorData> {
-            let from = args.from.unwrap_or(0);
-            let (total, turns) = self
+            let read = self
                 .app
                 .read_recall(
                     caller(&parts)?,
                     &args.recall_id,
-                    from,
+                    args.from.unwrap_or(0),
                     args.limit.unwrap_or(1),
                 )
                 .await
                 .map_err(tool_error)?;
-            let page = super::page(args.recall_id, from, total, turns);
+            let page = super::page(args.recall_id, read);
             Ok(serde_json::to_string(&page).unwrap_or_default())
         }
     }

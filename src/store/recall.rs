@@ -375,10 +375,12 @@ recall_impl!(
     FullText::Indexed
 );
 /// SQLite's: the turns after the last one before the save.
+/// (What is indexed of a turn is what the view `recall_turns_indexed` shows of it: its text, or
+/// the head and tail of a very long one, as PostgreSQL's generated column.)
 const FTS5_AFTER: FullText = FullText::After {
     last: "select coalesce(max(rowid), 0) from recall_turns",
     index: "insert into recall_fts (rowid, paths, text) \
-            select rowid, paths, text from recall_turns where rowid > $1",
+            select turn_id, paths, text from recall_turns_indexed where turn_id > $1",
 };
 
 recall_impl!(

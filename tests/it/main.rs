@@ -28,6 +28,8 @@ mod bad_input;
 mod bad_input_requests;
 mod binary;
 mod boundary_credentials;
+mod boundary_recall;
+mod boundary_recognition;
 mod browser;
 mod browser_attacks;
 mod calllog;
