@@ -106,8 +106,9 @@ pub(super) struct Rule {
     pub entropy: Option<f64>,
     pub keywords: Vec<String>,
     pub allowlists: Vec<Allowlist>,
-    /// Whether the regex looks at quotes around the secret (`api_key": "…"`, `'…')`): such a
-    /// rule is also run on the unescaped view of text holding JSON inside strings.
+    /// Whether the regex looks at what surrounds the secret — quotes (`api_key": "…"`, `'…')`)
+    /// or a word boundary, which the letter of an escape hides (`…token\nHRKU-…`): such a rule
+    /// is also run on the unescaped view of text holding JSON inside strings.
     pub quoted: bool,
     /// Which targeted allowlists were added already (so a merge adds each once).
     targeted_applied: Vec<Vec<String>>,
@@ -270,7 +271,7 @@ pub(super) fn parse(text: &str) -> Result<RuleSet, String> {
             entropy: spec.entropy,
             keywords: spec.keywords.iter().map(|k| k.to_lowercase()).collect(),
             allowlists,
-            quoted: pattern.contains('\'') || pattern.contains('"'),
+            quoted: pattern.contains('\'') || pattern.contains('"') || pattern.contains(r"\b"),
             targeted_applied: Vec::new(),
         });
     }

@@ -259,6 +259,7 @@ pub fn tool_shapes(seed: u64) -> Vec<(String, String)> {
     let npm = format!("npm_{}", of(ALNUM, 36));
     let mailgun = format!("key-{}", of(HEX, 32));
     let discord = format!("M{}.{}.{}", of(ALNUM, 25), of(URLSAFE, 6), of(URLSAFE, 38));
+    let heroku = format!("HRKU-AA{}", of(URLSAFE, 58));
     let redis = of(ALNUM, 18);
     let pg = of(ALNUM, 12);
     let mut cases = vec![
@@ -279,6 +280,8 @@ pub fn tool_shapes(seed: u64) -> Vec<(String, String)> {
             format!(r#"requests.post(url, auth=("api", "{mailgun}"), data=msg)"#),
         ),
         (discord.clone(), format!("client.run('{discord}')")),
+        (heroku.clone(), format!("heroku auth:token\n{heroku}\n")),
+        (heroku.clone(), format!("export HEROKU_API_KEY={heroku}")),
         (
             redis.clone(),
             format!("REDIS_URL=redis://:{redis}@cache:6379/0"),

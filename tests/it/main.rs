@@ -68,6 +68,7 @@ mod recall_clients;
 mod recall_sessions;
 mod recall_upgrade;
 mod redaction;
+mod redaction_paths;
 mod savings;
 mod scale;
 mod service;
