@@ -266,7 +266,10 @@ impl Pipeline {
         }
         // Nothing below sees the secrets: not the models, the gate's anchors (which are appended
         // to summaries), nor the call log.
-        let (job, mut placeholders) = self.redact(job).await;
+        let (job, mut placeholders) = match self.redact(job, deadline).await {
+            Ok(redacted) => redacted,
+            Err(error) => return self.finished(run, &job.request, Err(error.into()), started),
+        };
         let job = job.as_ref();
         // The budget's reservation is held until the call-log row is queued (by `Finished`), so
         // that what the call used is always counted somewhere.

@@ -10,33 +10,51 @@ use serde_json::Value;
 use super::{Job, Pipeline};
 use crate::redact::{Placeholders, Redactor};
 use crate::summarizer::Shape;
+use crate::summarizer::chain::ChainError;
 
 /// Texts from this size are redacted off the runtime's threads (the rules scan ~70 MB/s; a
 /// smaller text costs less than the hand-off).
 const INLINE_BYTES: usize = 64 * 1024;
 
 impl Pipeline {
-    /// The job as it may leave compactd, and the placeholders used.
-    pub(super) async fn redact<'a>(&self, job: &'a Job) -> (Cow<'a, Job>, Placeholders) {
+    /// The job as it may leave compactd, and the placeholders used; past `deadline` (a text that
+    /// takes longer to screen than the agent waits), `DeadlineExceeded`: a 503 with
+    /// Retry-After, and nothing leaves unscreened.
+    pub(super) async fn redact<'a>(
+        &self,
+        job: &'a Job,
+        deadline: std::time::Instant,
+    ) -> Result<(Cow<'a, Job>, Placeholders), ChainError> {
         let Some(redactor) = &self.stages.redactor else {
-            return (Cow::Borrowed(job), Placeholders::default());
+            return Ok((Cow::Borrowed(job), Placeholders::default()));
         };
         if job.request.prompt.len() < INLINE_BYTES {
-            return match redact_job(redactor, job) {
+            return Ok(match redact_job(redactor, job) {
                 (Some(redacted), placeholders) => (Cow::Owned(redacted), placeholders),
                 (None, placeholders) => (Cow::Borrowed(job), placeholders),
-            };
+            });
         }
         let (rules, owned) = (redactor.clone(), job.clone());
-        match crate::cpu::off_runtime(move || redact_job(&rules, &owned)).await {
-            Ok((Some(redacted), placeholders)) => (Cow::Owned(redacted), placeholders),
-            Ok((None, placeholders)) => (Cow::Borrowed(job), placeholders),
+        // Bounded twice: the work stops itself at the deadline (its thread is free again), and
+        // the request does not wait past it for a place to run.
+        let screened = tokio::time::timeout_at(
+            deadline.into(),
+            crate::cpu::off_runtime(move || {
+                crate::redact::within(deadline, || redact_job(&rules, &owned))
+            }),
+        )
+        .await
+        .map_err(|_| ChainError::DeadlineExceeded)?;
+        Ok(match screened {
+            Ok(None) => return Err(ChainError::DeadlineExceeded),
+            Ok(Some((Some(redacted), placeholders))) => (Cow::Owned(redacted), placeholders),
+            Ok(Some((None, placeholders))) => (Cow::Borrowed(job), placeholders),
             // The job panicked off the runtime: redact here rather than let anything leave.
             Err(_) => match redact_job(redactor, job) {
                 (Some(redacted), placeholders) => (Cow::Owned(redacted), placeholders),
                 (None, placeholders) => (Cow::Borrowed(job), placeholders),
             },
-        }
+        })
     }
 }
 

@@ -215,9 +215,50 @@ pub struct Finding {
     pub rule: String,
 }
 
+/// How much of a finding's line, either side of it, line-targeted allowlists see: far more than
+/// any declaration they recognize, and a bound on the work per finding.
+const LINE_CONTEXT: usize = 1024;
+
+/// When this thread's redaction gives up (see [`within`]); `None`: never.
+thread_local! {
+    static GIVE_UP: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    static GAVE_UP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `work` (redaction on this thread) until `deadline`: past it, every search stops where it
+/// is and the result is incomplete, `None` — never to be used, since it may hold secrets. A text
+/// built to be slow to screen then costs the thread no more than the request's deadline.
+pub fn within<R>(deadline: std::time::Instant, work: impl FnOnce() -> R) -> Option<R> {
+    GIVE_UP.set(Some(deadline));
+    GAVE_UP.set(false);
+    let result = work();
+    GIVE_UP.set(None);
+    (!GAVE_UP.replace(false)).then_some(result)
+}
+
+/// Whether this thread's redaction is past its deadline (checked every few findings).
+fn given_up() -> bool {
+    if GAVE_UP.get() {
+        return true;
+    }
+    let late = GIVE_UP
+        .get()
+        .is_some_and(|at| std::time::Instant::now() >= at);
+    if late {
+        GAVE_UP.set(true);
+    }
+    late
+}
+
 fn find_rule(rule: &Rule, text: &str, global: &[&Allowlist], out: &mut Vec<Finding>) {
     let bytes = text.as_bytes();
-    for captures in rule.regex.captures_iter(bytes) {
+    if given_up() {
+        return;
+    }
+    for (n, captures) in rule.regex.captures_iter(bytes).enumerate() {
+        if n % 64 == 63 && given_up() {
+            return;
+        }
         let whole = captures.get(0).expect("group 0 always matches");
         // The secret: the rule's group, else the first group that matched, else the match.
         let secret = match rule.secret_group {
@@ -238,9 +279,16 @@ fn find_rule(rule: &Rule, text: &str, global: &[&Allowlist], out: &mut Vec<Findi
                 continue;
             }
         }
-        let line_start = memchr::memrchr(b'\n', &bytes[..whole.start()]).map_or(0, |i| i + 1);
+        // The line around the match, as far as [`LINE_CONTEXT`] either side: a line-targeted
+        // allowlist runs its regexes on it for each finding, and on a megabyte written as one
+        // line with a finding every few bytes the whole line each time took minutes.
+        let before = &bytes[whole.start().saturating_sub(LINE_CONTEXT)..whole.start()];
+        let line_start = memchr::memrchr(b'\n', before).map_or(whole.start() - before.len(), |i| {
+            whole.start() - before.len() + i + 1
+        });
+        let after = &bytes[whole.end()..(whole.end() + LINE_CONTEXT).min(bytes.len())];
         let line_end =
-            memchr::memchr(b'\n', &bytes[whole.end()..]).map_or(bytes.len(), |i| whole.end() + i);
+            memchr::memchr(b'\n', after).map_or(whole.end() + after.len(), |i| whole.end() + i);
         let line = &bytes[line_start..line_end];
         if rule
             .allowlists

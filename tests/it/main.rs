@@ -27,6 +27,7 @@ mod anytime_fold;
 mod bad_input;
 mod bad_input_requests;
 mod binary;
+mod boundary_cpu;
 mod boundary_credentials;
 mod boundary_recall;
 mod boundary_recognition;
