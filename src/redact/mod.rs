@@ -219,7 +219,7 @@ pub struct Finding {
 /// any declaration they recognize, and a bound on the work per finding.
 const LINE_CONTEXT: usize = 1024;
 
-/// When this thread's redaction gives up (see [`within`]); `None`: never.
+// When this thread's redaction gives up (see `within`), and whether it did.
 thread_local! {
     static GIVE_UP: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
     static GAVE_UP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
