@@ -31,6 +31,7 @@ mod boundary_cpu;
 mod boundary_credentials;
 mod boundary_recall;
 mod boundary_recognition;
+mod boundary_replicas;
 mod browser;
 mod browser_attacks;
 mod calllog;
