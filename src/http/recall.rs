@@ -24,6 +24,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SearchParams {
     /// Words to find (all of them); a path or an identifier is one word.
@@ -75,6 +76,7 @@ pub(super) async fn search(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TurnsParams {
     /// First turn (0-based, default 0).
