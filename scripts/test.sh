@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command of README.md: makes sure PostgreSQL answers (scripts/ensure-postgres.sh), then
+# The full test tier of README.md (`cargo test` alone is the fast one, which skips what needs
+# more than Rust): makes sure PostgreSQL answers (scripts/ensure-postgres.sh), then
 # runs the whole test suite, then the Docker smoke test (scripts/docker-test.sh). Storage tests run on PostgreSQL (a fresh database per test, created
 # from DATABASE_URL) and on SQLite. Set DATABASE_URL to use another server. The console's
 # end-to-end tests drive Debian's headless chromium through chromedriver: both are installed
@@ -22,8 +23,10 @@ fi
 # npm, once, under target/agents).
 COMPACTD_AGENTS_BIN="$(scripts/agents.sh install)"
 export COMPACTD_AGENTS_BIN
+# The full tier: a test whose part is missing fails instead of skipping (src/test_tiers.rs).
+export COMPACTD_TEST_FULL=1
 cargo test --locked "$@"
-# The Docker smoke test (README's Docker commands, built and run); COMPACTD_TEST_DOCKER=0 skips
+# The Docker smoke test (docs/operations.md's Docker commands, built and run); COMPACTD_TEST_DOCKER=0 skips
 # it for a quick run of the suite alone.
 if [ "${COMPACTD_TEST_DOCKER:-1}" != 0 ] && [ $# -eq 0 ]; then
   scripts/docker-test.sh

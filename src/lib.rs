@@ -33,6 +33,8 @@ pub mod redact;
 pub mod session;
 pub mod store;
 pub mod summarizer;
+#[doc(hidden)]
+pub mod test_tiers;
 pub mod throttle;
 pub mod transcript;
 

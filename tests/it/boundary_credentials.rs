@@ -13,7 +13,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::gateway_support::{
-    MODEL_SUMMARY, Provider, Recorded, events, gateway_config, recorded, summarizer_model,
+    MODEL_SUMMARY, Provider, Recorded, codex_trigger_and_next, compaction_item, gateway_config,
+    recorded, summarizer_model, with_item,
 };
 use crate::support::TestApp;
 
@@ -256,12 +257,8 @@ async fn a_codex_item_opens_only_for_the_tenant_and_key_it_was_made_for(store: A
     let (key_a, key_b) = (&keys[0].0, &keys[1].0);
     let (other_key_a, record) = new_key("tenant-a", None, now_ms());
     store.create_key(&record).await.unwrap();
-    let requests: Vec<Recorded> = recorded("codex-0.169.0-openai-provider")
-        .iter()
-        .map(bare)
-        .collect();
-    let trigger = requests.iter().find(|r| r.seq == 29).unwrap();
-    let after = requests.iter().find(|r| r.seq == 30).unwrap();
+    let (trigger, after) = codex_trigger_and_next();
+    let (trigger, after) = (bare(&trigger), bare(&after));
     let base = |key: &str| format!("{}/k/{key}", app.url);
     let body = trigger
         .request(&app.client, &base(key_a))
@@ -272,11 +269,7 @@ async fn a_codex_item_opens_only_for_the_tenant_and_key_it_was_made_for(store: A
         .text()
         .await
         .unwrap();
-    let item = events(&body)
-        .into_iter()
-        .find(|e| e["type"] == "response.output_item.done")
-        .unwrap()["item"]
-        .clone();
+    let item = compaction_item(&body);
     let sealed = item["encrypted_content"].as_str().unwrap().to_owned();
     assert!(sealed.starts_with("compactd.v2."));
     assert!(
@@ -284,16 +277,7 @@ async fn a_codex_item_opens_only_for_the_tenant_and_key_it_was_made_for(store: A
             .contains("SUMMARY BY COMPACTD"),
         "the payload is sealed, not encoded"
     );
-    let next = {
-        let mut next = after.body.clone().unwrap();
-        let input = next["input"].as_array_mut().unwrap();
-        let at = input
-            .iter()
-            .position(|i| i["type"] == "compaction")
-            .unwrap();
-        input[at] = item.clone();
-        serde_json::to_vec(&next).unwrap()
-    };
+    let next = with_item(&after, &item);
     let send = |key: &str| {
         after
             .request_with_body(&app.client, &base(key), next.clone())

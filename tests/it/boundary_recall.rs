@@ -48,6 +48,34 @@ async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
     )
 }
 
+/// Uploads a session of `lines` for `key`, compacts it, and answers the compaction.
+async fn upload_and_compact(app: &TestApp, key: &str, lines: &[String]) -> Value {
+    let uploaded = app
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions", app.url))
+                .bearer_auth(key)
+                .header("content-type", "application/x-ndjson")
+                .body(lines.join("\n") + "\n"),
+        )
+        .await;
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    let session = uploaded.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let compacted = app
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions/{session}/compactions", app.url))
+                .bearer_auth(key)
+                .json(&json!({"keepRecentTokens": 400})),
+        )
+        .await;
+    assert_eq!(compacted.status(), StatusCode::CREATED);
+    compacted.json().await.unwrap()
+}
+
 /// The recall id a summary's last line names.
 fn recall_id(summary: &str) -> String {
     summary
@@ -171,30 +199,7 @@ async fn a_huge_turn_is_kept_whole_and_takes_no_other_conversation_with_it(store
         );
         parent = Some(id);
     }
-    let uploaded = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions", app.url))
-                .bearer_auth(&alice)
-                .header("content-type", "application/x-ndjson")
-                .body(lines.join("\n") + "\n"),
-        )
-        .await;
-    assert_eq!(uploaded.status(), StatusCode::CREATED);
-    let session = uploaded.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let compacted = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions/{session}/compactions", app.url))
-                .bearer_auth(&alice)
-                .json(&json!({"keepRecentTokens": 400})),
-        )
-        .await;
-    assert_eq!(compacted.status(), StatusCode::CREATED);
-    let compacted: Value = compacted.json().await.unwrap();
+    let compacted = upload_and_compact(&app, &alice, &lines).await;
     assert!(
         compacted["recallId"].is_string(),
         "{}",
@@ -279,33 +284,8 @@ async fn paging_by_next_reaches_a_sessions_last_turn(store: Arc<dyn Store>) {
             &mut lines,
         );
     }
-    let uploaded = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions", app.url))
-                .bearer_auth(&alice)
-                .header("content-type", "application/x-ndjson")
-                .body(lines.join("\n") + "\n"),
-        )
-        .await;
-    assert_eq!(uploaded.status(), StatusCode::CREATED);
-    let session = uploaded.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let compacted = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions/{session}/compactions", app.url))
-                .bearer_auth(&alice)
-                .json(&json!({"keepRecentTokens": 400})),
-        )
-        .await;
-    assert_eq!(compacted.status(), StatusCode::CREATED);
-    let id = compacted.json::<Value>().await.unwrap()["recallId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let compacted = upload_and_compact(&app, &alice, &lines).await;
+    let id = compacted["recallId"].as_str().unwrap().to_owned();
     // REST, then MCP: follow `next` from the start, a few turns a page.
     let mut seen = Vec::new();
     let mut from = Some(0);

@@ -9,7 +9,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::gateway_support::{
-    Provider, Recorded, events, gateway_config, recorded, summarizer_model,
+    Provider, Recorded, codex_trigger_and_next, compaction_item, gateway_config, recorded,
+    summarizer_model, with_item,
 };
 use crate::support::TestApp;
 
@@ -156,6 +157,9 @@ async fn ordinary_turns_that_mention_every_marker_reach_the_provider_byte_for_by
     assert_eq!(provider.received().await.len(), sent, "not forwarded");
 }
 
+/// A `Content-Encoding` as a test applies it.
+type Encode = fn(&[u8]) -> Vec<u8>;
+
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(bytes).unwrap();
@@ -177,8 +181,7 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
     let model = summarizer_model().await;
     let provider = Provider::start().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
-    let encodings: [(&str, fn(&[u8]) -> Vec<u8>); 3] =
-        [("gzip", gzip), ("zstd", zstd), ("br", brotli)];
+    let encodings: [(&str, Encode); 3] = [("gzip", gzip), ("zstd", zstd), ("br", brotli)];
     for fixture in [
         "claude-code-2.1.330",
         "codex-0.169.0-custom-provider",
@@ -229,9 +232,7 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
     }
 
     // Codex's next turn, compressed, holding compactd's item: expanded, sent plain.
-    let requests = recorded("codex-0.169.0-openai-provider");
-    let trigger = requests.iter().find(|r| r.seq == 29).unwrap();
-    let after = requests.iter().find(|r| r.seq == 30).unwrap();
+    let (trigger, after) = codex_trigger_and_next();
     let answer = trigger
         .request_with_body(&app.client, &app.url, zstd(&trigger.body_bytes()))
         .header("content-encoding", "zstd")
@@ -241,24 +242,9 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
         .text()
         .await
         .unwrap();
-    let item = events(&answer)
-        .into_iter()
-        .find(|e| e["type"] == "response.output_item.done")
-        .expect("the compressed trigger was answered by compactd")["item"]
-        .clone();
-    let mut next = after.body.clone().unwrap();
-    let input = next["input"].as_array_mut().unwrap();
-    let at = input
-        .iter()
-        .position(|i| i["type"] == "compaction")
-        .unwrap();
-    input[at] = item;
+    let next = with_item(&after, &compaction_item(&answer));
     let response = after
-        .request_with_body(
-            &app.client,
-            &app.url,
-            zstd(&serde_json::to_vec(&next).unwrap()),
-        )
+        .request_with_body(&app.client, &app.url, zstd(&next))
         .header("content-encoding", "zstd")
         .send()
         .await
@@ -275,7 +261,7 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
     let bomb = gzip(&vec![b' '; 64 << 20]);
     let response = app
         .send(
-            turn_of(&requests)
+            turn_of(&recorded("codex-0.169.0-custom-provider"))
                 .request_with_body(&app.client, &app.url, bomb)
                 .header("content-encoding", "gzip"),
         )

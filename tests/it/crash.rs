@@ -204,6 +204,7 @@ async fn kill_9_during_uploads_leaves_whole_sessions_or_none_sqlite() {
 
 #[tokio::test]
 async fn kill_9_during_uploads_leaves_whole_sessions_or_none_postgres() {
+    compactd::needs!(Postgres);
     uploads_survive_kill_9(&postgres_url("upload").await).await;
 }
 
@@ -216,5 +217,6 @@ async fn kill_9_during_a_compaction_stores_nothing_sqlite() {
 
 #[tokio::test]
 async fn kill_9_during_a_compaction_stores_nothing_postgres() {
+    compactd::needs!(Postgres);
     compaction_killed_mid_summary_stores_nothing(&postgres_url("compaction").await).await;
 }

@@ -13,8 +13,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::gateway_support::{
-    FIXTURES, MODEL_SUMMARY, Provider, Recorded, connection_header, events, gateway_config,
-    provider_answer, recorded, streamed_text, summarizer_model,
+    FIXTURES, MODEL_SUMMARY, Provider, Recorded, codex_trigger_and_next, compaction_item,
+    connection_header, events, gateway_config, provider_answer, recorded, streamed_text,
+    summarizer_model, with_item,
 };
 use crate::support::TestApp;
 
@@ -207,9 +208,7 @@ async fn codex_gets_its_compaction_item_back_as_the_summary_and_a_forged_one_sta
     let model = summarizer_model().await;
     let provider = Provider::start().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
-    let requests = recorded("codex-0.169.0-openai-provider");
-    let trigger = requests.iter().find(|r| r.seq == 29).unwrap();
-    let after = requests.iter().find(|r| r.seq == 30).unwrap();
+    let (trigger, after) = codex_trigger_and_next();
     let body = trigger
         .request(&app.client, &app.url)
         .send()
@@ -218,23 +217,10 @@ async fn codex_gets_its_compaction_item_back_as_the_summary_and_a_forged_one_sta
         .text()
         .await
         .unwrap();
-    let item = events(&body)
-        .into_iter()
-        .find(|e| e["type"] == "response.output_item.done")
-        .unwrap()["item"]
-        .clone();
+    let item = compaction_item(&body);
 
     // The next turn echoes the item back, as Codex does, in place of the fake's.
-    let with_item = |item: &Value| {
-        let mut next = after.body.clone().unwrap();
-        let input = next["input"].as_array_mut().unwrap();
-        let at = input
-            .iter()
-            .position(|i| i["type"] == "compaction")
-            .unwrap();
-        input[at] = item.clone();
-        serde_json::to_vec(&next).unwrap()
-    };
+    let with_item = |item: &Value| with_item(&after, item);
     let response = after
         .request_with_body(&app.client, &app.url, with_item(&item))
         .send()

@@ -209,3 +209,32 @@ pub fn streamed_text(recorded: &Recorded, body: &str) -> String {
     };
     events.iter().filter_map(pick).collect()
 }
+
+/// Codex's remote compaction (built-in `openai` provider, as recorded): the trigger request and
+/// the next turn, which sends the compaction item back.
+pub fn codex_trigger_and_next() -> (Recorded, Recorded) {
+    let requests = recorded("codex-0.169.0-openai-provider");
+    let at = |seq| requests.iter().find(|r| r.seq == seq).unwrap().clone();
+    (at(29), at(30))
+}
+
+/// The one compaction item of a streamed Responses answer.
+pub fn compaction_item(answer: &str) -> Value {
+    events(answer)
+        .into_iter()
+        .find(|e| e["type"] == "response.output_item.done")
+        .expect("a compaction item was answered")["item"]
+        .clone()
+}
+
+/// The body of Codex's next turn with `item` where it sends its compaction item back.
+pub fn with_item(next: &Recorded, item: &Value) -> Vec<u8> {
+    let mut body = next.body.clone().unwrap();
+    let input = body["input"].as_array_mut().unwrap();
+    let at = input
+        .iter()
+        .position(|i| i["type"] == "compaction")
+        .unwrap();
+    input[at] = item.clone();
+    serde_json::to_vec(&body).unwrap()
+}

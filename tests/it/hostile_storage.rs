@@ -84,100 +84,103 @@ async fn pg_store(pool: &sqlx::PgPool, statement_timeout: Duration) -> Arc<dyn S
     )
 }
 
-#[sqlx::test(migrations = false)]
-async fn a_read_only_postgres_after_a_failover_answers_503(pool: sqlx::PgPool) {
-    let store = pg_store(&pool, Duration::from_secs(5)).await;
-    let app = TestApp::with_store(config(), store).await;
-    assert_eq!(upload(&app).await.0, StatusCode::CREATED);
-    // The failover: the database turns read-only and every connection to it is dropped.
-    let database = pool.connect_options().get_database().unwrap().to_owned();
-    // The name is the one sqlx made for this test.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "alter database \"{database}\" set default_transaction_read_only = on"
-    )))
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "select pg_terminate_backend(pid) from pg_stat_activity \
-         where datname = current_database() and pid <> pg_backend_pid()",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    // Whether a request meets a dropped connection or a read-only one, it is a 503.
-    for _ in 0..3 {
+compactd::postgres_test! {
+    async fn a_read_only_postgres_after_a_failover_answers_503(pool: sqlx::PgPool) {
+        let store = pg_store(&pool, Duration::from_secs(5)).await;
+        let app = TestApp::with_store(config(), store).await;
+        assert_eq!(upload(&app).await.0, StatusCode::CREATED);
+        // The failover: the database turns read-only and every connection to it is dropped.
+        let database = pool.connect_options().get_database().unwrap().to_owned();
+        // The name is the one sqlx made for this test.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "alter database \"{database}\" set default_transaction_read_only = on"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "select pg_terminate_backend(pid) from pg_stat_activity \
+             where datname = current_database() and pid <> pg_backend_pid()",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        // Whether a request meets a dropped connection or a read-only one, it is a 503.
+        for _ in 0..3 {
+            let (status, retry, body) = upload(&app).await;
+            expect_storage_unavailable(status, retry.as_deref(), &body);
+        }
+        // Reading still works.
+        let listed = app.get("/v1/sessions").await;
+        assert_eq!(listed.status(), StatusCode::OK);
+    }
+}
+
+compactd::postgres_test! {
+    async fn a_lock_held_elsewhere_costs_a_bounded_wait_and_a_503(pool: sqlx::PgPool) {
+        let store = pg_store(&pool, Duration::from_millis(500)).await;
+        let app = TestApp::with_store(config(), store).await;
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("lock table sessions in access exclusive mode")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let started = Instant::now();
         let (status, retry, body) = upload(&app).await;
         expect_storage_unavailable(status, retry.as_deref(), &body);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "answered after {:?}, not at the request timeout",
+            started.elapsed()
+        );
+        holder.rollback().await.unwrap();
+        assert_eq!(upload(&app).await.0, StatusCode::CREATED);
     }
-    // Reading still works.
-    let listed = app.get("/v1/sessions").await;
-    assert_eq!(listed.status(), StatusCode::OK);
 }
 
-#[sqlx::test(migrations = false)]
-async fn a_lock_held_elsewhere_costs_a_bounded_wait_and_a_503(pool: sqlx::PgPool) {
-    let store = pg_store(&pool, Duration::from_millis(500)).await;
-    let app = TestApp::with_store(config(), store).await;
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("lock table sessions in access exclusive mode")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let (status, retry, body) = upload(&app).await;
-    expect_storage_unavailable(status, retry.as_deref(), &body);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered after {:?}, not at the request timeout",
-        started.elapsed()
-    );
-    holder.rollback().await.unwrap();
-    assert_eq!(upload(&app).await.0, StatusCode::CREATED);
-}
-
-/// A read of a session whose rows are locked elsewhere (a migration, an operator's `lock table`)
-/// answers 503 with Retry-After after the lock timeout (a second), not after the statement
-/// timeout; NUL in a query parameter is a 400, not a database error.
-#[sqlx::test(migrations = false)]
-async fn a_locked_read_answers_503_within_the_lock_timeout(pool: sqlx::PgPool) {
-    // A statement timeout far above the bound below: only the lock timeout can answer in time.
-    let store = pg_store(&pool, Duration::from_secs(60)).await;
-    let app = TestApp::with_store(config(), store).await;
-    let (status, _, body) = upload(&app).await;
-    assert_eq!(status, StatusCode::CREATED);
-    let id = body["id"].as_str().unwrap().to_owned();
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("lock table entries in access exclusive mode")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let asked = std::time::Instant::now();
-    let read = tokio::time::timeout(
-        Duration::from_secs(20),
-        app.get(&format!("/v1/sessions/{id}/entries")),
-    )
-    .await
-    .expect("the read waited for the statement timeout");
-    eprintln!("answered in {:?}", asked.elapsed());
-    let status = read.status();
-    let retry = read
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body: Value = read.json().await.unwrap();
-    expect_storage_unavailable(status, retry.as_deref(), &body);
-    holder.rollback().await.unwrap();
-    assert_eq!(
-        app.get(&format!("/v1/sessions/{id}/entries"))
+compactd::postgres_test! {
+    /// A read of a session whose rows are locked elsewhere (a migration, an operator's `lock
+    /// table`) answers 503 with Retry-After after the lock timeout (a second), not after the
+    /// statement timeout; NUL in a query parameter is a 400, not a database error.
+    async fn a_locked_read_answers_503_within_the_lock_timeout(pool: sqlx::PgPool) {
+        // A statement timeout far above the bound below: only the lock timeout can answer in time.
+        let store = pg_store(&pool, Duration::from_secs(60)).await;
+        let app = TestApp::with_store(config(), store).await;
+        let (status, _, body) = upload(&app).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let id = body["id"].as_str().unwrap().to_owned();
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("lock table entries in access exclusive mode")
+            .execute(&mut *holder)
             .await
-            .status(),
-        StatusCode::OK
-    );
-    for query in ["cursor=%00", "cursor=1.%00", "q=%00", "limit=1%00"] {
-        let answer = app.get(&format!("/v1/sessions?{query}")).await;
-        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{query}");
-        let body: Value = answer.json().await.unwrap();
-        assert_eq!(body["error"]["code"], "invalid_query", "{query}");
+            .unwrap();
+        let asked = std::time::Instant::now();
+        let read = tokio::time::timeout(
+            Duration::from_secs(20),
+            app.get(&format!("/v1/sessions/{id}/entries")),
+        )
+        .await
+        .expect("the read waited for the statement timeout");
+        eprintln!("answered in {:?}", asked.elapsed());
+        let status = read.status();
+        let retry = read
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = read.json().await.unwrap();
+        expect_storage_unavailable(status, retry.as_deref(), &body);
+        holder.rollback().await.unwrap();
+        assert_eq!(
+            app.get(&format!("/v1/sessions/{id}/entries"))
+                .await
+                .status(),
+            StatusCode::OK
+        );
+        for query in ["cursor=%00", "cursor=1.%00", "q=%00", "limit=1%00"] {
+            let answer = app.get(&format!("/v1/sessions?{query}")).await;
+            assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{query}");
+            let body: Value = answer.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "invalid_query", "{query}");
+        }
     }
 }

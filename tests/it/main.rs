@@ -3,15 +3,17 @@
 // Helpers are `pub` for the modules of this test binary; nothing here is a library API.
 #![allow(unreachable_pub)]
 
-/// Runs each test body once per storage backend: on a fresh PostgreSQL database
-/// (`#[sqlx::test]`, from `DATABASE_URL`) and on a fresh SQLite database.
+/// Runs each test body once per storage backend: on a fresh PostgreSQL database (as
+/// `#[sqlx::test]` makes one, from `DATABASE_URL`; skipped without it, see
+/// `compactd::test_tiers`) and on a fresh SQLite database.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            #[sqlx::test(migrations = false)]
-            async fn postgres(pool: sqlx::PgPool) {
-                let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
-                super::$name(std::sync::Arc::new(store)).await
+            compactd::postgres_test! {
+                async fn postgres(pool: sqlx::PgPool) {
+                    let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
+                    super::$name(std::sync::Arc::new(store)).await
+                }
             }
             #[sqlx::test(migrations = false)]
             async fn sqlite(pool: sqlx::SqlitePool) {

@@ -110,6 +110,7 @@ fn oracle(file: &Path) -> Vec<Value> {
 
 #[test]
 fn generated_pi15_sessions_plan_as_pi_1_5_2_does() {
+    compactd::needs!(Agents);
     let dir = std::env::temp_dir().join(format!("compactd-pi15-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (mut checked, mut planned, mut split) = (0, 0, 0);
@@ -189,6 +190,7 @@ on_both_backends!(a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_i
 async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     store: std::sync::Arc<dyn compactd::store::Store>,
 ) {
+    compactd::needs!(Agents);
     use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
     let model = FakeUpstream::start(
         vec![],

@@ -138,6 +138,7 @@ async fn bodies(provider: &MockServer) -> Vec<String> {
 
 #[tokio::test]
 async fn pi_compacts_through_the_extension_with_compactds_summary() {
+    compactd::needs!(Agents);
     let provider = provider().await;
     let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
     let app = TestApp::spawn(chain_config(&model, "openai:compactd-summarizer", false)).await;
@@ -225,6 +226,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
 
 #[tokio::test]
 async fn with_compactd_down_pi_compacts_by_itself() {
+    compactd::needs!(Agents);
     let provider = provider().await;
     let gone = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -199,15 +199,16 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     assert_eq!(closed.metric("compactd_budget_unchecked_total").await, 1.0);
 }
 
-#[sqlx::test(migrations = false)]
-async fn budgets_when_the_store_is_down_postgres(pool: sqlx::PgPool) {
-    let store = Arc::new(
-        compactd::store::PgStore::from_pool(pool.clone())
-            .await
-            .unwrap(),
-    );
-    budgets_follow_the_setting_when_the_store_is_down(store, async move || pool.close().await)
-        .await;
+compactd::postgres_test! {
+    async fn budgets_when_the_store_is_down_postgres(pool: sqlx::PgPool) {
+        let store = Arc::new(
+            compactd::store::PgStore::from_pool(pool.clone())
+                .await
+                .unwrap(),
+        );
+        budgets_follow_the_setting_when_the_store_is_down(store, async move || pool.close().await)
+            .await;
+    }
 }
 
 #[sqlx::test(migrations = false)]

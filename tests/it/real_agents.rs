@@ -192,6 +192,7 @@ fn header<'r>(request: &'r Request, name: &str) -> Option<&'r str> {
 
 #[tokio::test]
 async fn claude_code_compacts_through_compactd() {
+    compactd::needs!(Agents);
     let rig = Rig::start("claude").await;
     let env = [
         ("ANTHROPIC_BASE_URL", rig.app.url.clone()),
@@ -301,6 +302,7 @@ async fn codex_compacts(rig: &Rig, env: &[(&str, String)]) {
 
 #[tokio::test]
 async fn codex_with_a_custom_provider_compacts_through_compactd() {
+    compactd::needs!(Agents);
     let rig = Rig::start("codex-custom").await;
     let codex_home = rig.home.join(".codex");
     std::fs::create_dir_all(&codex_home).unwrap();
@@ -320,6 +322,7 @@ async fn codex_with_a_custom_provider_compacts_through_compactd() {
 
 #[tokio::test]
 async fn codex_with_the_openai_provider_compacts_remotely_through_compactd() {
+    compactd::needs!(Agents);
     let rig = Rig::start("codex-openai").await;
     let codex_home = rig.home.join(".codex");
     std::fs::create_dir_all(&codex_home).unwrap();
@@ -339,6 +342,7 @@ async fn codex_with_the_openai_provider_compacts_remotely_through_compactd() {
 
 #[tokio::test]
 async fn opencode_compacts_through_compactd() {
+    compactd::needs!(Agents);
     let rig = Rig::start("opencode").await;
     let config = json!({
         "provider": {"fake": {

@@ -102,6 +102,7 @@ pub async fn call(
 }
 
 async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
+    compactd::needs!(Node);
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();
     config.summarizers.models = vec!["extractive".parse().unwrap()];

@@ -15,12 +15,13 @@ use compactd::store::{SqliteStore, Store, now_ms};
 use crate::real_agents::agents_bin;
 use crate::support::{TestApp, config};
 
-/// The block of README.md that follows the line `marker`, up to its closing fence.
+/// The block of docs/agents.md (where README.md points for each agent's configuration) that
+/// follows the line `marker`, up to its closing fence.
 fn readme_block(marker: &str) -> String {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/agents.md");
     let start = readme
         .find(marker)
-        .unwrap_or_else(|| panic!("README.md has no {marker:?}"));
+        .unwrap_or_else(|| panic!("docs/agents.md has no {marker:?}"));
     let rest = &readme[start + marker.len()..];
     rest[..rest.find("```").unwrap()].trim().to_owned()
 }
@@ -94,6 +95,7 @@ impl Scratch {
 
 #[tokio::test]
 async fn readmes_mcp_configurations_connect_with_the_real_agents() {
+    compactd::needs!(Agents);
     let mut config = config();
     // Not loopback-only: a key is required, as on a team's compactd.
     config.http.listen = "0.0.0.0:0".parse().unwrap();

@@ -33,48 +33,44 @@ const INSERT_TURN: &str = "insert into recall_turns (recall_id, tenant, seq, rol
 /// A test per store: its migrations up to [`BEFORE_NUMBERS`], the old rows written as that
 /// schema held them, then the store opened on the database, which applies the rest.
 macro_rules! upgraded {
-    ($name:ident, $pool:ty, $store:ty, $migrations:literal) => {
-        #[sqlx::test(migrations = false)]
-        async fn $name(pool: $pool) {
-            sqlx::migrate!($migrations)
-                .run_to(BEFORE_NUMBERS, &pool)
+    ($pool:ident, $store:ty, $migrations:literal) => {{
+        let pool = $pool;
+        sqlx::migrate!($migrations)
+            .run_to(BEFORE_NUMBERS, &pool)
+            .await
+            .unwrap();
+        for (id, expires, texts) in OLD {
+            sqlx::query(INSERT_RECALL)
+                .bind(id)
+                .bind(expires)
+                .execute(&pool)
                 .await
                 .unwrap();
-            for (id, expires, texts) in OLD {
-                sqlx::query(INSERT_RECALL)
+            for (seq, text) in texts.iter().enumerate() {
+                sqlx::query(INSERT_TURN)
                     .bind(id)
-                    .bind(expires)
+                    .bind(seq as i32)
+                    .bind(*text)
                     .execute(&pool)
                     .await
                     .unwrap();
-                for (seq, text) in texts.iter().enumerate() {
-                    sqlx::query(INSERT_TURN)
-                        .bind(id)
-                        .bind(seq as i32)
-                        .bind(*text)
-                        .execute(&pool)
-                        .await
-                        .unwrap();
-                }
             }
-            let store = <$store>::from_pool(pool).await.unwrap();
-            kept_across_the_upgrade(&store).await;
         }
-    };
+        let store = <$store>::from_pool(pool).await.unwrap();
+        kept_across_the_upgrade(&store).await;
+    }};
 }
 
-upgraded!(
-    postgres,
-    sqlx::PgPool,
-    compactd::store::PgStore,
-    "./migrations/postgres"
-);
-upgraded!(
-    sqlite,
-    sqlx::SqlitePool,
-    compactd::store::SqliteStore,
-    "./migrations/sqlite"
-);
+compactd::postgres_test! {
+    async fn postgres(pool: sqlx::PgPool) {
+        upgraded!(pool, compactd::store::PgStore, "./migrations/postgres")
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn sqlite(pool: sqlx::SqlitePool) {
+    upgraded!(pool, compactd::store::SqliteStore, "./migrations/sqlite")
+}
 
 /// SQLite's full-text index merges sixteen segments at a time (FTS5's default is four).
 #[sqlx::test(migrations = false)]

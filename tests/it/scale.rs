@@ -280,17 +280,18 @@ mod migrated_rows {
         assert_plans_match(&swept, &second, &sample_leaves(&file)).await;
     }
 
-    #[sqlx::test(migrations = false)]
-    async fn postgres(pool: sqlx::PgPool) {
-        let store = compactd::store::PgStore::from_pool(pool.clone())
-            .await
-            .unwrap();
-        check(Arc::new(store), async || {
-            for statement in FORGET {
-                sqlx::query(statement).execute(&pool).await.unwrap();
-            }
-        })
-        .await;
+    compactd::postgres_test! {
+        async fn postgres(pool: sqlx::PgPool) {
+            let store = compactd::store::PgStore::from_pool(pool.clone())
+                .await
+                .unwrap();
+            check(Arc::new(store), async || {
+                for statement in FORGET {
+                    sqlx::query(statement).execute(&pool).await.unwrap();
+                }
+            })
+            .await;
+        }
     }
 
     #[sqlx::test(migrations = false)]

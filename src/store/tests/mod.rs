@@ -1,5 +1,5 @@
-//! Every query on both backends: each test body runs against a fresh PostgreSQL database
-//! (`#[sqlx::test]`, from `DATABASE_URL`) and a fresh SQLite database.
+//! Every query on both backends: each test body runs against a fresh PostgreSQL database (from
+//! `DATABASE_URL`; skipped without it, see [`crate::test_tiers`]) and a fresh SQLite database.
 
 use std::sync::Arc;
 
@@ -9,9 +9,10 @@ use super::*;
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            #[sqlx::test(migrations = false)]
-            async fn postgres(pool: sqlx::PgPool) {
-                super::$name(std::sync::Arc::new(crate::store::PgStore::from_pool(pool).await.unwrap())).await
+            crate::postgres_test! {
+                async fn postgres(pool: sqlx::PgPool) {
+                    super::$name(std::sync::Arc::new(crate::store::PgStore::from_pool(pool).await.unwrap())).await
+                }
             }
             #[sqlx::test(migrations = false)]
             async fn sqlite(pool: sqlx::SqlitePool) {
