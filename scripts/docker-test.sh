@@ -103,8 +103,8 @@ json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 log "docker build"
 build_started=$(date +%s)
 # The documented build, in the `dev` profile (DOCKER_PROFILE; the image's default is `dist`): the
-# same Dockerfile, commands and image but for the compiler's optimizations, built in about five
-# minutes on two cores where `dist` takes a quarter of an hour and `release` ten (BENCHMARKS.md):
+# same Dockerfile, commands and image but for the compiler's optimizations, built in about four
+# minutes on two cores where `dist` takes twelve and `release` ten and a half (BENCHMARKS.md):
 # what this checks is the image, not the optimizer. DOCKER_PROFILE=dist builds it as users do.
 docker build --build-arg PROFILE="${DOCKER_PROFILE:-dev}" -t compactd .
 # compose builds the same layers with the same profile: from the cache.
