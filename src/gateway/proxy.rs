@@ -50,14 +50,18 @@ impl Proxy {
         })
     }
 
-    /// Sends the request to `target` and streams the answer back.
+    /// Sends the request to `target`, whose provider reads its credential as `wire` says, and
+    /// streams the answer back; refused when compactd's key took the provider's only credential
+    /// header ([`check_credentials`]).
     pub async fn forward(
         &self,
         target: reqwest::Url,
+        wire: Credentials,
         method: Method,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Response {
+    ) -> Result<Response, AmbiguousCredentials> {
+        check_credentials(headers, wire)?;
         let started = std::time::Instant::now();
         let host = target.host_str().unwrap_or_default().to_owned();
         let mut headers = forwarded(headers);
@@ -75,7 +79,7 @@ impl Proxy {
             Err(error) => {
                 // The error's text may hold the URL, never a header: safe to log.
                 tracing::warn!(upstream = %host, error = %error.without_url(), "gateway: the upstream did not answer");
-                return unreachable_upstream(&host);
+                return Ok(unreachable_upstream(&host));
             }
         };
         tracing::debug!(upstream = %host, status = upstream.status().as_u16(), first_byte_ms = started.elapsed().as_millis() as u64, "gateway: passed through");
@@ -100,14 +104,14 @@ impl Proxy {
         let mut response = Response::new(Body::from_stream(stream));
         *response.status_mut() = status;
         *response.headers_mut() = response_headers;
-        response
+        Ok(response)
     }
 }
 
 /// `headers` without the hop-by-hop ones (and those a `Connection` header names), and without
 /// every header that holds a compactd key (whichever header carried it, and compactd's own
 /// `X-Compactd-Key`): compactd's keys never leave it.
-pub(crate) fn forwarded(headers: &HeaderMap) -> HeaderMap {
+fn forwarded(headers: &HeaderMap) -> HeaderMap {
     let named: Vec<String> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -160,10 +164,7 @@ pub struct AmbiguousCredentials {
 /// Checks that forwarding `headers` leaves the provider a credential where compactd's key was
 /// taken out; a request that never held compactd's key in a provider's header passes as it is
 /// (with no credential at all, the provider answers for itself).
-pub fn check_credentials(
-    headers: &HeaderMap,
-    wire: Credentials,
-) -> Result<(), AmbiguousCredentials> {
+fn check_credentials(headers: &HeaderMap, wire: Credentials) -> Result<(), AmbiguousCredentials> {
     let names = wire.headers();
     let mut took = None;
     let mut left = false;

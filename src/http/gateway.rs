@@ -134,13 +134,18 @@ async fn forward_anthropic(
     uri: &Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    provider_credentials(&body.headers, Credentials::Anthropic)?;
-    let target =
-        crate::gateway::proxy::target(&gateway.anthropic_upstream, uri.path(), "", uri.query());
-    Ok(gateway
+    let target = proxy::target(&gateway.anthropic_upstream, uri.path(), "", uri.query());
+    gateway
         .proxy
-        .forward(target, method, &body.headers, body.bytes)
-        .await)
+        .forward(
+            target,
+            Credentials::Anthropic,
+            method,
+            &body.headers,
+            body.bytes,
+        )
+        .await
+        .map_err(ambiguous)
 }
 
 /// Where an OpenAI-wire request goes: the upstream (which includes `/v1`) and the path after it.
@@ -151,17 +156,19 @@ pub(super) async fn forward_openai(
     headers: &axum::http::HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    provider_credentials(headers, Credentials::OpenAi)?;
-    let target =
-        crate::gateway::proxy::target(&gateway.openai_upstream, uri.path(), "/v1", uri.query());
-    Ok(gateway.proxy.forward(target, method, headers, bytes).await)
+    let target = proxy::target(&gateway.openai_upstream, uri.path(), "/v1", uri.query());
+    gateway
+        .proxy
+        .forward(target, Credentials::OpenAi, method, headers, bytes)
+        .await
+        .map_err(ambiguous)
 }
 
 /// 400 when the only header the provider would read its credential from carried compactd's key
-/// instead (the key is never forwarded, so the provider would get none; see README's "Security
-/// model" for how an agent sends both).
-fn provider_credentials(headers: &HeaderMap, wire: Credentials) -> Result<(), ApiError> {
-    proxy::check_credentials(headers, wire).map_err(|ambiguous| ApiError::Invalid {
+/// instead (the key is never forwarded, so the provider would get none; docs/agents.md says how
+/// an agent sends both).
+fn ambiguous(ambiguous: proxy::AmbiguousCredentials) -> ApiError {
+    ApiError::Invalid {
         status: axum::http::StatusCode::BAD_REQUEST,
         code: "ambiguous_credentials",
         message: format!(
@@ -171,7 +178,7 @@ fn provider_credentials(headers: &HeaderMap, wire: Credentials) -> Result<(), Ap
             ambiguous.header
         ),
         param: Some(ambiguous.header.into()),
-    })
+    }
 }
 
 #[utoipa::path(post, path = "/v1/responses", tag = "gateway",

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use compactd::access::new_key;
-use compactd::store::{Store, now_ms};
+use compactd::store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::recall::{call, mcp};
+use crate::recall::{call, get, mcp};
+use crate::recall_sessions::key;
 use crate::support::{TestApp, compact_body, config, eventually};
 
 on_both_backends!(
@@ -20,32 +20,12 @@ on_both_backends!(
     paging_by_next_reaches_a_sessions_last_turn,
 );
 
-async fn key(store: &Arc<dyn Store>, tenant: &str) -> String {
-    let (text, record) = new_key(tenant, None, now_ms());
-    store.create_key(&record).await.unwrap();
-    text
-}
-
 async fn recall_app(store: Arc<dyn Store>) -> TestApp {
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();
     config.summarizers.models = vec!["extractive".parse().unwrap()];
     config.summarizers.stages.recall_footer = true;
     TestApp::with_store(config, store).await
-}
-
-async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
-    let response = app
-        .send(
-            app.client
-                .get(format!("{}{path}", app.url))
-                .bearer_auth(key),
-        )
-        .await;
-    (
-        response.status(),
-        response.json().await.unwrap_or(Value::Null),
-    )
 }
 
 /// Uploads a session of `lines` for `key`, compacts it, and answers the compaction.

@@ -15,21 +15,8 @@ pub struct OwnedPostgres {
 }
 
 fn bindir() -> PathBuf {
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("pg_ctl").exists() {
-            return dir;
-        }
-    }
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+    compactd::test_tiers::postgres_bindir()
         .expect("PostgreSQL server binaries (scripts/ensure-postgres.sh installs them)")
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|p| p.join("pg_ctl").exists())
-        .collect();
-    candidates.sort();
-    candidates.pop().expect("a PostgreSQL bin directory")
 }
 
 fn is_root() -> bool {

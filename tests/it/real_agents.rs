@@ -25,19 +25,9 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 /// What the agents' key is (a dummy the provider checks it receives).
 const AGENT_KEY: &str = "sk-agent-own-key-for-the-provider";
 
+/// Where the real agents are (tests that run them say `compactd::needs!(Agents)` first).
 pub fn agents_bin() -> PathBuf {
-    let bin = std::env::var("COMPACTD_AGENTS_BIN").map_or_else(
-        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agents/bin"),
-        PathBuf::from,
-    );
-    assert!(
-        ["claude", "codex", "opencode", "pi"]
-            .iter()
-            .all(|b| bin.join(b).exists()),
-        "the real agents are not installed in {}: run scripts/agents.sh install (scripts/test.sh does)",
-        bin.display()
-    );
-    bin
+    compactd::test_tiers::agents_bin()
 }
 
 /// compactd as the gateway before the fake provider, and a scratch repository and home.

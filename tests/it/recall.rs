@@ -57,7 +57,7 @@ async fn key(store: &Arc<dyn Store>, tenant: &str) -> (String, String) {
 }
 
 /// A GET with a key, its status and JSON body.
-async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
+pub async fn get(app: &TestApp, key: &str, path: &str) -> (StatusCode, Value) {
     let response = app
         .send(
             app.client

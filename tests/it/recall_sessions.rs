@@ -65,7 +65,7 @@ fn work(round: usize, extra: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn key(store: &Arc<dyn Store>, tenant: &str) -> String {
+pub async fn key(store: &Arc<dyn Store>, tenant: &str) -> String {
     let (text, record) = new_key(tenant, None, now_ms());
     store.create_key(&record).await.unwrap();
     text

@@ -16,7 +16,7 @@ on_both_backends!(
     secrets_as_tools_write_them_reach_no_model_no_summary_no_page
 );
 
-fn line(id: &str, parent: Option<&str>, message: Value) -> String {
+pub fn line(id: &str, parent: Option<&str>, message: Value) -> String {
     json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-22T10:00:00.000Z",
         "message": message})
     .to_string()

@@ -11,6 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::gateway_support::{Provider, gateway_config, recorded};
+use crate::redaction::line;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body};
 
 on_both_backends!(a_session_compaction_and_a_branch_summary_send_and_store_no_secret);
@@ -190,12 +191,6 @@ async fn the_gateway_sends_no_secret_on_any_wire() {
         places.push((format!("{fixture}'s answer"), answer));
         assert_none_in(&planted, &places);
     }
-}
-
-fn line(id: &str, parent: Option<&str>, message: Value) -> String {
-    json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-22T10:00:00.000Z",
-        "message": message})
-    .to_string()
 }
 
 async fn a_session_compaction_and_a_branch_summary_send_and_store_no_secret(store: Arc<dyn Store>) {

@@ -261,17 +261,8 @@ pub fn metric_sample(metrics: &str, name_and_labels: &str) -> f64 {
 /// Node 22 and the reference MCP SDK's `node_modules`, as `scripts/agents.sh install` puts them
 /// (in `COMPACTD_AGENTS_BIN` or `target/agents/bin`).
 pub fn node_with_mcp_sdk() -> (std::path::PathBuf, std::path::PathBuf) {
-    let bin = std::env::var("COMPACTD_AGENTS_BIN").map_or_else(
-        |_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agents/bin"),
-        std::path::PathBuf::from,
-    );
-    let (node, modules) = (bin.join("node22"), bin.join("mcp-node-modules"));
-    assert!(
-        node.exists() && modules.exists(),
-        "node and the MCP SDK are not installed in {}: run scripts/agents.sh install (scripts/test.sh does)",
-        bin.display()
-    );
-    (node, modules)
+    let bin = compactd::test_tiers::agents_bin();
+    (bin.join("node22"), bin.join("mcp-node-modules"))
 }
 
 /// Polls `check` until it answers `Some` (every 20 ms, for at most 10 s): for what compactd writes
