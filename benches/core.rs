@@ -122,7 +122,7 @@ fn fidelity(c: &mut Criterion) {
     group.bench_function("anchors + check", |b| {
         b.iter(|| {
             let anchors =
-                anchors::of_shape(&compactd::summarizer::Shape::of_prompt(black_box(&prompt)));
+                anchors::of_shape(&compactd::transcript::Shape::of_prompt(black_box(&prompt)));
             gate::check(black_box(&summary), &anchors)
         })
     });

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use compactd::fidelity::{anchors, gate};
 use compactd::redact::{Placeholders, Redactor};
-use compactd::summarizer::Shape;
+use compactd::transcript::Shape;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[global_allocator]

@@ -15,6 +15,7 @@
 //!   user's session file in place safely.
 
 pub mod access;
+pub mod agents;
 pub mod app;
 pub mod cli;
 pub mod compaction;
@@ -23,7 +24,6 @@ pub mod config;
 pub mod cpu;
 pub mod fidelity;
 pub mod files;
-pub mod gateway;
 pub mod http;
 pub mod js_json;
 pub mod metrics;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::pipeline::{Endpoint, Job, Purpose};
 use crate::summarizer::chain::Chain;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
 use crate::transcript::Conversation;
@@ -88,6 +89,24 @@ pub struct WireRequest {
     pub max_tokens: Option<u64>,
     /// The request field the prompt came from, for errors (`prompt`, `messages`).
     pub prompt_field: &'static str,
+}
+
+/// Reads a positive integer token count; `param` names the field in the error.
+pub fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u64>, AppError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(0) | None => Err(AppError::invalid(
+                param,
+                format!("{param} must be a positive integer, not {n}"),
+            )),
+            Some(count) => Ok(Some(count)),
+        },
+        Some(other) => Err(AppError::invalid(
+            param,
+            format!("{param} must be a positive integer, not {other}"),
+        )),
+    }
 }
 
 impl App {
@@ -172,30 +191,6 @@ impl App {
             summary.flags.recall_id = Some(id);
         }
         Ok(summary)
-    }
-
-    /// A compaction the gateway recognized, summarized with the agent's own instructions; the
-    /// call log and the console see it as the agent's.
-    pub async fn summarize_compaction(
-        &self,
-        who: &Identity,
-        compaction: &crate::gateway::detect::Compaction,
-        chain: Option<Arc<Chain>>,
-    ) -> Result<Summary, AppError> {
-        self.summarize_prompt_with(
-            who,
-            Endpoint::Gateway(compaction.agent),
-            WireRequest {
-                system_prompt: None,
-                prompt: compaction.instructions.clone(),
-                conversation: Some(compaction.conversation.clone()),
-                previous_summary: compaction.previous_summary.clone(),
-                max_tokens: None,
-                prompt_field: "messages",
-            },
-            chain,
-        )
-        .await
     }
 
     /// The prompt for a structured conversation: the conversation in pi's form, the summary it

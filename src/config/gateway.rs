@@ -1,4 +1,4 @@
-//! The gateway's settings: compactd at an agent's model base URL (see `crate::gateway`).
+//! The gateway's settings: compactd at an agent's model base URL (see `crate::agents`).
 
 use std::time::Duration;
 

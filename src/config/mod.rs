@@ -17,7 +17,7 @@ pub use gateway::{GatewayConfig, GatewaySummarizer};
 pub use groups::{
     AccessConfig, HttpConfig, LogFormat, LoggingConfig, StorageConfig, SummarizerConfig,
 };
-pub use stages::StagesConfig;
+pub use stages::{StagesConfig, WhenStoreDown};
 pub use values::{ModelOptions, Secret};
 
 /// Everything `compactd serve` reads.
@@ -63,16 +63,6 @@ impl ServeConfig {
             anonymous_allowed: self.anonymous_allowed(),
             rate_per_minute: self.access.rate_limit_per_minute,
         }
-    }
-
-    /// Which Host names and Origins the listener serves (see [`crate::http::browser`]).
-    pub fn browser_policy(&self) -> crate::http::browser::BrowserPolicy {
-        crate::http::browser::BrowserPolicy::new(
-            self.http.listen.ip().is_loopback(),
-            self.anonymous_allowed(),
-            &self.access.allowed_hosts,
-            &self.access.allowed_origins,
-        )
     }
 
     /// A configuration with every default and no keys, for tests and embedding.

@@ -42,7 +42,7 @@ pub struct StagesConfig {
         default_value = "open",
         value_enum
     )]
-    pub budget_when_store_down: crate::pipeline::budget::WhenStoreDown,
+    pub budget_when_store_down: WhenStoreDown,
 
     /// "Little new content": a conversation of fewer estimated tokens than this.
     #[arg(long, env = "COMPACTD_LOOP_NEW_TOKENS", default_value = "8000")]
@@ -71,4 +71,14 @@ impl StagesConfig {
             })
             .transpose()
     }
+}
+
+/// What a budget check does when the store does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WhenStoreDown {
+    /// Not enforced meanwhile: summaries keep their model.
+    #[default]
+    Open,
+    /// Enforced as spent: the extractive summarizer answers.
+    Closed,
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::facts::{Facts, clip, first_line};
 use super::matching;
-use crate::summarizer::Shape;
+use crate::transcript::Shape;
 
 /// How much a continuation depends on an anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

@@ -4,7 +4,7 @@
 
 use super::anchors::{Anchor, AnchorKind};
 use super::matching::Index;
-use crate::summarizer::Shape;
+use crate::transcript::Shape;
 
 /// What the instructions of a prompt ask the answer to look like.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

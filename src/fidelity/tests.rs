@@ -1,7 +1,7 @@
 //! Anchors from conversations and previous summaries, and the gate's decisions and repairs.
 
 use super::anchors::{Anchor, AnchorKind};
-use crate::summarizer::Shape;
+use crate::transcript::Shape;
 
 /// The anchors of an agent's prompt.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {

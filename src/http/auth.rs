@@ -2,7 +2,7 @@
 //! `Authorization: Bearer KEY`, or nobody (served as the anonymous tenant while anonymous access
 //! is allowed). Keys never reach logs, metrics or error bodies, and never leave compactd: the
 //! gateway drops every header that holds one before it forwards a request
-//! ([`crate::gateway::proxy`]).
+//! ([`crate::agents::proxy`]).
 
 use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::header;

@@ -38,6 +38,16 @@ pub struct BrowserPolicy {
 }
 
 impl BrowserPolicy {
+    /// Which Host names and Origins a listener with `config` serves.
+    pub fn of(config: &crate::config::ServeConfig) -> BrowserPolicy {
+        BrowserPolicy::new(
+            config.http.listen.ip().is_loopback(),
+            config.anonymous_allowed(),
+            &config.access.allowed_hosts,
+            &config.access.allowed_origins,
+        )
+    }
+
     /// The policy of a listener: `loopback` when it listens on a loopback address,
     /// `anonymous_served` when callers without a key are served.
     pub fn new(

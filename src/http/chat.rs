@@ -15,19 +15,17 @@ use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::auth::Caller;
-use super::compact::token_count;
 use super::error::{ApiError, ErrorBody};
 use super::json::RawBody;
-use crate::app::wire::{StagesView, WireRequest};
-use crate::gateway::detect;
-use crate::pipeline::Endpoint;
+use crate::agents::{self, Outcome, Wire};
+use crate::app::wire::StagesView;
 use crate::summarizer::Summary;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -81,11 +79,12 @@ impl ChatUsage {
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// The request as the API documents it (`agents::chat_completions` reads it).
+#[allow(dead_code)]
+#[derive(Debug, utoipa::ToSchema)]
 pub(super) struct ChatRequest {
     /// The client's model name; compactd routes through its own chain and reports the model that
     /// wrote the answer instead.
-    #[serde(default)]
     model: Option<String>,
     /// Chat messages: `system`/`developer` ones make the system prompt. One user message is a
     /// rendered prompt; a longer history (with `tool_calls`, `tool` messages, content parts) is a
@@ -96,72 +95,7 @@ pub(super) struct ChatRequest {
     max_tokens: Option<Value>,
     #[schema(value_type = Option<u64>)]
     max_completion_tokens: Option<Value>,
-    #[serde(default)]
     stream: bool,
-}
-
-/// The text of a message's content: a string, or the `text` of its parts joined together.
-fn content_text(content: &Value, at: usize) -> Result<String, ApiError> {
-    match content {
-        Value::String(text) => Ok(text.clone()),
-        Value::Null => Ok(String::new()),
-        Value::Array(parts) => Ok(parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect()),
-        other => {
-            let param = format!("messages[{at}].content");
-            let message = format!("{param} must be a string or an array of parts, not {other}");
-            Err(ApiError::unprocessable(&param, message))
-        }
-    }
-}
-
-/// What a chat request asks to summarize, split: the system prompt, and either a rendered prompt
-/// (one user message, as oh-my-pi sends it) or a structured conversation and its instructions.
-fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), ApiError> {
-    let mut system = Vec::new();
-    let mut rest = Vec::new();
-    for (at, message) in messages.iter().enumerate() {
-        let role = message.get("role").and_then(Value::as_str).ok_or_else(|| {
-            let param = format!("messages[{at}].role");
-            ApiError::unprocessable(&param, format!("{param} must be a string"))
-        })?;
-        let content = message.get("content").unwrap_or(&Value::Null);
-        let text = content_text(content, at)?;
-        match role {
-            "system" | "developer" => system.push(text),
-            _ => rest.push((role, text, message)),
-        }
-    }
-    let structured = rest.len() > 1
-        || rest
-            .iter()
-            .any(|(role, _, message)| *role != "user" || message.get("tool_calls").is_some());
-    if !structured {
-        let prompt = rest.into_iter().map(|(_, text, _)| text).collect();
-        return Ok((system.join("\n\n"), WirePrompt::Text(prompt)));
-    }
-    // The instruction an agent appends to its history to have it summarized.
-    let instructions = match rest.last() {
-        Some(("user", text, message)) if message.get("tool_calls").is_none() => {
-            let text = text.clone();
-            rest.pop();
-            text
-        }
-        _ => String::new(),
-    };
-    let history: Vec<Value> = rest.into_iter().map(|(_, _, m)| m.clone()).collect();
-    let conversation = crate::transcript::structured::from_chat(&history);
-    Ok((
-        system.join("\n\n"),
-        WirePrompt::Conversation(conversation, instructions),
-    ))
-}
-
-enum WirePrompt {
-    Text(String),
-    Conversation(crate::transcript::Conversation, String),
 }
 
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
@@ -184,76 +118,27 @@ pub(super) async fn chat_completions(
     uri: Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    // With the gateway on, this is also an agent's model base URL: only summarization requests
-    // are compactd's to answer; the agent's ordinary turns go upstream as they came.
-    let mut endpoint = Endpoint::ChatCompletions;
-    if let Some(gateway) = state.gateway.as_deref() {
-        let plain = body.readable();
-        let parsed: Option<Value> = detect::may_be_compaction(plain)
-            .then(|| serde_json::from_slice(plain).ok())
-            .flatten();
-        match parsed.as_ref() {
-            Some(value) if detect::is_chat_summarization(value) => {
-                if let Some(agent) = detect::chat_agent(value) {
-                    endpoint = Endpoint::Gateway(agent);
-                }
-            }
-            _ => {
-                let RawBody { headers, bytes, .. } = body;
-                return super::gateway::forward_openai(gateway, method, &uri, &headers, bytes)
-                    .await;
-            }
-        }
-    }
-    let request: ChatRequest = body.json()?;
-    let (system, prompt) = split_messages(&request.messages)?;
-    let (prompt, conversation) = match prompt {
-        WirePrompt::Text(prompt) => (prompt, None),
-        WirePrompt::Conversation(conversation, instructions) => (instructions, Some(conversation)),
+    // With the gateway on, this is also an agent's model base URL, and the agents' layer reads
+    // the body only when it may be a summarization; with it off, the body is compactd's own
+    // summarization request, read here (a JSON object, or the error that says why not).
+    let gateway = state.gateway.as_deref();
+    let parsed = match gateway {
+        None => Some(body.json::<Value>()?),
+        Some(_) => None,
     };
-    let max_tokens = match token_count(
-        request.max_completion_tokens.as_ref(),
-        "max_completion_tokens",
-    )? {
-        Some(n) => Some(n),
-        None => token_count(request.max_tokens.as_ref(), "max_tokens")?,
-    };
-    // The gateway's `agent` mode: OpenCode's compaction written by the model it asked for.
-    let chain = match (state.gateway.as_deref(), endpoint) {
-        (Some(gateway), Endpoint::Gateway(agent)) => gateway.agent_chain(
-            agent,
-            request.model.as_deref().unwrap_or_default(),
-            &body.headers,
-            &state.app.pipeline.chain,
-        ),
-        _ => None,
-    };
-    let summary = state
-        .app
-        .summarize_prompt_with(
-            &who,
-            endpoint,
-            WireRequest {
-                system_prompt: Some(system),
-                prompt,
-                conversation,
-                previous_summary: None,
-                max_tokens,
-                prompt_field: "messages",
-            },
-            chain,
-        )
-        .await;
-    // An agent's own compaction that compactd cannot answer (its models down, the tenant's
-    // budget spent) goes to the agent's provider, as it would without compactd.
-    let summary = match (summary, state.gateway.as_deref(), endpoint) {
-        (Ok(summary), _, _) if !summary.flags.budget_exhausted => summary,
-        (result, Some(gateway), Endpoint::Gateway(agent)) => {
-            super::gateway::log_fallback(agent, result.as_ref().err());
-            let RawBody { headers, bytes, .. } = body;
-            return super::gateway::forward_openai(gateway, method, &uri, &headers, bytes).await;
-        }
-        (result, _, _) => result?,
+    let request = body.into_request(method, uri);
+    let (summary, stream) = match agents::handle(
+        &state.app,
+        gateway,
+        &who,
+        Wire::ChatCompletions,
+        request,
+        parsed,
+    )
+    .await?
+    {
+        Outcome::Response(response) => return Ok(response),
+        Outcome::Chat { summary, stream } => (summary, stream),
     };
     let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
     let created = SystemTime::now()
@@ -266,7 +151,7 @@ pub(super) async fn chat_completions(
         .and_then(|r| HeaderValue::from_str(&r.header_value()).ok());
     let stages = HeaderValue::from_str(&StagesView::from(&summary.flags).header_value())
         .expect("the stages header is ASCII");
-    let mut response = if request.stream {
+    let mut response = if stream {
         stream_response(id, created, summary)
     } else {
         chat_completion(id, created, summary)

@@ -12,7 +12,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
-use crate::app::wire::{StagesView, WireRequest};
+use crate::app::wire::{StagesView, WireRequest, token_count};
 use crate::fidelity::Report;
 use crate::pipeline::Endpoint;
 use crate::summarizer::TokenUsage;
@@ -49,24 +49,6 @@ pub(super) struct CompactResponse {
     /// find its turns until `COMPACTD_RECALL_RETENTION` has passed.
     #[serde(skip_serializing_if = "Option::is_none")]
     recall_id: Option<String>,
-}
-
-/// Reads a positive integer token count; `param` names the field in the error.
-pub(super) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u64>, ApiError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(0) | None => Err(ApiError::unprocessable(
-                param,
-                format!("{param} must be a positive integer, not {n}"),
-            )),
-            Some(count) => Ok(Some(count)),
-        },
-        Some(other) => Err(ApiError::unprocessable(
-            param,
-            format!("{param} must be a positive integer, not {other}"),
-        )),
-    }
 }
 
 #[utoipa::path(post, path = "/v1/compact", tag = "summarize", request_body = CompactRequest,

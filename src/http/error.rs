@@ -258,6 +258,30 @@ pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
+impl From<crate::agents::AgentError> for ApiError {
+    fn from(error: crate::agents::AgentError) -> Self {
+        use crate::agents::AgentError;
+        match error {
+            AgentError::App(error) => error.into(),
+            // The key is never forwarded, so the provider would get none; docs/agents.md says
+            // how an agent sends both.
+            AgentError::Ambiguous(ambiguous) => ApiError::Invalid {
+                status: StatusCode::BAD_REQUEST,
+                code: "ambiguous_credentials",
+                message: format!(
+                    "the {} header carries a compactd key, which compactd never forwards, and the \
+                     provider reads its credential from the same header: send compactd's key in \
+                     the URL (/k/KEY/…) or in X-Compactd-Key, and the provider's key as the agent \
+                     always does",
+                    ambiguous.header
+                ),
+                param: Some(ambiguous.header.into()),
+            },
+            AgentError::NotJson { declared } => super::json::not_json(declared),
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(error: crate::store::StoreError) -> Self {
         use crate::store::StoreError;

@@ -118,9 +118,32 @@ impl RawBody {
         })
     }
 
-    /// The decoded body, or nothing to read (a coding compactd does not read is only forwarded).
-    pub(super) fn readable(&self) -> &[u8] {
-        self.plain.as_deref().unwrap_or_default()
+    /// The request for the agents' layer, as it came.
+    pub(super) fn into_request(
+        self,
+        method: axum::http::Method,
+        uri: axum::http::Uri,
+    ) -> crate::agents::Request {
+        crate::agents::Request {
+            declares_json: require_type(&self.headers, Media::Json).is_ok(),
+            method,
+            uri,
+            headers: self.headers,
+            bytes: self.bytes,
+            plain: self.plain,
+        }
+    }
+}
+
+/// The 415 of a body whose `Content-Type` (`declared`) does not say it is JSON.
+pub(super) fn not_json(declared: Option<axum::http::HeaderValue>) -> ApiError {
+    let mut headers = HeaderMap::new();
+    if let Some(value) = declared {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
+    match require_type(&headers, Media::Json) {
+        Err(error) => error,
+        Ok(()) => ApiError::bad_request("invalid_json", "the body must be JSON"),
     }
 }
 

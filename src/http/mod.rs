@@ -92,7 +92,7 @@ pub struct StateParts {
     /// Which Host names and Origins are served (see [`browser`]).
     pub browser: Arc<browser::BrowserPolicy>,
     /// The gateway at agents' model base URLs, when it is on.
-    pub gateway: Option<Arc<crate::gateway::Gateway>>,
+    pub gateway: Option<Arc<crate::agents::Gateway>>,
 }
 
 impl FromRef<AppState> for BodyLimit {
@@ -118,9 +118,9 @@ impl AppState {
             app,
             access: Arc::new(Access::new(config.access_policy())),
             limits: HttpLimits::from(&config.http),
-            browser: Arc::new(config.browser_policy()),
+            browser: Arc::new(browser::BrowserPolicy::of(config)),
             gateway: match config.gateway.enabled {
-                true => Some(Arc::new(crate::gateway::Gateway::new(&config.gateway)?)),
+                true => Some(Arc::new(crate::agents::Gateway::new(&config.gateway)?)),
                 false => None,
             },
         })))

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::WhenStoreDown;
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
 use crate::store::{Store, now_ms};
@@ -33,16 +34,6 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 pub fn day_start_ms() -> i64 {
     let now = now_ms();
     now - now.rem_euclid(DAY_MS)
-}
-
-/// What a budget check does when the store does not answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum WhenStoreDown {
-    /// Not enforced meanwhile: summaries keep their model.
-    #[default]
-    Open,
-    /// Enforced as spent: the extractive summarizer answers.
-    Closed,
 }
 
 /// What the budget says of a call.

@@ -1,7 +1,15 @@
 //! Who asked for a summarization, and what for: every run of the pipeline carries it, so that
 //! admission counts it against the right key and the call log says whose call it was.
 
-use crate::gateway::detect::Agent;
+/// An agent whose compactions the gateway answers: a row of the agents' recognizers
+/// (`crate::agents::recognize::RECOGNIZERS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agent {
+    /// The name the logs use (`claude-code`).
+    pub name: &'static str,
+    /// The endpoint the call log and recall name its compactions by (`gateway:claude-code`).
+    pub endpoint: &'static str,
+}
 
 /// The way in: which endpoint or command asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +25,7 @@ pub enum Endpoint {
     /// `compactd compact FILE`.
     Cli,
     /// A compaction the gateway answered for an agent at its model base URL.
-    Gateway(crate::gateway::detect::Agent),
+    Gateway(Agent),
 }
 
 impl Endpoint {
@@ -29,12 +37,7 @@ impl Endpoint {
             Endpoint::SessionCompaction => "session_compaction",
             Endpoint::BranchSummary => "branch_summary",
             Endpoint::Cli => "cli",
-            Endpoint::Gateway(agent) => match agent {
-                Agent::ClaudeCode => "gateway:claude-code",
-                Agent::CodexLocal => "gateway:codex",
-                Agent::CodexRemote => "gateway:codex-remote",
-                Agent::OpenCode => "gateway:opencode",
-            },
+            Endpoint::Gateway(agent) => agent.endpoint,
         }
     }
 }

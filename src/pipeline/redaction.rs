@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{Job, Pipeline};
 use crate::redact::{Placeholders, Redactor};
-use crate::summarizer::Shape;
 use crate::summarizer::chain::ChainError;
+use crate::transcript::Shape;
 
 /// Texts from this size are redacted off the runtime's threads (the rules scan ~70 MB/s; a
 /// smaller text costs less than the hand-off).

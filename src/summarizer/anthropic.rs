@@ -177,7 +177,7 @@ fn user_content(request: &SummaryRequest) -> Value {
     use crate::transcript::prompt::previous_block;
     let prompt = &request.prompt;
     let Some(previous) = (request.shape().previous_summary.as_deref())
-        .filter(|p| super::estimate_tokens(p) >= MIN_CACHED_TOKENS)
+        .filter(|p| crate::transcript::estimate_tokens(p) >= MIN_CACHED_TOKENS)
     else {
         return json!(prompt);
     };

@@ -14,8 +14,9 @@ use super::fold::{Fold, FoldPrompts};
 pub use super::link::Link;
 use super::stream::Timing;
 use super::window::{self, Learnt};
-use super::{AttemptError, Summary, SummaryRequest, estimate_tokens};
+use super::{AttemptError, Summary, SummaryRequest};
 use crate::fidelity::gate::{self, Expectation};
+use crate::transcript::estimate_tokens;
 
 /// Times a model that reports an overflow is asked again, fitted to what it said.
 const MAX_REFITS: u32 = 2;

@@ -9,7 +9,8 @@ use crate::prompts::Prompts;
 use crate::transcript::Conversation;
 use crate::transcript::prompt::Asks;
 
-use super::{Shape, SummaryRequest, estimate_tokens};
+use super::SummaryRequest;
+use crate::transcript::{Shape, estimate_tokens};
 
 /// The instructions fold uses for the windows before the last.
 #[derive(Debug, Clone, PartialEq, Eq)]

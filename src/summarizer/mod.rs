@@ -16,7 +16,6 @@ pub mod fold;
 pub mod link;
 pub mod openai;
 pub mod overflow;
-pub mod shape;
 pub mod spec;
 pub mod stream;
 pub mod window;
@@ -26,8 +25,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::transcript::Shape;
+
 pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
-pub use shape::Shape;
 pub use spec::ModelSpec;
 
 /// One summarization call: a system prompt, one user prompt, an output cap — and the prompt's
@@ -375,9 +375,4 @@ fn classify(status: u16, headers: &reqwest::header::HeaderMap, body: &[u8]) -> A
             },
         },
     }
-}
-
-/// Estimated tokens of a text: `ceil(chars / 4)` in UTF-16 units, the reference's heuristic.
-pub fn estimate_tokens(text: &str) -> u64 {
-    (crate::js_json::utf16_len(text) as u64).div_ceil(4)
 }

@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::stream::{Ended, Progress, Timing, is_event_stream, read_events};
-use super::{AttemptError, Summary, SummaryRequest, TokenUsage, estimate_tokens, read_body, send};
+use super::{AttemptError, Summary, SummaryRequest, TokenUsage, read_body, send};
+use crate::transcript::estimate_tokens;
 
 /// One client per provider, built once; it serves every model of the provider in the chain.
 #[derive(Clone)]

@@ -36,6 +36,7 @@ pub mod pi;
 pub mod prompt;
 mod qwen;
 mod reasoning;
+mod shape;
 pub mod structured;
 mod windows;
 mod xmlish;
@@ -47,6 +48,7 @@ use serde_json::Value;
 
 pub use cut::Cut;
 pub use detect::detect;
+pub use shape::Shape;
 
 /// The markup a conversation is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -472,6 +474,11 @@ fn trailing<T>(
         }
     }
     None
+}
+
+/// Estimated tokens of a text: `ceil(chars / 4)` in UTF-16 units, the reference's heuristic.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (crate::js_json::utf16_len(text) as u64).div_ceil(4)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use compactd::fidelity::Anchor;
 use compactd::fidelity::gate::check;
 use compactd::fidelity::{AnchorKind, Weight};
 use compactd::store::Store;
-use compactd::summarizer::estimate_tokens;
+use compactd::transcript::estimate_tokens;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
 
 /// The anchors of an agent's prompt, read as compactd reads one.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    compactd::fidelity::anchors::of_shape(&compactd::summarizer::Shape::of_prompt(prompt))
+    compactd::fidelity::anchors::of_shape(&compactd::transcript::Shape::of_prompt(prompt))
 }
 
 on_both_backends!(

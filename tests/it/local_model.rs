@@ -179,7 +179,7 @@ async fn a_prompt_larger_than_the_window_is_an_overflow_not_a_rejection() {
     // compactd is not told the window: it learns it from the server's overflow answer.
     let app = TestApp::spawn(local_config(&local, false)).await;
     let (system, prompt) = fixture_prompt();
-    assert!(compactd::summarizer::estimate_tokens(&prompt) > 10 * local.window);
+    assert!(compactd::transcript::estimate_tokens(&prompt) > 10 * local.window);
     let started = Instant::now();
     let response = app
         .post(
@@ -291,7 +291,7 @@ async fn an_over_window_update_request_keeps_the_models_share_within_the_deadlin
     let request = &sample["request"];
     let prompt = request["prompt"].as_str().unwrap();
     assert!(prompt.contains("<previous-summary>"));
-    let tokens = compactd::summarizer::estimate_tokens(prompt);
+    let tokens = compactd::transcript::estimate_tokens(prompt);
     assert!(tokens > 5 * local.window, "{tokens}");
     let started = Instant::now();
     let response = app.post("/v1/compact", request).await;

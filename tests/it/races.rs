@@ -164,7 +164,7 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     store: Arc<dyn Store>,
     close: impl AsyncFnOnce(),
 ) {
-    use compactd::pipeline::budget::WhenStoreDown;
+    use compactd::config::WhenStoreDown;
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     store.set_budget("", Some(1_000_000), 1).await.unwrap();
     let app_with = |when| {

@@ -9,8 +9,9 @@ use std::collections::BTreeSet;
 
 use compactd::fidelity::AnchorKind;
 use compactd::prompts::Prompts;
+use compactd::summarizer::SummaryRequest;
 use compactd::summarizer::extractive::summarize;
-use compactd::summarizer::{Shape, SummaryRequest};
+use compactd::transcript::Shape;
 use compactd::transcript::{self, Dialect, Message, Role, ToolCall};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

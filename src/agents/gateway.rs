@@ -1,18 +1,5 @@
-//! The gateway: compactd at an agent's model base URL (Claude Code's `ANTHROPIC_BASE_URL`, a
-//! Codex model provider's `base_url`, an OpenCode provider's `baseURL`). Requests that are
-//! compactions ([`detect`]) are answered by compactd's pipeline in the agent's own wire
-//! ([`answer`]); every other request is passed to the configured upstream of its wire untouched
-//! ([`proxy`]). Codex's remote compaction items are compactd's own, authenticated, and expanded
-//! when they come back ([`codex`]).
-//!
-//! Off unless `COMPACTD_GATEWAY=on`. Never an open proxy: the upstreams are settings, never taken
-//! from a request.
-
-pub mod answer;
-mod carried;
-pub mod codex;
-pub mod detect;
-pub mod proxy;
+//! The gateway's settings and clients: the upstreams of each wire, the proxy, the seal of Codex
+//! items, and `agent` mode's summarizing models (the agent's own, with its credentials).
 
 use std::sync::Arc;
 
@@ -20,6 +7,7 @@ use tokio::sync::OnceCell;
 
 use axum::http::HeaderMap;
 
+use super::{Wire, codex, proxy};
 use crate::config::{GatewayConfig, GatewaySummarizer};
 use crate::store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
@@ -57,12 +45,13 @@ impl Gateway {
         })
     }
 
-    /// In `agent` mode, the models that summarize a compaction of `agent` asking for `model`: the agent's own model through
-    /// the upstream of its wire, with the credentials it sent (then the extractive summarizer
-    /// when compactd's chain ends in it). `None` in `compactd` mode: compactd's chain.
+    /// In `agent` mode, the models that summarize a compaction on `wire` asking for `model`: the
+    /// agent's own model through the upstream of its wire, with the credentials it sent (then the
+    /// extractive summarizer when compactd's chain ends in it). `None` in `compactd` mode:
+    /// compactd's chain.
     pub fn agent_chain(
         &self,
-        agent: detect::Agent,
+        wire: Wire,
         model: &str,
         headers: &HeaderMap,
         configured: &Chain,
@@ -73,8 +62,8 @@ impl Gateway {
         let http = self.summarizer_http.clone();
         let model = model.to_owned();
         let options = serde_json::Map::new();
-        let link = match agent {
-            detect::Agent::ClaudeCode => {
+        let link = match wire {
+            Wire::AnthropicMessages => {
                 let credentials = pick(headers, &ANTHROPIC_CREDENTIALS);
                 let client = AnthropicClient::new(
                     http,
@@ -89,7 +78,7 @@ impl Gateway {
                     options,
                 }
             }
-            _ => {
+            Wire::ChatCompletions | Wire::Responses => {
                 let credentials = pick(headers, &OPENAI_CREDENTIALS);
                 let client = OpenAiClient::new(http, &self.openai_upstream, None);
                 Link::OpenAi {

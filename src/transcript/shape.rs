@@ -3,10 +3,8 @@
 //! dialect it is written, or from a prompt compactd rendered itself from typed messages — and
 //! read by every stage instead of the text.
 
-use crate::transcript::prompt::{self, Asks, Parts};
-use crate::transcript::{self, Conversation, Dialect};
-
-use super::estimate_tokens;
+use super::prompt::{self, Asks, Parts};
+use super::{Conversation, Dialect, estimate_tokens};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shape {
@@ -40,7 +38,7 @@ impl Shape {
     /// The parts of an agent's prompt: its conversation read (once) in whatever dialect it is.
     pub fn of_prompt(prompt: &str) -> Shape {
         let parts = Parts::parse(prompt);
-        Shape::of_parts(&parts, transcript::read(parts.conversation))
+        Shape::of_parts(&parts, super::read(parts.conversation))
     }
 
     /// The parts of a prompt compactd wrote from `conversation`: nothing is read back.

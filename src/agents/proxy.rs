@@ -155,7 +155,8 @@ impl Credentials {
 /// Why a request cannot be forwarded as it came: the header the provider reads its credential
 /// from carried compactd's key, and nothing else is left for the provider. Guessing would send
 /// the provider no credential (its 401 reads as the agent's login failing) or compactd's key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {header} header carries a compactd key and nothing is left for the provider")]
 pub struct AmbiguousCredentials {
     /// The header that held compactd's key.
     pub header: &'static str,

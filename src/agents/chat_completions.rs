@@ -1,0 +1,131 @@
+//! The chat-completions wire: OpenAI's `POST /v1/chat/completions`, for agent forks whose
+//! `remoteEndpoint` ends in `/chat/completions`, for any OpenAI client, and (with the gateway on)
+//! OpenCode at its provider's `baseURL`. The system messages become the system prompt, the
+//! other messages the prompt; the answer (written by the HTTP layer, whose type it documents) is
+//! the summary.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::app::AppError;
+use crate::app::wire::{WireRequest, token_count};
+
+/// A chat request as compactd reads it.
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<Value>,
+    max_tokens: Option<Value>,
+    max_completion_tokens: Option<Value>,
+    #[serde(default)]
+    stream: bool,
+}
+
+/// What a chat request asks to summarize, and how it wants the answer.
+#[derive(Debug)]
+pub struct ChatRead {
+    pub request: WireRequest,
+    pub stream: bool,
+    /// The client's model name (`agent` mode asks it; compactd reports its own otherwise).
+    pub model: String,
+}
+
+/// Reads a chat request's body (parsed once, by whoever parsed it); a field of the wrong shape is
+/// an [`AppError::Invalid`] naming it.
+pub fn read(body: &Value) -> Result<ChatRead, AppError> {
+    let request: ChatRequest = serde_path_to_error::deserialize(body).map_err(|error| {
+        let path = error.path().to_string();
+        let param = if path == "." { "body".to_owned() } else { path };
+        let message = error.into_inner().to_string();
+        AppError::invalid(&param, format!("{param}: {message}"))
+    })?;
+    let (system, prompt) = split_messages(&request.messages)?;
+    let (prompt, conversation) = match prompt {
+        WirePrompt::Text(prompt) => (prompt, None),
+        WirePrompt::Conversation(conversation, instructions) => (instructions, Some(conversation)),
+    };
+    let max_tokens = match token_count(
+        request.max_completion_tokens.as_ref(),
+        "max_completion_tokens",
+    )? {
+        Some(n) => Some(n),
+        None => token_count(request.max_tokens.as_ref(), "max_tokens")?,
+    };
+    Ok(ChatRead {
+        request: WireRequest {
+            system_prompt: Some(system),
+            prompt,
+            conversation,
+            previous_summary: None,
+            max_tokens,
+            prompt_field: "messages",
+        },
+        stream: request.stream,
+        model: request.model.unwrap_or_default(),
+    })
+}
+
+/// The text of a message's content: a string, or the `text` of its parts joined together.
+fn content_text(content: &Value, at: usize) -> Result<String, AppError> {
+    match content {
+        Value::String(text) => Ok(text.clone()),
+        Value::Null => Ok(String::new()),
+        Value::Array(parts) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect()),
+        other => {
+            let param = format!("messages[{at}].content");
+            let message = format!("{param} must be a string or an array of parts, not {other}");
+            Err(AppError::invalid(&param, message))
+        }
+    }
+}
+
+/// What a chat request asks to summarize, split: the system prompt, and either a rendered prompt
+/// (one user message, as oh-my-pi sends it) or a structured conversation and its instructions.
+fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), AppError> {
+    let mut system = Vec::new();
+    let mut rest = Vec::new();
+    for (at, message) in messages.iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).ok_or_else(|| {
+            let param = format!("messages[{at}].role");
+            AppError::invalid(&param, format!("{param} must be a string"))
+        })?;
+        let content = message.get("content").unwrap_or(&Value::Null);
+        let text = content_text(content, at)?;
+        match role {
+            "system" | "developer" => system.push(text),
+            _ => rest.push((role, text, message)),
+        }
+    }
+    let structured = rest.len() > 1
+        || rest
+            .iter()
+            .any(|(role, _, message)| *role != "user" || message.get("tool_calls").is_some());
+    if !structured {
+        let prompt = rest.into_iter().map(|(_, text, _)| text).collect();
+        return Ok((system.join("\n\n"), WirePrompt::Text(prompt)));
+    }
+    // The instruction an agent appends to its history to have it summarized.
+    let instructions = match rest.last() {
+        Some(("user", text, message)) if message.get("tool_calls").is_none() => {
+            let text = text.clone();
+            rest.pop();
+            text
+        }
+        _ => String::new(),
+    };
+    let history: Vec<Value> = rest.into_iter().map(|(_, _, m)| m.clone()).collect();
+    let conversation = crate::transcript::structured::from_chat(&history);
+    Ok((
+        system.join("\n\n"),
+        WirePrompt::Conversation(conversation, instructions),
+    ))
+}
+
+enum WirePrompt {
+    Text(String),
+    Conversation(crate::transcript::Conversation, String),
+}

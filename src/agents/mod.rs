@@ -1,0 +1,270 @@
+//! compactd at an agent's model base URL (Claude Code's `ANTHROPIC_BASE_URL`, a Codex model
+//! provider's `base_url`, an OpenCode provider's `baseURL`), and the chat-completions wire it
+//! shares with compactd's own summarization API. [`handle`] is the one place that decides: a
+//! request that is a compaction ([`recognize`]) is summarized by the pipeline and answered in the
+//! agent's own wire ([`answer`]); every other request goes to the configured upstream of its wire
+//! untouched ([`proxy`]); a compaction compactd cannot answer (its models down, the tenant's
+//! budget spent) goes upstream too, so that the agent is never worse off than without compactd.
+//! Codex's remote compaction items are compactd's own, sealed, and expanded when they come back
+//! ([`codex`]); the summary an agent carries from its previous compaction is read out of its
+//! history ([`carried`]).
+//!
+//! The gateway is off unless `COMPACTD_GATEWAY=on`. Never an open proxy: the upstreams are
+//! settings, never taken from a request.
+
+pub mod answer;
+mod carried;
+pub mod chat_completions;
+pub mod codex;
+mod gateway;
+pub mod proxy;
+pub mod recognize;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::Response;
+use serde_json::Value;
+
+pub use gateway::Gateway;
+
+use crate::access::Identity;
+use crate::app::{App, AppError};
+use crate::pipeline::{Agent, Endpoint};
+use crate::summarizer::Summary;
+use answer::Answer;
+use proxy::Credentials;
+use recognize::{Compaction, Form};
+
+/// The wires agents speak to their model, and compactd with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI chat completions (OpenCode; any OpenAI client; pi forks' `remoteEndpoint`).
+    ChatCompletions,
+    /// Anthropic Messages (Claude Code).
+    AnthropicMessages,
+    /// OpenAI Responses (Codex).
+    Responses,
+}
+
+/// What an agent sent, as it came.
+#[derive(Debug)]
+pub struct Request {
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+    /// The body as it came: what is forwarded.
+    pub bytes: Bytes,
+    /// The body with its `Content-Encoding` undone; `None` in a coding compactd does not read
+    /// (such a body is only ever forwarded).
+    pub plain: Option<Bytes>,
+    /// Whether the body says it is JSON (`Content-Type`): what a web page cannot send to another
+    /// site without the browser asking first.
+    pub declares_json: bool,
+}
+
+/// How a request was handled.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The answer: compactd's, in the agent's wire, or the upstream's, passed through.
+    Response(Response),
+    /// A summary for the chat wire, whose answer (a documented API type) the HTTP layer writes.
+    Chat { summary: Summary, stream: bool },
+}
+
+/// What stops a request from being handled.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    App(#[from] AppError),
+    /// compactd's key came in the only header the provider reads its credential from.
+    #[error("the {} header carries a compactd key", .0.header)]
+    Ambiguous(#[from] proxy::AmbiguousCredentials),
+    /// A summarization request whose body does not say it is JSON: what its `Content-Type`
+    /// said.
+    #[error("the body must be JSON")]
+    NotJson {
+        declared: Option<axum::http::HeaderValue>,
+    },
+}
+
+/// Handles an agent's request on `wire`: recognizes it, summarizes it or forwards it, once.
+/// `gateway` is `None` when the gateway is off: then only the chat wire is served, as
+/// compactd's own summarization API, from `parsed` (its body, read by the caller).
+pub async fn handle(
+    app: &App,
+    gateway: Option<&Gateway>,
+    who: &Identity,
+    wire: Wire,
+    mut request: Request,
+    parsed: Option<Value>,
+) -> Result<Outcome, AgentError> {
+    let Some(gateway) = gateway else {
+        let body = parsed.unwrap_or_default();
+        return summarize_chat(app, who, &body).await;
+    };
+    let plain = request.plain.clone().unwrap_or_default();
+    let holds_item = wire == Wire::Responses && codex::may_hold_item(&plain);
+    // The one parse of the body, and only of one that may be a compaction: the ordinary turns
+    // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
+    let mut body: Option<Value> = (recognize::may_be_compaction(wire, &plain) || holds_item)
+        .then(|| serde_json::from_slice(&plain).ok())
+        .flatten();
+    // compactd's items from an earlier compaction, the caller's own: their summaries, before
+    // anything reads them. The rewritten body goes upstream plain.
+    if holds_item && let Some(value) = body.as_mut() {
+        let seal = gateway.seal(&app.store).await.map_err(AppError::from)?;
+        if seal.expand(value, who) > 0 {
+            request.bytes = value.to_string().into();
+            request.headers.remove(axum::http::header::CONTENT_ENCODING);
+        }
+    }
+    let Some(body) = body else {
+        return forward(gateway, wire, request).await;
+    };
+    let compaction = recognize::compaction(wire, &request.headers, &body);
+    let rendered = compaction.is_none()
+        && wire == Wire::ChatCompletions
+        && recognize::is_rendered_summarization(&body);
+    // What compactd answers on the chat wire it reads as its own API does: a body that does not
+    // say it is JSON (what a web page may send to another site unasked) is refused.
+    if wire == Wire::ChatCompletions && (compaction.is_some() || rendered) && !request.declares_json
+    {
+        let declared = request
+            .headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .cloned();
+        return Err(AgentError::NotJson { declared });
+    }
+    if let Some(compaction) = compaction {
+        let answered = answer_compaction(app, gateway, who, wire, &request, compaction).await?;
+        return match answered {
+            Some(outcome) => Ok(outcome),
+            None => forward(gateway, wire, request).await,
+        };
+    }
+    if rendered {
+        return summarize_chat(app, who, &body).await;
+    }
+    forward(gateway, wire, request).await
+}
+
+/// A chat request summarized as compactd's own API (the endpoint is the chat wire's).
+async fn summarize_chat(app: &App, who: &Identity, body: &Value) -> Result<Outcome, AgentError> {
+    let read = chat_completions::read(body)?;
+    let summary = app
+        .summarize_prompt_with(who, Endpoint::ChatCompletions, read.request, None)
+        .await?;
+    Ok(Outcome::Chat {
+        summary,
+        stream: read.stream,
+    })
+}
+
+/// An agent's compaction summarized and answered in its wire, or `None` when compactd cannot
+/// answer it and the agent's own request should go upstream.
+async fn answer_compaction(
+    app: &App,
+    gateway: &Gateway,
+    who: &Identity,
+    wire: Wire,
+    request: &Request,
+    compaction: Compaction,
+) -> Result<Option<Outcome>, AgentError> {
+    let chain = gateway.agent_chain(
+        wire,
+        &compaction.model,
+        &request.headers,
+        &app.pipeline.chain,
+    );
+    let endpoint = Endpoint::Gateway(compaction.agent);
+    let summary = match app
+        .summarize_prompt_with(who, endpoint, compaction.request, chain)
+        .await
+    {
+        Ok(summary) if !summary.flags.budget_exhausted => summary,
+        result => {
+            log_fallback(compaction.agent, result.as_ref().err());
+            return Ok(None);
+        }
+    };
+    let response = match wire {
+        Wire::ChatCompletions => {
+            return Ok(Some(Outcome::Chat {
+                summary,
+                stream: compaction.stream,
+            }));
+        }
+        Wire::AnthropicMessages => {
+            let text = match compaction.answer {
+                Form::SummaryTags => answer::with_summary_tags(&summary.text),
+                _ => summary.text.clone(),
+            };
+            let reply = Answer {
+                text: &text,
+                model: &compaction.model,
+                usage: summary.usage,
+            };
+            answer::anthropic(&reply, compaction.stream)
+        }
+        Wire::Responses => {
+            let item = match compaction.answer {
+                Form::SealedItem => {
+                    let seal = gateway.seal(&app.store).await.map_err(AppError::from)?;
+                    Some(seal.item(&summary.text, who))
+                }
+                _ => None,
+            };
+            let reply = Answer {
+                text: &summary.text,
+                model: &compaction.model,
+                usage: summary.usage,
+            };
+            answer::responses(&reply, compaction.stream, item)
+        }
+    };
+    Ok(Some(Outcome::Response(response)))
+}
+
+/// Why an agent's own compaction went to its provider: the tenant's budget, or compactd's error.
+fn log_fallback(agent: Agent, error: Option<&AppError>) {
+    let agent = agent.name;
+    match error {
+        None => tracing::info!(
+            agent,
+            "gateway: the tenant's budget is spent; the agent's own compaction goes upstream"
+        ),
+        Some(error) => {
+            tracing::warn!(agent, error = %error, "gateway: compactd could not summarize; the agent's own compaction goes upstream")
+        }
+    }
+}
+
+/// A request passed to the upstream of its wire as it came (the OpenAI upstream includes `/v1`).
+pub async fn forward(
+    gateway: &Gateway,
+    wire: Wire,
+    request: Request,
+) -> Result<Outcome, AgentError> {
+    let uri = &request.uri;
+    let (target, credentials) = match wire {
+        Wire::AnthropicMessages => (
+            proxy::target(&gateway.anthropic_upstream, uri.path(), "", uri.query()),
+            Credentials::Anthropic,
+        ),
+        Wire::ChatCompletions | Wire::Responses => (
+            proxy::target(&gateway.openai_upstream, uri.path(), "/v1", uri.query()),
+            Credentials::OpenAi,
+        ),
+    };
+    let response = gateway
+        .proxy
+        .forward(
+            target,
+            credentials,
+            request.method,
+            &request.headers,
+            request.bytes,
+        )
+        .await?;
+    Ok(Outcome::Response(response))
+}
