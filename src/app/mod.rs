@@ -17,6 +17,7 @@ mod build;
 pub mod compactions;
 mod error;
 pub mod fleet;
+mod health;
 pub mod history;
 pub mod index;
 pub mod pins;

@@ -241,7 +241,9 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         let state = crate::http::AppState::from_config(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
-        let first_key = crate::http::check_exposure(&config, &*state.app.store)
+        let first_key = state
+            .app
+            .check_exposure(&config)
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
         if let Some(key) = first_key {
@@ -260,8 +262,8 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
         // The bound address (the real port when asked for port 0): scripts and tests read it.
         tracing::info!(
             listen = %listener.local_addr().map_or(listen, |a| a),
-            chain = ?state.app.pipeline.chain.names(),
-            storage = state.app.store.backend(),
+            chain = ?state.app.chain_names(),
+            storage = state.app.storage_backend(),
             "compactd serving"
         );
         let app = state.app.clone();

@@ -59,7 +59,7 @@ impl FromRequestParts<AppState> for Caller {
             .filter(|token| token.starts_with(KEY_PREFIX) || !summarization)
             .map(str::to_owned);
         let identity = match path_key.or(dedicated).or(bearer) {
-            Some(key) => match state.access.verify(&*state.app.store, &key).await {
+            Some(key) => match state.app.identify(&state.access, &key).await {
                 Ok(identity) => identity,
                 Err(KeyError::Invalid) => {
                     tracing::info!("request with an invalid or revoked API key refused");

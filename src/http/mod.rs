@@ -29,7 +29,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::Router;
 use axum::extract::FromRef;
 use tokio::net::TcpListener;
@@ -180,40 +179,6 @@ fn mcp_service(state: &AppState) -> axum::routing::MethodRouter {
         state.clone(),
         recall::mcp_caller,
     ))
-}
-
-/// Refuses to serve beyond loopback with no API key at all, unless anonymous access was allowed
-/// explicitly: the summarization endpoints spend the operator's LLM budget. With
-/// `COMPACTD_CREATE_FIRST_KEY` (the container image's default) a first key is created instead, for
-/// the tenant `default`, and returned: its text, to be shown once.
-pub async fn check_exposure(
-    config: &ServeConfig,
-    store: &dyn Store,
-) -> anyhow::Result<Option<String>> {
-    if config.anonymous_allowed() {
-        return Ok(None);
-    }
-    let keys = store
-        .active_key_count()
-        .await
-        .context("counting API keys")?;
-    if keys == 0 && config.access.create_first_key {
-        let (text, record) =
-            crate::access::new_key("default", Some("first key"), crate::store::now_ms());
-        store
-            .create_key(&record)
-            .await
-            .context("creating the first API key")?;
-        return Ok(Some(text));
-    }
-    if keys == 0 {
-        anyhow::bail!(
-            "listening on {} (not loopback) with no API key: create one with `compactd keys create --tenant NAME`, \
-             or set COMPACTD_ALLOW_ANONYMOUS=true to serve callers without a key",
-            config.http.listen
-        );
-    }
-    Ok(None)
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes; then stops accepting, lets the

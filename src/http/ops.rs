@@ -13,7 +13,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use crate::summarizer::Link;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -73,27 +72,18 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
     (status = 200, description = "Ready", body = Ready),
     (status = 503, description = "Storage down or no summarizer", body = Ready)))]
 pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Ready>) {
-    let store = &state.app.store;
-    let storage = match tokio::time::timeout(READY_TIMEOUT, store.ready()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err(format!("no answer within {} s", READY_TIMEOUT.as_secs())),
-    };
-    // Upstream models are not probed (that would spend tokens); a chain can answer when it has a
-    // link at all, and always when it ends in the extractive summarizer.
-    let links = &state.app.pipeline.chain.links;
-    let summarizer_ok = !links.is_empty();
-    let ready = storage.is_ok() && summarizer_ok;
+    let readiness = state.app.readiness(READY_TIMEOUT).await;
+    let ready = readiness.ready();
     let body = Ready {
         status: if ready { "ready" } else { "not_ready" },
         storage: StorageCheck {
-            backend: store.backend(),
-            ok: storage.is_ok(),
-            error: storage.err(),
+            backend: readiness.backend,
+            ok: readiness.storage.is_ok(),
+            error: readiness.storage.err(),
         },
         summarizers: SummarizerCheck {
-            chain: links.iter().map(Link::name).collect(),
-            ok: summarizer_ok,
+            ok: !readiness.chain.is_empty(),
+            chain: readiness.chain,
         },
     };
     let status = if ready {
@@ -107,19 +97,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<R
 /// `GET /metrics`: Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
-    let limiter = &state.app.pipeline.admission.limiter;
-    let metrics = &state.app.metrics;
-    metrics.queue_depth.set(limiter.queue_depth() as i64);
-    metrics.in_flight.set(limiter.in_flight() as i64);
-    metrics
-        .session_index_bytes
-        .set(state.app.index_cache.weighted_bytes().await as i64);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics.render(),
+        state.app.metrics_text().await,
     )
         .into_response()
 }

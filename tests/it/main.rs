@@ -57,6 +57,7 @@ mod gateway_support;
 mod hostile;
 mod hostile_storage;
 mod javascript;
+mod layers;
 mod local_model;
 mod long_history;
 mod model_provider;

@@ -61,7 +61,7 @@ impl FromRequestParts<AppState> for Viewer {
     ) -> Result<Self, Self::Rejection> {
         let jar = CookieJar::from_headers(&parts.headers);
         let (identity, signed_in) = match jar.get(COOKIE).map(Cookie::value) {
-            Some(key) => match state.access.verify(&*state.app.store, key).await {
+            Some(key) => match state.app.identify(&state.access, key).await {
                 Ok(identity) => (identity, true),
                 Err(KeyError::Invalid) => {
                     return Err(ViewerRejection::Login {
@@ -135,7 +135,7 @@ pub(super) async fn login(
     if !key.starts_with(KEY_PREFIX) {
         return refused("A compactd key starts with cmpd_.");
     }
-    match state.access.verify(&*state.app.store, key).await {
+    match state.app.identify(&state.access, key).await {
         Ok(_) => {
             let mut cookie = cookie_named(key);
             cookie.set_secure(behind_tls(&headers));
