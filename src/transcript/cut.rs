@@ -198,7 +198,7 @@ mod tests {
                 ..Message::new(Role::Assistant)
             },
         ];
-        for dialect in Dialect::WRITTEN {
+        for dialect in Dialect::written() {
             let whole = write(dialect, &messages);
             let at = whole.find("then").expect("the content is written") + 200;
             let sent = format!(

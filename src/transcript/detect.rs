@@ -1,7 +1,7 @@
 //! Which dialect a conversation is written in, from the text alone (never from a header: the
 //! same agent writes several).
 
-use super::{Dialect, floor_boundary, opencode, pi};
+use super::{Dialect, floor_boundary, opencode};
 
 /// Which dialect `conversation` is written in, from the text alone.
 pub fn detect(conversation: &str) -> Dialect {
@@ -62,9 +62,9 @@ static SEARCH: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyL
     aho_corasick::AhoCorasick::new(NEEDLES).expect("the needles build an automaton")
 });
 
-/// Which of [`NEEDLES`] a text holds.
-struct Found<'a> {
-    text: &'a str,
+/// Which of [`NEEDLES`] a text holds: what a dialect's detector asks.
+pub struct Found<'a> {
+    pub text: &'a str,
     bits: u32,
 }
 
@@ -78,7 +78,8 @@ impl Found<'_> {
         Found { text, bits }
     }
 
-    fn has(&self, needle: &str) -> bool {
+    /// Whether the text holds `needle` (found in the one pass when it is one of [`NEEDLES`]).
+    pub fn has(&self, needle: &str) -> bool {
         match NEEDLES.iter().position(|n| *n == needle) {
             Some(at) => self.bits & (1 << at) != 0,
             // Not one of the needles (a check added without one): searched for alone.
@@ -89,54 +90,10 @@ impl Found<'_> {
 
 fn detect_in(text: &str) -> Option<Dialect> {
     let found = Found::in_text(text);
-    let has = |needle: &str| found.has(needle);
-    if text.starts_with("[gMASK]<sop>") || has("<|observation|>") && has("<|assistant|>") {
-        return Some(Dialect::Glm);
-    }
-    if has("<|im_user|>") || has("<|im_assistant|>") || has("<|im_middle|>") {
-        return Some(Dialect::Kimi);
-    }
-    if has("<｜User｜>") || has("<｜Assistant｜>") || has("<｜begin▁of▁sentence｜>") {
-        return Some(Dialect::DeepSeek);
-    }
-    if has("<|turn>") {
-        return Some(Dialect::Gemma);
-    }
-    if has("<start_of_turn>") {
-        return Some(Dialect::Gemini);
-    }
-    if has("<\\|start\\|>") || has("<|start|>") {
-        return Some(Dialect::Harmony);
-    }
-    if has("<|im_start|>") || has("<\\|im_start\\|>") {
-        return Some(if has("<|im_start|>tool\n") {
-            Dialect::Hermes
-        } else {
-            Dialect::Qwen3
-        });
-    }
-    if text.starts_with("Human: ")
-        || text.starts_with("Assistant: ")
-        || has("\n\nHuman: ")
-        || has("\n\nAssistant: ")
-    {
-        return Some(if has("<minimax:tool_call>") {
-            Dialect::Minimax
-        } else if has("<function_calls>") || has("<function_results>") {
-            Dialect::Anthropic
-        } else if has("<invoke name=") || has("<tool_response>") || has("<thinking>") {
-            Dialect::Xml
-        } else {
-            Dialect::Anthropic
-        });
-    }
-    if has(opencode::CALL) || opencode::is_opencode(text, has) {
-        return Some(Dialect::OpenCode);
-    }
-    if pi::starts_with_marker(text) || has("\n\n[Assistant]: ") || has("\n\n[User]: ") {
-        return Some(Dialect::Pi);
-    }
-    None
+    super::dialects::DIALECTS
+        .iter()
+        .find(|row| row.detect.is_some_and(|detect| detect(&found)))
+        .map(|row| row.dialect)
 }
 
 #[cfg(test)]

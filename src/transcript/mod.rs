@@ -22,6 +22,7 @@ mod calls;
 mod cut;
 mod deepseek;
 mod detect;
+pub mod dialects;
 pub mod files;
 mod gemini;
 mod gemma;
@@ -51,8 +52,8 @@ pub use detect::detect;
 pub use shape::Shape;
 
 /// The markup a conversation is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Each has its row in [`dialects::DIALECTS`]: its name, reader, writer and detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
     /// pi's `[User]: …` parts (also oh-my-pi's older `[Tool Call]`/`[Tool Result]` variant).
     Pi,
@@ -86,40 +87,22 @@ pub enum Dialect {
 
 impl Dialect {
     pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Pi => "pi",
-            Dialect::OpenCode => "opencode",
-            Dialect::Anthropic => "anthropic",
-            Dialect::Xml => "xml",
-            Dialect::Minimax => "minimax",
-            Dialect::Harmony => "harmony",
-            Dialect::Qwen3 => "qwen3",
-            Dialect::Hermes => "hermes",
-            Dialect::Glm => "glm",
-            Dialect::Kimi => "kimi",
-            Dialect::DeepSeek => "deepseek",
-            Dialect::Gemini => "gemini",
-            Dialect::Gemma => "gemma",
-            Dialect::Generic => "generic",
-        }
+        dialects::row(self).name
     }
 
     /// Every dialect with a writer that round-trips its reader.
-    pub const WRITTEN: [Dialect; 13] = [
-        Dialect::Pi,
-        Dialect::OpenCode,
-        Dialect::Anthropic,
-        Dialect::Xml,
-        Dialect::Minimax,
-        Dialect::Harmony,
-        Dialect::Qwen3,
-        Dialect::Hermes,
-        Dialect::Glm,
-        Dialect::Kimi,
-        Dialect::DeepSeek,
-        Dialect::Gemini,
-        Dialect::Gemma,
-    ];
+    pub fn written() -> impl Iterator<Item = Dialect> {
+        dialects::DIALECTS
+            .iter()
+            .filter(|r| r.written)
+            .map(|r| r.dialect)
+    }
+}
+
+impl serde::Serialize for Dialect {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,22 +308,11 @@ pub fn read_as(dialect: Dialect, conversation: &str) -> Conversation {
 }
 
 fn read_whole(dialect: Dialect, conversation: &str) -> Conversation {
-    let mut messages = match dialect {
-        Dialect::Pi => pi::read(conversation),
-        Dialect::OpenCode => opencode::read(conversation),
-        Dialect::Anthropic | Dialect::Xml | Dialect::Minimax => {
-            xmlish::read(dialect, &markup::unescape_frame_tags(conversation))
-        }
-        Dialect::Harmony => harmony::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::Qwen3 | Dialect::Hermes => {
-            qwen::read(dialect, &markup::unescape_frame_tags(conversation))
-        }
-        Dialect::Glm => glm::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::Kimi => kimi::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::DeepSeek => deepseek::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::Gemini => gemini::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::Gemma => gemma::read(&markup::unescape_frame_tags(conversation)),
-        Dialect::Generic => generic::read(conversation),
+    let row = dialects::row(dialect);
+    let mut messages = if row.escaped {
+        (row.read)(&markup::unescape_frame_tags(conversation))
+    } else {
+        (row.read)(conversation)
     };
     name_results(&mut messages);
     Conversation::new(dialect, messages)
@@ -349,21 +321,13 @@ fn read_whole(dialect: Dialect, conversation: &str) -> Conversation {
 /// `messages` written in `dialect`, as the agent that uses it writes them (oh-my-pi escapes the
 /// frame tags and, for harmony, its tokens, inside the whole transcript).
 pub fn write(dialect: Dialect, messages: &[Message]) -> String {
-    let text = match dialect {
-        Dialect::Pi | Dialect::Generic => return pi::write(messages),
-        Dialect::OpenCode => return opencode::write(messages),
-        Dialect::Anthropic | Dialect::Xml | Dialect::Minimax => xmlish::write(dialect, messages),
-        Dialect::Harmony => {
-            return markup::escape_frame_tags(&harmony::write(messages)).into_owned();
-        }
-        Dialect::Qwen3 | Dialect::Hermes => qwen::write(dialect, messages),
-        Dialect::Glm => glm::write(messages),
-        Dialect::Kimi => kimi::write(messages),
-        Dialect::DeepSeek => deepseek::write(messages),
-        Dialect::Gemini => gemini::write(messages),
-        Dialect::Gemma => gemma::write(messages),
-    };
-    markup::escape_frame_tags(&text).into_owned()
+    let row = dialects::row(dialect);
+    let text = (row.write)(messages);
+    if row.escaped {
+        markup::escape_frame_tags(&text).into_owned()
+    } else {
+        text
+    }
 }
 
 /// Results follow their calls in order: a result the form does not name gets the name (and id)

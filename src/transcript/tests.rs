@@ -44,20 +44,11 @@ fn recorded() -> Vec<(Option<String>, String, String, String)> {
 
 /// oh-my-pi 18.3's dialect names to compactd's.
 fn dialect_named(name: &str) -> Dialect {
-    match name {
-        "anthropic" => Dialect::Anthropic,
-        "xml" => Dialect::Xml,
-        "minimax" => Dialect::Minimax,
-        "harmony" => Dialect::Harmony,
-        "qwen3" => Dialect::Qwen3,
-        "hermes" => Dialect::Hermes,
-        "glm" => Dialect::Glm,
-        "kimi" => Dialect::Kimi,
-        "deepseek" => Dialect::DeepSeek,
-        "gemini" => Dialect::Gemini,
-        "gemma" => Dialect::Gemma,
-        other => panic!("unknown dialect {other}"),
-    }
+    super::dialects::DIALECTS
+        .iter()
+        .find(|row| row.name == name && row.written)
+        .map(|row| row.dialect)
+        .unwrap_or_else(|| panic!("unknown dialect {name}"))
 }
 
 #[test]
@@ -258,7 +249,7 @@ fn carried(dialect: Dialect, messages: &[Message]) -> Vec<Message> {
 #[test]
 fn every_dialect_writes_the_exchange_and_reads_it_back() {
     let messages = exchange();
-    for dialect in Dialect::WRITTEN {
+    for dialect in Dialect::written() {
         let text = write(dialect, &messages);
         assert_eq!(detect(&text), dialect, "{}: {text}", dialect.name());
         let read_back = read(&text);
@@ -414,7 +405,7 @@ proptest! {
         turns in prop::collection::vec(turn(), 1..4)
     ) {
         let messages: Vec<Message> = turns.into_iter().flatten().collect();
-        for dialect in Dialect::WRITTEN {
+        for dialect in Dialect::written() {
             let text = write(dialect, &messages);
             let read_back = read_as(dialect, &text);
             prop_assert_eq!(&read_back.messages, &messages, "{}: {}", dialect.name(), text);

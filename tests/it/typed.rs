@@ -247,7 +247,7 @@ async fn a_generated_corpus_in_every_dialect_keeps_edited_paths_and_the_latest_r
             .map(|c| c.arg("path").unwrap().to_owned())
             .collect();
         let latest = format!("Now make sure the release notes mention run {seed}.");
-        for dialect in Dialect::WRITTEN {
+        for dialect in Dialect::written() {
             let name = format!("seed {seed} {}", dialect.name());
             // Gemma 4 quotes strings with `<|"|>` and escapes nothing: a value holding the quote
             // itself cannot be written (oh-my-pi's renderer writes it ambiguously).
