@@ -370,21 +370,23 @@ impl App {
         view: &IndexView,
         lines: &[Entry],
     ) -> Result<std::collections::HashMap<String, String>, AppError> {
-        let seqs: Vec<usize> = {
+        let seqs: Vec<i64> = {
             let snapshot = view.read();
             lines
                 .iter()
                 .filter_map(|e| snapshot.seq_of(&e.id))
+                .map(|seq| seq as i64)
                 .collect()
         };
-        let mut stored = std::collections::HashMap::new();
-        for seq in seqs {
-            for (seq, raw) in self.store.entry_lines(id, seq as i64, seq as i64).await? {
-                let entry_id = view.read().fact(seq as usize).entry_id.clone();
-                stored.insert(entry_id, raw);
-            }
+        if seqs.is_empty() {
+            return Ok(Default::default());
         }
-        Ok(stored)
+        let rows = self.store.entry_lines_at(id, &seqs).await?;
+        let snapshot = view.read();
+        Ok(rows
+            .into_iter()
+            .map(|(seq, raw)| (snapshot.fact(seq as usize).entry_id.clone(), raw))
+            .collect())
     }
 }
 

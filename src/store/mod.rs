@@ -7,6 +7,7 @@
 
 pub mod behind;
 mod cache_keys;
+mod entry_insert;
 pub mod ledger;
 mod postgres;
 pub mod recall;
@@ -173,6 +174,12 @@ pub trait Store: ledger::Ledger + recall::Recall + Send + Sync + 'static {
         session_id: &str,
         from_seq: i64,
         to_seq: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError>;
+    /// The raw lines at `seqs` (those that exist), by position, in one query.
+    async fn entry_lines_at(
+        &self,
+        session_id: &str,
+        seqs: &[i64],
     ) -> Result<Vec<(i64, String)>, StoreError>;
     /// Writes facts derived for rows stored before they existed and marks the session as
     /// holding `version`; a no-op when another writer got there first.

@@ -98,10 +98,6 @@ const COPY_CHUNK_BYTES: usize = 1 << 20;
 /// before a read, so the second waits for the server's delayed ACK. One statement is one write.
 const COPY_MIN_ROWS: usize = 64;
 
-/// The columns every insert writes, in order.
-const ENTRY_COLUMNS: &str = "session_id, seq, entry_id, parent_id, entry_type, raw, parent_seq, role, \
-     tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id";
-
 /// Inserts `entries` (positioned by their facts): through `COPY … FROM STDIN` for an upload,
 /// PostgreSQL's bulk path, several times faster than inserts for megabytes; in one multi-row
 /// `INSERT` for an append of a few.
@@ -114,38 +110,15 @@ async fn insert_entries(
         return Ok(());
     }
     if entries.len() < COPY_MIN_ROWS {
-        let mut query = sqlx::QueryBuilder::<sqlx::Postgres>::new(format!(
-            "insert into entries ({ENTRY_COLUMNS}) "
-        ));
-        query.push_values(entries, |mut row, entry| {
-            let f = &entry.facts;
-            row.push_bind(session_id)
-                .push_bind(f.seq)
-                .push_bind(&f.entry_id)
-                .push_bind(&entry.parent_id)
-                .push_bind(super::column_text(&f.entry_type).into_owned())
-                .push_bind(&entry.raw)
-                .push_bind(f.parent_seq)
-                .push_bind(
-                    f.role
-                        .as_deref()
-                        .map(|r| super::column_text(r).into_owned()),
-                )
-                .push_bind(f.tokens)
-                .push_bind(f.usage_tokens)
-                .push_bind(f.ctx_usage)
-                .push_bind(f.ctx_trailing)
-                .push_bind(
-                    f.first_kept_id
-                        .as_deref()
-                        .map(|r| super::column_text(r).into_owned()),
-                );
-        });
+        let mut query = super::entry_insert::entries_insert::<sqlx::Postgres>(session_id, entries);
         query.build().execute(&mut **tx).await?;
         return Ok(());
     }
     let mut copy = tx
-        .copy_in_raw(&format!("copy entries ({ENTRY_COLUMNS}) from stdin"))
+        .copy_in_raw(&format!(
+            "copy entries ({}) from stdin",
+            super::entry_insert::ENTRY_COLUMNS
+        ))
         .await?;
     let mut buffer = String::with_capacity(COPY_CHUNK_BYTES + 64 * 1024);
     for entry in entries {

@@ -178,6 +178,36 @@ macro_rules! store_impl {
                 .await
             }
 
+            async fn entry_lines_at(
+                &self,
+                session_id: &str,
+                seqs: &[i64],
+            ) -> Result<Vec<(i64, String)>, $crate::store::StoreError> {
+                $crate::store::within(self.deadline, async {
+                    let mut lines = Vec::with_capacity(seqs.len());
+                    // One statement per thousand positions: SQLite's parameters are bounded.
+                    for chunk in seqs.chunks(1000) {
+                        let mut query = sqlx::QueryBuilder::<$db>::new(
+                            "select seq, raw from entries where session_id = ",
+                        );
+                        query.push_bind(session_id).push(" and seq in (");
+                        let mut list = query.separated(", ");
+                        for seq in chunk {
+                            list.push_bind(*seq);
+                        }
+                        query.push(") order by seq");
+                        lines.extend(
+                            query
+                                .build_query_as::<(i64, String)>()
+                                .fetch_all(&self.pool)
+                                .await?,
+                        );
+                    }
+                    Ok(lines)
+                })
+                .await
+            }
+
             async fn write_facts(
                 &self,
                 session_id: &str,

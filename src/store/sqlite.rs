@@ -132,8 +132,8 @@ impl SqliteStore {
 
 super::sql::store_impl!(SqliteStore, sqlx::Sqlite, "sqlite");
 
-/// Rows per multi-row insert: thirteen parameters a row stays below SQLite's 32 766.
-const INSERT_BATCH_ROWS: usize = 2000;
+/// Rows per multi-row insert: its parameters stay below SQLite's 32 766.
+const INSERT_BATCH_ROWS: usize = 32_766 / super::entry_insert::ENTRY_PARAMETERS;
 
 /// Inserts `entries` (positioned by their facts) in multi-row statements.
 async fn insert_entries(
@@ -142,34 +142,7 @@ async fn insert_entries(
     entries: &[crate::store::NewEntry],
 ) -> Result<(), sqlx::Error> {
     for batch in entries.chunks(INSERT_BATCH_ROWS) {
-        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "insert into entries (session_id, seq, entry_id, parent_id, entry_type, raw, parent_seq, role, \
-             tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id) ",
-        );
-        query.push_values(batch, |mut row, entry| {
-            let f = &entry.facts;
-            row.push_bind(session_id)
-                .push_bind(f.seq)
-                .push_bind(&f.entry_id)
-                .push_bind(&entry.parent_id)
-                .push_bind(super::column_text(&f.entry_type).into_owned())
-                .push_bind(&entry.raw)
-                .push_bind(f.parent_seq)
-                .push_bind(
-                    f.role
-                        .as_deref()
-                        .map(|r| super::column_text(r).into_owned()),
-                )
-                .push_bind(f.tokens)
-                .push_bind(f.usage_tokens)
-                .push_bind(f.ctx_usage)
-                .push_bind(f.ctx_trailing)
-                .push_bind(
-                    f.first_kept_id
-                        .as_deref()
-                        .map(|r| super::column_text(r).into_owned()),
-                );
-        });
+        let mut query = super::entry_insert::entries_insert::<sqlx::Sqlite>(session_id, batch);
         query.build().execute(&mut **tx).await?;
     }
     Ok(())
