@@ -16,11 +16,11 @@ static PLACES: LazyLock<Semaphore> = LazyLock::new(|| {
 
 /// Inputs at least this large are worth splitting across threads: below it, starting a thread
 /// costs more than it saves.
-pub const SPLIT_MIN_BYTES: usize = 1 << 20;
+pub(crate) const SPLIT_MIN_BYTES: usize = 1 << 20;
 
 /// How many threads one job over `bytes` of input should use: one for small inputs, else one per
 /// core (at most `most`).
-pub fn threads_for(bytes: usize, most: usize) -> usize {
+pub(crate) fn threads_for(bytes: usize, most: usize) -> usize {
     if bytes < SPLIT_MIN_BYTES {
         return 1;
     }
@@ -29,7 +29,7 @@ pub fn threads_for(bytes: usize, most: usize) -> usize {
 
 /// Where to split items of these sizes into two halves of about equal size: just after the item
 /// that reaches half of their sum (a few large items can hold most of it).
-pub fn half_way(sizes: impl IntoIterator<Item = usize> + Clone) -> usize {
+pub(crate) fn half_way(sizes: impl IntoIterator<Item = usize> + Clone) -> usize {
     let total: usize = sizes.clone().into_iter().sum();
     let mut seen = 0;
     let mut count = 0;
@@ -45,7 +45,7 @@ pub fn half_way(sizes: impl IntoIterator<Item = usize> + Clone) -> usize {
 
 /// `work` over `items` split at `middle`, both parts at once (the second on a thread of its own),
 /// the results in order.
-pub fn in_two<T: Sync, R: Send>(
+pub(crate) fn in_two<T: Sync, R: Send>(
     items: &[T],
     middle: usize,
     work: impl Fn(&[T]) -> Vec<R> + Sync,
@@ -62,11 +62,11 @@ pub fn in_two<T: Sync, R: Send>(
 /// A CPU job that did not finish: it panicked (the panic is in the log).
 #[derive(Debug, thiserror::Error)]
 #[error("a background computation failed: {0}")]
-pub struct CpuError(String);
+pub(crate) struct CpuError(String);
 
 /// Runs `work` on a blocking thread once a place is free, in the caller's tracing span, and
 /// returns its result.
-pub async fn off_runtime<T, F>(work: F) -> Result<T, CpuError>
+pub(crate) async fn off_runtime<T, F>(work: F) -> Result<T, CpuError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Appends `line` and a newline to `file`, adding the newline a last line may lack; synced.
-pub fn append_line(file: &Path, line: &str) -> io::Result<()> {
+pub(crate) fn append_line(file: &Path, line: &str) -> io::Result<()> {
     let existing_ends_open = {
         let metadata = std::fs::metadata(file)?;
         metadata.len() > 0 && !last_byte_is_newline(file)?
@@ -37,7 +37,7 @@ fn last_byte_is_newline(file: &Path) -> io::Result<bool> {
 /// path, never through a symlink) under a random name in the same directory, with the original's
 /// permissions, written and synced, renamed over the original, and the directory synced so the
 /// rename survives a crash. On any failure the original is untouched and the new file removed.
-pub fn replace(file: &Path, contents: &[u8]) -> io::Result<()> {
+pub(crate) fn replace(file: &Path, contents: &[u8]) -> io::Result<()> {
     let original = std::fs::metadata(file)?;
     let directory = match file.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),

@@ -15,15 +15,15 @@
 //!   user's session file in place safely.
 
 pub mod access;
-pub mod agents;
+pub(crate) mod agents;
 pub mod app;
 pub mod cli;
 pub mod compaction;
 pub mod compactor;
 pub mod config;
-pub mod cpu;
+pub(crate) mod cpu;
 pub mod fidelity;
-pub mod files;
+pub(crate) mod files;
 pub mod http;
 pub mod js_json;
 pub mod metrics;
@@ -35,7 +35,7 @@ pub mod store;
 pub mod summarizer;
 #[doc(hidden)]
 pub mod test_tiers;
-pub mod throttle;
+pub(crate) mod throttle;
 pub mod transcript;
 
 #[cfg(test)]

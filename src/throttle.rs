@@ -9,7 +9,7 @@ const EVERY: Duration = Duration::from_secs(60);
 
 /// One throttled warning.
 #[derive(Debug, Default)]
-pub struct Throttle {
+pub(crate) struct Throttle {
     /// Milliseconds since the process's clock start of the last line (0: never).
     last_ms: AtomicU64,
     /// Occurrences since the last line.
@@ -23,7 +23,7 @@ fn clock_ms() -> u64 {
 }
 
 impl Throttle {
-    pub const fn new() -> Throttle {
+    pub(crate) const fn new() -> Throttle {
         Throttle {
             last_ms: AtomicU64::new(0),
             since: AtomicU64::new(0),
@@ -32,7 +32,7 @@ impl Throttle {
 
     /// Counts an occurrence; `Some(n)` (occurrences since the last line, this one included) when
     /// a line is due now.
-    pub fn hit(&self) -> Option<u64> {
+    pub(crate) fn hit(&self) -> Option<u64> {
         let count = self.since.fetch_add(1, Ordering::Relaxed) + 1;
         let now = clock_ms();
         let last = self.last_ms.load(Ordering::Relaxed);

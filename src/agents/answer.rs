@@ -14,16 +14,16 @@ use crate::summarizer::TokenUsage;
 const DELTA_CHARS: usize = 512;
 
 /// What an answer says, whatever its wire.
-pub struct Answer<'a> {
-    pub text: &'a str,
+pub(crate) struct Answer<'a> {
+    pub(crate) text: &'a str,
     /// The model the agent asked for: its accounting is per model.
-    pub model: &'a str,
-    pub usage: TokenUsage,
+    pub(crate) model: &'a str,
+    pub(crate) usage: TokenUsage,
 }
 
 /// Claude Code keeps what is inside `<summary>` tags, and asks again when there are none: the
 /// summary is given them unless it has them.
-pub fn with_summary_tags(text: &str) -> String {
+pub(crate) fn with_summary_tags(text: &str) -> String {
     if text.contains("<summary>") && text.contains("</summary>") {
         text.to_owned()
     } else {
@@ -73,7 +73,7 @@ fn json_response(value: Value) -> Response {
 }
 
 /// An Anthropic Messages answer holding `answer.text`.
-pub fn anthropic(answer: &Answer<'_>, stream: bool) -> Response {
+pub(crate) fn anthropic(answer: &Answer<'_>, stream: bool) -> Response {
     let id = id("msg");
     let usage = &answer.usage;
     let message = |content: Value, stop: Value, output_tokens: u64| {
@@ -123,7 +123,7 @@ pub fn anthropic(answer: &Answer<'_>, stream: bool) -> Response {
 
 /// An OpenAI Responses answer whose one output item is `item` (an assistant message holding the
 /// text when `None`).
-pub fn responses(answer: &Answer<'_>, stream: bool, item: Option<Value>) -> Response {
+pub(crate) fn responses(answer: &Answer<'_>, stream: bool, item: Option<Value>) -> Response {
     let response_id = id("resp");
     let created = crate::store::now_ms() / 1000;
     let usage = &answer.usage;

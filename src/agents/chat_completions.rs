@@ -24,16 +24,16 @@ struct ChatRequest {
 
 /// What a chat request asks to summarize, and how it wants the answer.
 #[derive(Debug)]
-pub struct ChatRead {
-    pub request: WireRequest,
-    pub stream: bool,
+pub(crate) struct ChatRead {
+    pub(crate) request: WireRequest,
+    pub(crate) stream: bool,
     /// The client's model name (`agent` mode asks it; compactd reports its own otherwise).
-    pub model: String,
+    pub(crate) model: String,
 }
 
 /// Reads a chat request's body (parsed once, by whoever parsed it); a field of the wrong shape is
 /// an [`AppError::Invalid`] naming it.
-pub fn read(body: &Value) -> Result<ChatRead, AppError> {
+pub(crate) fn read(body: &Value) -> Result<ChatRead, AppError> {
     let request: ChatRequest = serde_path_to_error::deserialize(body).map_err(|error| {
         let path = error.path().to_string();
         let param = if path == "." { "body".to_owned() } else { path };

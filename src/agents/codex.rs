@@ -31,7 +31,7 @@ pub(super) const HANDOFF: &str = "Another language model started to solve this p
 
 /// The key compactd's items are sealed with.
 #[derive(Clone)]
-pub struct Seal {
+pub(crate) struct Seal {
     cipher: XChaCha20Poly1305,
 }
 
@@ -54,7 +54,7 @@ fn bound_to(who: &Identity) -> Vec<u8> {
 
 impl Seal {
     /// The seal under `secret` (the replicas' shared secret).
-    pub fn new(secret: &[u8]) -> Seal {
+    pub(crate) fn new(secret: &[u8]) -> Seal {
         let mut key = [0u8; 32];
         hkdf::Hkdf::<sha2::Sha256>::new(None, secret)
             .expand(KEY_INFO, &mut key)
@@ -65,7 +65,7 @@ impl Seal {
     }
 
     /// The compaction item that carries `summary` for `who`.
-    pub fn item(&self, summary: &str, who: &Identity) -> Value {
+    pub(crate) fn item(&self, summary: &str, who: &Identity) -> Value {
         let payload = json!({"summary": summary, "at": crate::store::now_ms()}).to_string();
         // 192-bit nonces: drawn at random, they do not repeat.
         let mut nonce = [0u8; 24];
@@ -91,7 +91,7 @@ impl Seal {
     }
 
     /// The summary of an item compactd made for `who`; `None` for anyone else's, or a forged one.
-    pub fn open(&self, encrypted_content: &str, who: &Identity) -> Option<String> {
+    pub(crate) fn open(&self, encrypted_content: &str, who: &Identity) -> Option<String> {
         let content = B64.decode(encrypted_content.strip_prefix(PREFIX)?).ok()?;
         if content.len() < 24 {
             return None;
@@ -114,7 +114,7 @@ impl Seal {
 
     /// Replaces the compaction items compactd made for `who` in a Responses body's `input` with
     /// the summary they carry, as a user message; returns how many it replaced.
-    pub fn expand(&self, body: &mut Value, who: &Identity) -> usize {
+    pub(crate) fn expand(&self, body: &mut Value, who: &Identity) -> usize {
         let Some(input) = body.get_mut("input").and_then(Value::as_array_mut) else {
             return 0;
         };
@@ -139,7 +139,7 @@ impl Seal {
 }
 
 /// Whether a body may hold one of compactd's items (a cheap look before parsing it).
-pub fn may_hold_item(body: &[u8]) -> bool {
+pub(crate) fn may_hold_item(body: &[u8]) -> bool {
     memchr::memmem::find(body, PREFIX.as_bytes()).is_some()
 }
 

@@ -19,11 +19,11 @@ const SEAL_SECRET: &str = "gateway.codex-items";
 
 /// The gateway's settings and clients; cheap to share.
 #[derive(Debug)]
-pub struct Gateway {
-    pub anthropic_upstream: reqwest::Url,
-    pub openai_upstream: reqwest::Url,
-    pub summarizer: GatewaySummarizer,
-    pub proxy: proxy::Proxy,
+pub(crate) struct Gateway {
+    pub(crate) anthropic_upstream: reqwest::Url,
+    pub(crate) openai_upstream: reqwest::Url,
+    pub(crate) summarizer: GatewaySummarizer,
+    pub(crate) proxy: proxy::Proxy,
     seal: OnceCell<codex::Seal>,
     /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
     /// credentials).
@@ -31,7 +31,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: &GatewayConfig) -> anyhow::Result<Gateway> {
+    pub(crate) fn new(config: &GatewayConfig) -> anyhow::Result<Gateway> {
         Ok(Gateway {
             anthropic_upstream: config.anthropic_upstream.clone(),
             openai_upstream: config.openai_upstream.clone(),
@@ -49,7 +49,7 @@ impl Gateway {
     /// agent's own model through the upstream of its wire, with the credentials it sent (then the
     /// extractive summarizer when compactd's chain ends in it). `None` in `compactd` mode:
     /// compactd's chain.
-    pub fn agent_chain(
+    pub(crate) fn agent_chain(
         &self,
         wire: Wire,
         model: &str,
@@ -102,7 +102,7 @@ impl Gateway {
 
     /// The seal of Codex items: a secret every replica shares, made from the OS's CSPRNG by the
     /// first one to need it and kept in the store.
-    pub async fn seal(
+    pub(crate) async fn seal(
         &self,
         store: &Arc<dyn Store>,
     ) -> Result<&codex::Seal, crate::store::StoreError> {

@@ -12,20 +12,20 @@
 //! The gateway is off unless `COMPACTD_GATEWAY=on`. Never an open proxy: the upstreams are
 //! settings, never taken from a request.
 
-pub mod answer;
+pub(crate) mod answer;
 mod carried;
-pub mod chat_completions;
-pub mod codex;
+pub(crate) mod chat_completions;
+pub(crate) mod codex;
 mod gateway;
-pub mod proxy;
-pub mod recognize;
+pub(crate) mod proxy;
+pub(crate) mod recognize;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use serde_json::Value;
 
-pub use gateway::Gateway;
+pub(crate) use gateway::Gateway;
 
 use crate::access::Identity;
 use crate::app::{App, AppError};
@@ -37,7 +37,7 @@ use recognize::{Compaction, Form};
 
 /// The wires agents speak to their model, and compactd with them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
+pub(crate) enum Wire {
     /// OpenAI chat completions (OpenCode; any OpenAI client; pi forks' `remoteEndpoint`).
     ChatCompletions,
     /// Anthropic Messages (Claude Code).
@@ -48,23 +48,23 @@ pub enum Wire {
 
 /// What an agent sent, as it came.
 #[derive(Debug)]
-pub struct Request {
-    pub method: Method,
-    pub uri: Uri,
-    pub headers: HeaderMap,
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
     /// The body as it came: what is forwarded.
-    pub bytes: Bytes,
+    pub(crate) bytes: Bytes,
     /// The body with its `Content-Encoding` undone; `None` in a coding compactd does not read
     /// (such a body is only ever forwarded).
-    pub plain: Option<Bytes>,
+    pub(crate) plain: Option<Bytes>,
     /// Whether the body says it is JSON (`Content-Type`): what a web page cannot send to another
     /// site without the browser asking first.
-    pub declares_json: bool,
+    pub(crate) declares_json: bool,
 }
 
 /// How a request was handled.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The answer: compactd's, in the agent's wire, or the upstream's, passed through.
     Response(Response),
     /// A summary for the chat wire, whose answer (a documented API type) the HTTP layer writes.
@@ -73,7 +73,7 @@ pub enum Outcome {
 
 /// What stops a request from being handled.
 #[derive(Debug, thiserror::Error)]
-pub enum AgentError {
+pub(crate) enum AgentError {
     #[error(transparent)]
     App(#[from] AppError),
     /// compactd's key came in the only header the provider reads its credential from.
@@ -90,7 +90,7 @@ pub enum AgentError {
 /// Handles an agent's request on `wire`: recognizes it, summarizes it or forwards it, once.
 /// `gateway` is `None` when the gateway is off: then only the chat wire is served, as
 /// compactd's own summarization API, from `parsed` (its body, read by the caller).
-pub async fn handle(
+pub(crate) async fn handle(
     app: &App,
     gateway: Option<&Gateway>,
     who: &Identity,
@@ -240,7 +240,7 @@ fn log_fallback(agent: Agent, error: Option<&AppError>) {
 }
 
 /// A request passed to the upstream of its wire as it came (the OpenAI upstream includes `/v1`).
-pub async fn forward(
+pub(crate) async fn forward(
     gateway: &Gateway,
     wire: Wire,
     request: Request,

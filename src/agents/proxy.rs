@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::json;
@@ -29,13 +29,13 @@ const HOP_BY_HOP: [&str; 10] = [
 
 /// The upstream client and its bounds.
 #[derive(Debug, Clone)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     client: reqwest::Client,
     max_response_bytes: u64,
 }
 
 impl Proxy {
-    pub fn new(idle_timeout: Duration, max_response_bytes: u64) -> anyhow::Result<Proxy> {
+    pub(crate) fn new(idle_timeout: Duration, max_response_bytes: u64) -> anyhow::Result<Proxy> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Silence, not length, ends a stream: an agent's turn may stream for many minutes.
@@ -53,7 +53,7 @@ impl Proxy {
     /// Sends the request to `target`, whose provider reads its credential as `wire` says, and
     /// streams the answer back; refused when compactd's key took the provider's only credential
     /// header ([`check_credentials`]).
-    pub async fn forward(
+    pub(crate) async fn forward(
         &self,
         target: reqwest::Url,
         wire: Credentials,
@@ -136,7 +136,7 @@ fn forwarded(headers: &HeaderMap) -> HeaderMap {
 
 /// The headers each wire's provider reads its credentials from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// Anthropic Messages: `x-api-key`, or `Authorization` (a subscription's OAuth token).
     Anthropic,
     /// OpenAI's wires: `Authorization`, or Azure's `api-key`.
@@ -157,9 +157,9 @@ impl Credentials {
 /// the provider no credential (its 401 reads as the agent's login failing) or compactd's key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the {header} header carries a compactd key and nothing is left for the provider")]
-pub struct AmbiguousCredentials {
+pub(crate) struct AmbiguousCredentials {
     /// The header that held compactd's key.
-    pub header: &'static str,
+    pub(crate) header: &'static str,
 }
 
 /// Checks that forwarding `headers` leaves the provider a credential where compactd's key was
@@ -198,20 +198,17 @@ fn unreachable_upstream(host: &str) -> Response {
 }
 
 /// The upstream URL of a request: `base` with the request's path after `strip` and its query.
-pub fn target(base: &reqwest::Url, path: &str, strip: &str, query: Option<&str>) -> reqwest::Url {
+pub(crate) fn target(
+    base: &reqwest::Url,
+    path: &str,
+    strip: &str,
+    query: Option<&str>,
+) -> reqwest::Url {
     let rest = path.strip_prefix(strip).unwrap_or(path);
     let mut url = base.clone();
     url.set_path(&format!("{}{}", base.path().trim_end_matches('/'), rest));
     url.set_query(query);
     url
-}
-
-/// Whether `name` is a header the client's credentials travel in (for tests and checks).
-pub fn is_credential(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "authorization" | "x-api-key" | "api-key" | "cookie"
-    )
 }
 
 #[cfg(test)]

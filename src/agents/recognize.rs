@@ -13,23 +13,23 @@ use crate::transcript::{Conversation, Role, structured};
 
 /// A compaction request: what the pipeline summarizes, typed, and how the agent wants its answer.
 #[derive(Debug, Clone)]
-pub struct Compaction {
-    pub agent: Agent,
+pub(crate) struct Compaction {
+    pub(crate) agent: Agent,
     /// The history (typed), the agent's instructions (empty: compactd's history prompt) and the
     /// summary of its previous compaction, taken out of the user message that carried it
     /// ([`super::carried`]).
-    pub request: WireRequest,
+    pub(crate) request: WireRequest,
     /// How the answer is written.
-    pub answer: Form,
+    pub(crate) answer: Form,
     /// Whether the client asked for a stream.
-    pub stream: bool,
+    pub(crate) stream: bool,
     /// The model the agent asked for.
-    pub model: String,
+    pub(crate) model: String,
 }
 
 /// What a compaction's answer holds, in its wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
+pub(crate) enum Form {
     /// The summary as text.
     Text,
     /// The summary in `<summary>` tags (Claude Code keeps only what is inside them).
@@ -40,40 +40,40 @@ pub enum Form {
 
 /// One agent's compactions on one wire: adding an agent on a wire compactd serves is one row
 /// here (and its function, samples and tests).
-pub struct Recognizer {
-    pub agent: Agent,
-    pub wire: Wire,
+pub(crate) struct Recognizer {
+    pub(crate) agent: Agent,
+    pub(crate) wire: Wire,
     /// Bytes every compaction of this agent holds: a body with none of its wire's markers is
     /// passed through unparsed (the ordinary turns that are most of the traffic, and tens of
     /// kilobytes each).
-    pub marker: &'static str,
+    pub(crate) marker: &'static str,
     /// The compaction the body is, if it is one.
-    pub recognize: fn(&HeaderMap, &Value) -> Option<Compaction>,
+    pub(crate) recognize: fn(Agent, &HeaderMap, &Value) -> Option<Compaction>,
 }
 
 /// Claude Code (2.1.330): `/v1/messages` with its summary instruction appended.
-pub const CLAUDE_CODE: Agent = Agent {
+pub(crate) const CLAUDE_CODE: Agent = Agent {
     name: "claude-code",
     endpoint: "gateway:claude-code",
 };
 /// Codex (0.169.0) with a custom provider: local "memento" compaction over `/v1/responses`.
-pub const CODEX_LOCAL: Agent = Agent {
+pub(crate) const CODEX_LOCAL: Agent = Agent {
     name: "codex",
     endpoint: "gateway:codex",
 };
 /// Codex (0.169.0) with the `openai` provider: remote compaction v2, a `compaction_trigger`.
-pub const CODEX_REMOTE: Agent = Agent {
+pub(crate) const CODEX_REMOTE: Agent = Agent {
     name: "codex-remote",
     endpoint: "gateway:codex-remote",
 };
 /// OpenCode (1.18.33): chat completions with its summarization system prompt.
-pub const OPENCODE: Agent = Agent {
+pub(crate) const OPENCODE: Agent = Agent {
     name: "opencode",
     endpoint: "gateway:opencode",
 };
 
 /// Every agent whose compactions compactd answers, by wire.
-pub const RECOGNIZERS: &[Recognizer] = &[
+pub(crate) const RECOGNIZERS: &[Recognizer] = &[
     Recognizer {
         agent: CLAUDE_CODE,
         wire: Wire::AnthropicMessages,
@@ -101,11 +101,11 @@ pub const RECOGNIZERS: &[Recognizer] = &[
 ];
 
 /// The compaction a body of `wire` is, by the first recognizer that knows it.
-pub fn compaction(wire: Wire, headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+pub(crate) fn compaction(wire: Wire, headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     RECOGNIZERS
         .iter()
         .filter(|r| r.wire == wire)
-        .find_map(|r| (r.recognize)(headers, body))
+        .find_map(|r| (r.recognize)(r.agent, headers, body))
 }
 
 /// The marker of a rendered summarization prompt on the chat wire ([`is_rendered_summarization`]).
@@ -122,7 +122,7 @@ const OPENCODE_SYSTEM: &str = "You are a context summarization agent.";
 
 /// Whether a body of `wire` may be a compaction or a summarization request, by the markers'
 /// bytes alone.
-pub fn may_be_compaction(wire: Wire, body: &[u8]) -> bool {
+pub(crate) fn may_be_compaction(wire: Wire, body: &[u8]) -> bool {
     let rendered = (wire == Wire::ChatCompletions).then_some(RENDERED_MARKER);
     RECOGNIZERS
         .iter()
@@ -133,7 +133,7 @@ pub fn may_be_compaction(wire: Wire, body: &[u8]) -> bool {
 }
 
 /// A Claude Code compaction on the Anthropic Messages wire.
-fn claude_code(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+fn claude_code(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let messages = body.get("messages")?.as_array()?;
     let (last, history) = messages.split_last()?;
     if last.get("role")?.as_str()? != "user" {
@@ -167,7 +167,7 @@ fn claude_code(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     }
     let conversation = structured::from_anthropic(&history);
     Some(of_history(
-        CLAUDE_CODE,
+        agent,
         Form::SummaryTags,
         body,
         conversation,
@@ -176,14 +176,14 @@ fn claude_code(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
 }
 
 /// A Codex remote compaction (v2) on the Responses wire: a `compaction_trigger` last.
-fn codex_remote(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+fn codex_remote(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let (last, history) = body.get("input")?.as_array()?.split_last()?;
     if last.get("type").and_then(Value::as_str) != Some("compaction_trigger") {
         return None;
     }
     let conversation = structured::from_responses(&Value::from(history.to_vec()));
     Some(of_history(
-        CODEX_REMOTE,
+        agent,
         Form::SealedItem,
         body,
         conversation,
@@ -193,7 +193,7 @@ fn codex_remote(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
 
 /// A Codex local compaction on the Responses wire: its prompt last, and no tools or the turn
 /// metadata's `request_kind: compaction` (the header, or the same JSON in `client_metadata`).
-fn codex_local(headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+fn codex_local(agent: Agent, headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let (last, history) = body.get("input")?.as_array()?.split_last()?;
     let text = last
         .get("content")
@@ -210,13 +210,7 @@ fn codex_local(headers: &HeaderMap, body: &Value) -> Option<Compaction> {
         return None;
     }
     let conversation = structured::from_responses(&Value::from(history.to_vec()));
-    Some(of_history(
-        CODEX_LOCAL,
-        Form::Text,
-        body,
-        conversation,
-        text,
-    ))
+    Some(of_history(agent, Form::Text, body, conversation, text))
 }
 
 /// A compaction of `agent` over `conversation`: the agent's system and developer text left out
@@ -266,7 +260,7 @@ fn codex_request_kind(headers: &HeaderMap, body: &Value) -> Option<String> {
 }
 
 /// An OpenCode compaction on the chat wire: its summarization system prompt, and no tools.
-fn opencode(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+fn opencode(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let messages = body.get("messages")?.as_array()?;
     let opencode = messages.iter().any(|m| {
         m.get("role").and_then(Value::as_str) == Some("system")
@@ -280,7 +274,7 @@ fn opencode(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     // A compaction whose fields compactd cannot read goes upstream as it came.
     let read = super::chat_completions::read(body).ok()?;
     Some(Compaction {
-        agent: OPENCODE,
+        agent,
         request: read.request,
         answer: Form::Text,
         stream: read.stream,
@@ -290,7 +284,7 @@ fn opencode(_headers: &HeaderMap, body: &Value) -> Option<Compaction> {
 
 /// Whether a chat-completions body is a rendered summarization prompt as pi-family agents send
 /// it (a system message and one user message holding `<conversation>`), and no tools.
-pub fn is_rendered_summarization(body: &Value) -> bool {
+pub(crate) fn is_rendered_summarization(body: &Value) -> bool {
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return false;
     };

@@ -91,7 +91,7 @@ pub struct StateParts {
     /// Which Host names and Origins are served (see [`browser`]).
     pub browser: Arc<browser::BrowserPolicy>,
     /// The gateway at agents' model base URLs, when it is on.
-    pub gateway: Option<Arc<crate::agents::Gateway>>,
+    pub(crate) gateway: Option<Arc<crate::agents::Gateway>>,
 }
 
 impl FromRef<AppState> for BodyLimit {
