@@ -28,6 +28,7 @@ pub mod http;
 pub mod js_json;
 pub mod metrics;
 pub mod pipeline;
+pub mod probe;
 pub mod prompts;
 pub mod redact;
 pub mod session;

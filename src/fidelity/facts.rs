@@ -45,6 +45,20 @@ impl Ordered {
     }
 }
 
+/// The extractions, counted for the tests that watch them.
+static EXTRACTIONS: crate::probe::Probe = crate::probe::Probe::new();
+
+/// Counts the extractions from conversations whose first message opens with `opening` from now
+/// on (see [`extractions_of`]): the proof that the stages share one per request.
+pub fn watch_extractions(opening: &str) {
+    EXTRACTIONS.watch(opening);
+}
+
+/// How many extractions [`watch_extractions`] counted for `opening`.
+pub fn extractions_of(opening: &str) -> u64 {
+    EXTRACTIONS.count_of(opening)
+}
+
 #[derive(Debug, Default)]
 pub struct Facts {
     /// User requests (not shell commands the user ran, not bare slash commands), in order.
@@ -98,6 +112,7 @@ impl Facts {
     }
 
     pub fn extract(messages: &[Message]) -> Facts {
+        EXTRACTIONS.count(messages.first().map_or("", |m| m.text.as_str()));
         let mut facts = Facts {
             message_count: messages.len(),
             ..Facts::default()

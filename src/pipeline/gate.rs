@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use super::events::{AnchorOutcome, Event};
 use super::{Job, Pipeline, Run};
-use crate::fidelity::facts::Facts;
 use crate::fidelity::gate::{
     Expectation, append_missing, check, drop_withdrawn, repair_prompt, unusable,
 };
@@ -40,8 +39,8 @@ impl Pipeline {
         deadline: Instant,
     ) -> Summary {
         let shape = job.request.shape();
-        let facts = Facts::extract(&shape.conversation.messages);
-        let mut anchors = anchors::of_facts(&facts, shape.earlier_summary());
+        let facts = job.request.facts();
+        let mut anchors = anchors::of_facts(facts, shape.earlier_summary());
         for extra in &job.gate.extra {
             if !anchors.iter().any(|a| a.text == extra.text) {
                 anchors.push(extra.clone());

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fidelity::facts::Facts;
 use crate::transcript::Shape;
 
 pub use chain::{AttemptRecord, Chain, ChainError, ChainEvent, Link, RetryPolicy};
@@ -43,6 +44,9 @@ pub struct SummaryRequest {
     /// clones, so that it is read at most once per request; a request whose prompt is rewritten
     /// (redaction) gets its shape set with it.
     shape: Arc<OnceLock<Shape>>,
+    /// The facts of the conversation, extracted at the first stage that needs them (the
+    /// extractive summarizer, the fidelity gate) and then shared, as the shape is.
+    facts: Arc<OnceLock<Facts>>,
 }
 
 impl PartialEq for SummaryRequest {
@@ -63,6 +67,7 @@ impl SummaryRequest {
             prompt,
             max_tokens,
             shape: Arc::default(),
+            facts: Arc::default(),
         }
     }
 
@@ -78,6 +83,7 @@ impl SummaryRequest {
             prompt,
             max_tokens,
             shape: Arc::new(OnceLock::from(shape)),
+            facts: Arc::default(),
         }
     }
 
@@ -95,6 +101,14 @@ impl SummaryRequest {
     /// Replaces the shape (of a prompt that was rewritten).
     pub fn set_shape(&mut self, shape: Shape) {
         self.shape = Arc::new(OnceLock::from(shape));
+        self.facts = Arc::default();
+    }
+
+    /// The facts of the conversation: extracted here the first time they are asked for, once
+    /// per request however many stages read them.
+    pub fn facts(&self) -> &Facts {
+        self.facts
+            .get_or_init(|| Facts::extract(&self.shape().conversation.messages))
     }
 
     /// A request for a prompt compactd rendered from `conversation`: its layout is taken from

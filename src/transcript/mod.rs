@@ -42,9 +42,6 @@ pub mod structured;
 mod windows;
 mod xmlish;
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde_json::Value;
 
 pub use cut::Cut;
@@ -258,44 +255,24 @@ impl Conversation {
     }
 }
 
-/// Whether any text is watched (see [`watch_reads`]): one relaxed load on every read otherwise.
-static WATCHING: AtomicBool = AtomicBool::new(false);
-/// Watched text openings and how often [`read`] read a text that opens so.
-static WATCHED: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+/// The reads of conversations, counted for the tests that watch them.
+static READS: crate::probe::Probe = crate::probe::Probe::new();
 
 /// Counts the reads of conversations that start with `opening` from now on (see [`reads_of`]):
 /// a test's proof that every stage works on the one reading of a request, whatever else the
 /// process reads meanwhile.
 pub fn watch_reads(opening: &str) {
-    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    watched.push((opening.to_owned(), 0));
-    WATCHING.store(true, Ordering::Release);
+    READS.watch(opening);
 }
 
 /// How many conversations starting with `opening` were read since [`watch_reads`].
 pub fn reads_of(opening: &str) -> u64 {
-    let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    (watched.iter())
-        .filter(|(watched, _)| watched == opening)
-        .map(|(_, n)| n)
-        .sum()
-}
-
-fn count_read(conversation: &str) {
-    if !WATCHING.load(Ordering::Acquire) {
-        return;
-    }
-    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    for (opening, n) in watched.iter_mut() {
-        if conversation.starts_with(opening.as_str()) {
-            *n += 1;
-        }
-    }
+    READS.count_of(opening)
 }
 
 /// Reads a conversation in any dialect (counted when watched, see [`watch_reads`]).
 pub fn read(conversation: &str) -> Conversation {
-    count_read(conversation);
+    READS.count(conversation);
     read_as(detect(conversation), conversation)
 }
 

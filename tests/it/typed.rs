@@ -460,3 +460,32 @@ async fn an_unknown_dialect_is_read_generically_and_says_so() {
         "{summary}"
     );
 }
+
+/// The extractive summarizer and the fidelity gate both read the conversation's facts: they are
+/// extracted once per request, and shared.
+#[tokio::test]
+async fn a_requests_facts_are_extracted_once_for_every_stage_that_reads_them() {
+    let opening = format!("extract-once-{:016x}", fastrand::u64(..));
+    let prompts = Prompts::builtin();
+    let conversation = format!(
+        "[User]: {opening} fix the parser in src/parse.rs\n\n[Assistant]: I'll read it.\n\n\
+         [Assistant tool calls]: read(path=\"src/parse.rs\")\n\n[Tool result]: fn parse() {{}}"
+    );
+    let prompt = transcript::prompt::history_prompt(&prompts, &conversation, None, None);
+    compactd::fidelity::facts::watch_extractions(&opening);
+    let app = TestApp::handlers(crate::support::config()).await;
+    let body = json!({"systemPrompt": prompts.system, "prompt": prompt});
+    let response = app.post("/v1/compact", &body).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["model"], "extractive", "{answer}");
+    assert!(
+        answer["fidelity"]["anchors"].as_u64().unwrap() > 0,
+        "{answer}"
+    );
+    assert_eq!(
+        compactd::fidelity::facts::extractions_of(&opening),
+        1,
+        "extracted once"
+    );
+}

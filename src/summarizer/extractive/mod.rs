@@ -9,7 +9,6 @@
 mod render;
 mod template;
 
-use crate::fidelity::facts::Facts;
 use crate::fidelity::{Anchor, Weight, anchors, gate};
 
 use super::{Summary, SummaryRequest, TokenUsage};
@@ -23,13 +22,13 @@ const CHARS_PER_TOKEN: u64 = 4;
 pub fn summarize(request: &SummaryRequest) -> Summary {
     let shape = request.shape();
     let previous_summary = shape.earlier_summary();
-    let facts = Facts::extract(&shape.conversation.messages);
+    let facts = request.facts();
     let budget = (request.max_tokens.max(64) * CHARS_PER_TOKEN) as usize;
     let text = match shape.asks {
         Asks::Checkpoint { critical_context } => {
-            let anchors = anchors::of_facts(&facts, previous_summary);
+            let anchors = anchors::of_facts(facts, previous_summary);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
-            let text = render::checkpoint(&facts, previous_summary, critical_context, room);
+            let text = render::checkpoint(facts, previous_summary, critical_context, room);
             let text = keep_anchors(text, &anchors, budget);
             // The caller's own template (OpenCode's), when it asks for other headings than pi's.
             match template::requested(&shape.instructions) {
@@ -38,11 +37,11 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             }
         }
         Asks::TurnPrefix => {
-            let anchors = anchors::of_facts(&facts, None);
+            let anchors = anchors::of_facts(facts, None);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
-            keep_anchors(render::turn_prefix(&facts, room), &anchors, budget)
+            keep_anchors(render::turn_prefix(facts, room), &anchors, budget)
         }
-        Asks::Short => render::short(&facts, previous_summary),
+        Asks::Short => render::short(facts, previous_summary),
     };
     let estimate = |s: &str| (utf16_len(s) as u64).div_ceil(CHARS_PER_TOKEN);
     Summary {
