@@ -119,7 +119,7 @@ pub(crate) async fn handle(
         }
     }
     let Some(body) = body else {
-        return forward(gateway, wire, request).await;
+        return forward(gateway, wire, request).await.map(Outcome::Response);
     };
     let compaction = recognize::compaction(wire, &request.headers, &body);
     let rendered = compaction.is_none()
@@ -139,13 +139,13 @@ pub(crate) async fn handle(
         let answered = answer_compaction(app, gateway, who, wire, &request, compaction).await?;
         return match answered {
             Some(outcome) => Ok(outcome),
-            None => forward(gateway, wire, request).await,
+            None => forward(gateway, wire, request).await.map(Outcome::Response),
         };
     }
     if rendered {
         return summarize_chat(app, who, &body).await;
     }
-    forward(gateway, wire, request).await
+    forward(gateway, wire, request).await.map(Outcome::Response)
 }
 
 /// A chat request summarized as compactd's own API (the endpoint is the chat wire's).
@@ -244,7 +244,7 @@ pub(crate) async fn forward(
     gateway: &Gateway,
     wire: Wire,
     request: Request,
-) -> Result<Outcome, AgentError> {
+) -> Result<Response, AgentError> {
     let uri = &request.uri;
     let (target, credentials) = match wire {
         Wire::AnthropicMessages => (
@@ -266,5 +266,5 @@ pub(crate) async fn forward(
             request.bytes,
         )
         .await?;
-    Ok(Outcome::Response(response))
+    Ok(response)
 }

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, Method, Uri};
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
@@ -114,8 +114,6 @@ pub(super) struct ChatRequest {
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     Caller(who): Caller,
-    method: Method,
-    uri: Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
     // With the gateway on, this is also an agent's model base URL, and the agents' layer reads
@@ -126,7 +124,7 @@ pub(super) async fn chat_completions(
         None => Some(body.json::<Value>()?),
         Some(_) => None,
     };
-    let request = body.into_request(method, uri);
+    let request = body.into_request();
     let (summary, stream) = match agents::handle(
         &state.app,
         gateway,

@@ -3,7 +3,6 @@
 //! `chat.rs`.
 
 use axum::extract::State;
-use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -54,12 +53,9 @@ async fn handle(
 pub(super) async fn messages(
     State(state): State<AppState>,
     Caller(who): Caller,
-    method: Method,
-    uri: Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    let request = body.into_request(method, uri);
-    handle(&state, &who, Wire::AnthropicMessages, request).await
+    handle(&state, &who, Wire::AnthropicMessages, body.into_request()).await
 }
 
 #[utoipa::path(post, path = "/v1/messages/count_tokens", tag = "gateway",
@@ -73,16 +69,10 @@ pub(super) async fn messages(
 pub(super) async fn count_tokens(
     State(state): State<AppState>,
     Caller(_who): Caller,
-    method: Method,
-    uri: Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(&state)?;
-    let request = body.into_request(method, uri);
-    match agents::forward(gateway, Wire::AnthropicMessages, request).await? {
-        Outcome::Response(response) => Ok(response),
-        Outcome::Chat { .. } => Err(ApiError::NotFound),
-    }
+    Ok(agents::forward(gateway, Wire::AnthropicMessages, body.into_request()).await?)
 }
 
 #[utoipa::path(post, path = "/v1/responses", tag = "gateway",
@@ -98,12 +88,9 @@ pub(super) async fn count_tokens(
 pub(super) async fn responses(
     State(state): State<AppState>,
     Caller(who): Caller,
-    method: Method,
-    uri: Uri,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    let request = body.into_request(method, uri);
-    handle(&state, &who, Wire::Responses, request).await
+    handle(&state, &who, Wire::Responses, body.into_request()).await
 }
 
 #[utoipa::path(get, path = "/v1/responses", tag = "gateway",

@@ -68,6 +68,8 @@ where
 /// passes what it does not answer through as it came, and reads it with its `Content-Encoding`
 /// undone.
 pub(super) struct RawBody {
+    pub method: axum::http::Method,
+    pub uri: axum::http::Uri,
     pub headers: HeaderMap,
     /// The body as it came: what is forwarded.
     pub bytes: Bytes,
@@ -85,6 +87,8 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = request.headers().clone();
+        let method = request.method().clone();
+        let uri = request.uri().clone();
         let BodyLimit(limit) = BodyLimit::from_ref(state);
         let bytes = read(request, state).await?;
         let plain = match encoding::decode(&headers, bytes.clone(), limit).await? {
@@ -92,6 +96,8 @@ where
             Content::Unknown(_) => None,
         };
         Ok(RawBody {
+            method,
+            uri,
             headers,
             bytes,
             plain,
@@ -119,15 +125,11 @@ impl RawBody {
     }
 
     /// The request for the agents' layer, as it came.
-    pub(super) fn into_request(
-        self,
-        method: axum::http::Method,
-        uri: axum::http::Uri,
-    ) -> crate::agents::Request {
+    pub(super) fn into_request(self) -> crate::agents::Request {
         crate::agents::Request {
             declares_json: require_type(&self.headers, Media::Json).is_ok(),
-            method,
-            uri,
+            method: self.method,
+            uri: self.uri,
             headers: self.headers,
             bytes: self.bytes,
             plain: self.plain,
