@@ -4,6 +4,7 @@
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
 
+use crate::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -79,7 +80,7 @@ fn compaction_child(view: &IndexView, leaf_seq: usize) -> Option<usize> {
     let snapshot = view.read();
     (leaf_seq + 1..view.count()).rev().find(|&seq| {
         let fact = snapshot.fact(seq);
-        fact.entry_type == "compaction" && fact.parent_seq == Some(leaf_seq as i64)
+        fact.entry_type == EntryType::Compaction && fact.parent_seq == Some(leaf_seq as i64)
     })
 }
 

@@ -6,6 +6,7 @@
 //! facts in one pass (no line read), then only the page's lines and records are read, in one
 //! query each. A session compacted 60,000 times answers a page as fast as one compacted twice.
 
+use crate::session::EntryType;
 use serde::Serialize;
 
 use super::compactions::UsageView;
@@ -105,7 +106,7 @@ impl App {
                     .map(|p| p as usize)
                     .filter(|&p| p < seq)
                     .and_then(|p| nearest[p]);
-                if fact.entry_type == "compaction" {
+                if fact.entry_type == EntryType::Compaction {
                     compactions.push((seq, above));
                     nearest.push(Some(seq));
                 } else {
@@ -174,12 +175,12 @@ impl App {
         let (seq, previous) = {
             let snapshot = view.read();
             let seq = snapshot.seq_of(entry_id).ok_or_else(not_found)?;
-            if snapshot.fact(seq).entry_type != "compaction" {
+            if snapshot.fact(seq).entry_type != EntryType::Compaction {
                 return Err(not_found());
             }
             let mut above = snapshot.fact(seq).parent_seq.map(|p| p as usize);
             while let Some(at) = above.filter(|&at| at < seq) {
-                if snapshot.fact(at).entry_type == "compaction" {
+                if snapshot.fact(at).entry_type == EntryType::Compaction {
                     break;
                 }
                 above = snapshot

@@ -6,6 +6,7 @@
 //! only grow, so an index behind the record is extended with the facts of the new rows; one whose
 //! last entry is not the record's leaf is dropped and read again.
 
+use crate::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -99,7 +100,7 @@ impl SessionIndex {
 fn row_bytes(row: &FactRecord) -> usize {
     std::mem::size_of::<FactRecord>()
         + 2 * row.entry_id.len()
-        + row.entry_type.len()
+        + row.entry_type.as_str().len()
         + row.role.as_ref().map_or(0, String::len)
         + row.first_kept_id.as_ref().map_or(0, String::len)
         // The id map's slot: key, value and the table's overhead.
@@ -306,7 +307,7 @@ pub(crate) fn context_of(fact: &FactRecord) -> ContextState {
 fn kept_of(fact: &FactRecord) -> KeptFacts {
     KeptFacts {
         message: message_of(fact),
-        is_compaction: fact.entry_type == "compaction",
+        is_compaction: fact.entry_type == EntryType::Compaction,
     }
 }
 
@@ -329,7 +330,7 @@ pub(crate) fn new_entry(
             seq,
             entry_id: entry.id.clone(),
             parent_seq,
-            entry_type: entry.entry_type().to_owned(),
+            entry_type: entry.entry_type(),
             role: derived.role,
             tokens: derived.message.map(|m| m.tokens as i64),
             usage_tokens: derived.message.and_then(|m| m.usage),

@@ -2,6 +2,7 @@
 //! caller: another tenant's session is "not found", like a missing one.
 
 use crate::access::Identity;
+use crate::session::EntryType;
 use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
 use crate::store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
 
@@ -184,7 +185,10 @@ impl App {
             created_at_ms: now,
             updated_at_ms: now,
             facts_version: FACTS_VERSION,
-            compaction_count: rows.iter().filter(|r| r.entry_type == "compaction").count() as i64,
+            compaction_count: rows
+                .iter()
+                .filter(|r| r.entry_type == EntryType::Compaction)
+                .count() as i64,
         };
         let Session {
             entries,

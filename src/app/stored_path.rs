@@ -11,6 +11,7 @@ use super::index::IndexView;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::PlanOutcome;
+use crate::session::EntryType;
 use crate::session::{Entry, Session};
 use crate::store::SessionRecord;
 
@@ -75,10 +76,13 @@ impl App {
                 None => view.count().checked_sub(1),
             };
             let path = leaf_seq.map(|l| snapshot.path(l)).unwrap_or_default();
-            let kind = |seq: usize| snapshot.fact(seq).entry_type.as_str();
+            let kind = |seq: usize| &snapshot.fact(seq).entry_type;
             // Where reading starts: the latest compaction, or its first kept entry when that is
             // on the path before it (the planner's boundary and the context's kept part).
-            let tail_start = match path.iter().rposition(|&s| kind(s) == "compaction") {
+            let tail_start = match path
+                .iter()
+                .rposition(|&s| *kind(s) == EntryType::Compaction)
+            {
                 None => 0,
                 Some(previous) => {
                     let first_kept = snapshot.fact(path[previous]).first_kept_id.clone();
@@ -92,9 +96,9 @@ impl App {
             // the path: read the head's last ones too.
             let mut settings: Vec<usize> = [
                 head.iter()
-                    .rposition(|&s| kind(s) == "thinking_level_change"),
+                    .rposition(|&s| *kind(s) == EntryType::ThinkingLevelChange),
                 head.iter().rposition(|&s| {
-                    kind(s) == "model_change"
+                    *kind(s) == EntryType::ModelChange
                         || snapshot.fact(s).role.as_deref() == Some("assistant")
                 }),
             ]
@@ -104,12 +108,12 @@ impl App {
             settings.sort_unstable();
             let settings_messages = settings
                 .iter()
-                .filter(|&&i| kind(head[i]) == "message")
+                .filter(|&&i| *kind(head[i]) == EntryType::Message)
                 .count();
             let head_tokens = head
                 .iter()
                 .map(|&s| snapshot.fact(s))
-                .filter(|f| f.entry_type == "message")
+                .filter(|f| f.entry_type == EntryType::Message)
                 .map(|f| (f.entry_id.clone(), f.tokens.unwrap_or(0).max(0) as u64))
                 .collect();
             let settings: Vec<usize> = settings.into_iter().map(|i| head[i]).collect();

@@ -3,6 +3,7 @@
 //! it — what is already behind a summary, what would be summarized, the split turn's prefix and
 //! what would be kept.
 
+use crate::session::EntryType;
 use std::collections::HashMap;
 
 use super::index::Snapshot;
@@ -230,7 +231,7 @@ fn layout(
                 seq,
                 id: fact.entry_id.clone(),
                 depth,
-                entry_type: fact.entry_type.clone(),
+                entry_type: fact.entry_type.to_string(),
                 role: fact.role.clone(),
                 tokens: fact.tokens,
                 on_path: path_index[seq].is_some(),
@@ -251,7 +252,7 @@ fn layout(
         path_compactions: path
             .iter()
             .map(|&seq| snapshot.fact(seq))
-            .filter(|fact| fact.entry_type == "compaction")
+            .filter(|fact| fact.entry_type == EntryType::Compaction)
             .map(|fact| fact.entry_id.clone())
             .collect(),
     }
@@ -267,7 +268,7 @@ fn plan_parts(
 ) -> impl Fn(usize) -> Option<Part> + use<> {
     let previous = path
         .iter()
-        .rposition(|&seq| snapshot.fact(seq).entry_type == "compaction");
+        .rposition(|&seq| snapshot.fact(seq).entry_type == EntryType::Compaction);
     let boundary = previous.map_or(0, |prev| {
         let first_kept = snapshot.fact(path[prev]).first_kept_id.as_deref();
         path[..prev]

@@ -8,6 +8,7 @@
 //! entries it kept (found by walking the kept range's facts, never by reading lines).
 
 use super::tokens::{calculate_context_tokens, estimate_tokens};
+use crate::session::EntryType;
 use crate::session::{Entry, EntryKind, Session};
 
 /// The context estimate at an entry, in the two parts `estimateContextTokens` adds: the last
@@ -77,10 +78,10 @@ pub struct KeptFacts {
 
 impl EntryFacts {
     /// What this entry contributes to a kept range.
-    pub fn kept(&self, entry_type: &str) -> KeptFacts {
+    pub fn kept(&self, entry_type: &EntryType) -> KeptFacts {
         KeptFacts {
             message: self.message,
-            is_compaction: entry_type == "compaction",
+            is_compaction: *entry_type == EntryType::Compaction,
         }
     }
 }
@@ -183,7 +184,7 @@ fn kept_range(
     while let Some(i) = current {
         let entry = &session.entries[i];
         let fact = facts[i].as_ref().cloned().unwrap_or_default();
-        range.push(fact.kept(entry.entry_type()));
+        range.push(fact.kept(&entry.entry_type()));
         if entry.id == first_kept {
             range.reverse();
             return range;

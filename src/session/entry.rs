@@ -4,6 +4,7 @@ use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::EntryType;
 use super::message::{Content, Message};
 
 /// One non-header line of a session file.
@@ -71,18 +72,18 @@ pub enum EntryKind {
 
 impl Entry {
     /// The entry's `type` as written in the file.
-    pub fn entry_type(&self) -> &str {
+    pub fn entry_type(&self) -> EntryType {
         match &self.kind {
-            EntryKind::Message(_) => "message",
-            EntryKind::ThinkingLevelChange { .. } => "thinking_level_change",
-            EntryKind::ModelChange { .. } => "model_change",
-            EntryKind::Compaction { .. } => "compaction",
-            EntryKind::BranchSummary { .. } => "branch_summary",
-            EntryKind::Custom { .. } => "custom",
-            EntryKind::CustomMessage { .. } => "custom_message",
-            EntryKind::Label { .. } => "label",
-            EntryKind::SessionInfo { .. } => "session_info",
-            EntryKind::Unknown { entry_type } => entry_type,
+            EntryKind::Message(_) => EntryType::Message,
+            EntryKind::ThinkingLevelChange { .. } => EntryType::ThinkingLevelChange,
+            EntryKind::ModelChange { .. } => EntryType::ModelChange,
+            EntryKind::Compaction { .. } => EntryType::Compaction,
+            EntryKind::BranchSummary { .. } => EntryType::BranchSummary,
+            EntryKind::Custom { .. } => EntryType::Custom,
+            EntryKind::CustomMessage { .. } => EntryType::CustomMessage,
+            EntryKind::Label { .. } => EntryType::Label,
+            EntryKind::SessionInfo { .. } => EntryType::SessionInfo,
+            EntryKind::Unknown { entry_type } => EntryType::of(entry_type),
         }
     }
 

@@ -4,6 +4,7 @@
 //! Pure and synchronous: no I/O beyond the bytes handed in.
 
 mod entry;
+mod entry_type;
 mod line;
 mod message;
 mod migrate;
@@ -14,6 +15,7 @@ pub mod time;
 mod tree;
 
 pub use entry::{Entry, EntryKind, Header};
+pub use entry_type::EntryType;
 pub use message::{BashExecution, Block, Content, Message, Usage, joined_text_blocks};
 pub use migrate::{CURRENT_VERSION, IdSet, new_entry_id};
 pub use nesting::{JSON_DEPTH_LIMIT, nesting_exceeds};
@@ -210,7 +212,7 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
         ),
     })?;
     let entry = line::entry_from_line(line, text.into())?;
-    if entry.entry_type() == "session" {
+    if entry.entry_type() == EntryType::Session {
         return Err(ParseError {
             line: Some(line),
             kind: ParseErrorKind::UnexpectedHeader,

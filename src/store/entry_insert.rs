@@ -33,7 +33,7 @@ where
             .push_bind(f.seq)
             .push_bind(f.entry_id.as_str())
             .push_bind(entry.parent_id.as_deref())
-            .push_bind(column_text(&f.entry_type).into_owned())
+            .push_bind(column_text(f.entry_type.as_str()).into_owned())
             .push_bind(entry.raw.as_str())
             .push_bind(f.parent_seq)
             .push_bind(text(f.role.as_ref()))

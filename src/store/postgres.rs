@@ -130,7 +130,10 @@ async fn insert_entries(
         buffer.push('\t');
         copy_field(&mut buffer, entry.parent_id.as_deref());
         buffer.push('\t');
-        copy_field(&mut buffer, Some(&super::column_text(&f.entry_type)));
+        copy_field(
+            &mut buffer,
+            Some(&super::column_text(f.entry_type.as_str())),
+        );
         buffer.push('\t');
         copy_field(&mut buffer, Some(&entry.raw));
         copy_number(&mut buffer, f.parent_seq);

@@ -1,5 +1,7 @@
 //! The rows the store keeps and returns, and what an append carries.
 
+use crate::session::EntryType;
+
 /// A stored session, without its entries.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SessionRecord {
@@ -28,7 +30,8 @@ pub struct SessionRecord {
 pub struct EntryRecord {
     pub entry_id: String,
     pub parent_id: Option<String>,
-    pub entry_type: String,
+    #[sqlx(try_from = "String")]
+    pub entry_type: EntryType,
     pub raw: String,
 }
 
@@ -41,7 +44,8 @@ pub struct FactRecord {
     pub entry_id: String,
     /// The resolved parent's position (`None` for a root).
     pub parent_seq: Option<i64>,
-    pub entry_type: String,
+    #[sqlx(try_from = "String")]
+    pub entry_type: EntryType,
     pub role: Option<String>,
     /// Estimate of the message the entry contributes to a context, if any.
     pub tokens: Option<i64>,
@@ -179,7 +183,7 @@ impl Append {
     pub fn compactions_added(&self) -> i64 {
         self.entries
             .iter()
-            .filter(|e| e.facts.entry_type == "compaction")
+            .filter(|e| e.facts.entry_type == EntryType::Compaction)
             .count() as i64
     }
 }

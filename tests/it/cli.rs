@@ -89,7 +89,7 @@ fn plan_reads_standard_input_and_honours_the_settings_and_leaf() {
     assert_eq!(code, 0);
     let messages_up_to_leaf = session.entries[..=700]
         .iter()
-        .filter(|e| e.entry_type() == "message")
+        .filter(|e| e.entry_type().as_str() == "message")
         .count();
     assert_eq!(
         json["plan"]["entryTokens"].as_object().unwrap().len(),
@@ -97,7 +97,7 @@ fn plan_reads_standard_input_and_honours_the_settings_and_leaf() {
     );
     assert!(
         json["plan"]["entryTokens"].get(leaf).is_some()
-            || session.entries[700].entry_type() != "message"
+            || session.entries[700].entry_type().as_str() != "message"
     );
     assert!(
         json["plan"]["entryTokens"]

@@ -71,7 +71,7 @@ fn large_session_migrates_and_rebuilds_its_context() {
         session
             .entries
             .iter()
-            .filter(|e| e.entry_type() == t)
+            .filter(|e| e.entry_type().as_str() == t)
             .count()
     };
     assert_eq!(

@@ -30,7 +30,9 @@ impl Planner {
     /// with role `system`, or a compaction carrying its `systemMessage`.
     pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Planner {
         let shows_15 = |entry: &Entry| match &entry.kind {
-            EntryKind::Unknown { entry_type } => entry_type == "context_edit",
+            EntryKind::Unknown { .. } => {
+                entry.entry_type() == crate::session::EntryType::ContextEdit
+            }
             EntryKind::Message(Message::Unknown { role }) => role == "system",
             // Few entries are compactions: only theirs are read for the field.
             EntryKind::Compaction { .. } => crate::js_json::from_str::<Value>(&entry.raw)

@@ -58,7 +58,7 @@ fn a_v3_file_round_trips_byte_for_byte_including_unknown_fields_and_types() {
     let session = strict(&text).unwrap();
     assert_eq!(session.source_version, 3);
     assert_eq!(session.to_jsonl(), text);
-    assert_eq!(session.entries[1].entry_type(), "ttsr_injection");
+    assert_eq!(session.entries[1].entry_type().as_str(), "ttsr_injection");
     assert_eq!(
         session.entries[2].stored_message().unwrap().role(),
         "fileMention"
