@@ -23,7 +23,7 @@
 //!    same events.
 //!
 //! A new stage (a rewrite of the request before the chain, a check of the summary after it) is a
-//! module here, called from `run_one` in its place.
+//! module here, called from `run_one` in its place, and a row of [`STAGES`].
 
 pub mod admission;
 pub mod budget;
@@ -49,6 +49,50 @@ pub use limiter::{Busy, Limiter};
 pub use loops::Loops;
 
 use crate::summarizer::{Chain, ChainError, ChainEvent, Summary, SummaryRequest};
+
+/// One stage of a run: its name and the module it lives in (under `src/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stage {
+    pub name: &'static str,
+    pub module: &'static str,
+}
+
+/// Every stage of a run, in the order [`Pipeline::run_all`] and `run_one` take them: what
+/// docs/architecture.md lists (a test holds the two together), and where a new stage is added.
+pub const STAGES: [Stage; 8] = [
+    Stage {
+        name: "admission",
+        module: "pipeline/admission.rs",
+    },
+    Stage {
+        name: "cache",
+        module: "pipeline/cache.rs",
+    },
+    Stage {
+        name: "redaction",
+        module: "pipeline/redaction.rs",
+    },
+    Stage {
+        name: "budget",
+        module: "pipeline/budget.rs",
+    },
+    Stage {
+        name: "chain",
+        module: "summarizer/chain.rs",
+    },
+    Stage {
+        name: "gate",
+        module: "pipeline/gate.rs",
+    },
+    Stage {
+        name: "answer redaction",
+        module: "pipeline/redaction.rs",
+    },
+    Stage {
+        name: "loops",
+        module: "pipeline/loops.rs",
+    },
+];
 
 /// Why a summarization produced nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -186,3 +186,32 @@ fn the_reader_sees_code_and_not_comments_or_tests() {
         ["store"]
     );
 }
+
+/// docs/architecture.md lists the pipeline's stages as `pipeline::STAGES` has them, in order,
+/// and each lives where it says.
+#[test]
+fn the_documented_stages_are_the_pipelines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let listed: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|line| {
+            let (number, rest) = line.split_once(". `")?;
+            number.parse::<usize>().ok()?;
+            let (name, rest) = rest.split_once("` — `")?;
+            let (module, _) = rest.split_once('`')?;
+            Some((name.to_owned(), module.to_owned()))
+        })
+        .collect();
+    let stages: Vec<(String, String)> = compactd::pipeline::STAGES
+        .iter()
+        .map(|s| (s.name.to_owned(), s.module.to_owned()))
+        .collect();
+    assert_eq!(listed, stages, "docs/architecture.md's stages");
+    for (name, module) in &stages {
+        assert!(
+            root.join("src").join(module).is_file(),
+            "stage {name}: no src/{module}"
+        );
+    }
+}
