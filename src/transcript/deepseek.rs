@@ -12,8 +12,9 @@
 //! developer text is written bare, without a token.
 
 use super::markup::parse_json;
+use super::markup::{THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, results_joined, turns};
 use super::reasoning;
-use super::{Message, Role, ToolCall, result_run, split_tokens};
+use super::{Message, Role, ToolCall, split_tokens};
 
 const BEGIN: &str = "<｜begin▁of▁sentence｜>";
 const USER: &str = "<｜User｜>";
@@ -32,17 +33,11 @@ pub(super) fn write(messages: &[Message]) -> String {
         return String::new();
     }
     let mut out = BEGIN.to_owned();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 out.push_str(ASSISTANT);
-                if !message.thinking.is_empty() {
-                    out.push_str("<think>\n");
-                    out.push_str(&message.thinking);
-                    out.push_str("\n</think>");
-                }
+                push_wrapped(&mut out, THINK_OPEN, &message.thinking, THINK_CLOSE);
                 out.push_str(&message.text);
                 if !message.calls.is_empty() {
                     out.push_str(CALLS_BEGIN);
@@ -56,26 +51,16 @@ pub(super) fn write(messages: &[Message]) -> String {
                     out.push_str(CALLS_END);
                 }
                 out.push_str(END);
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
-                let outputs = messages[i..i + run]
-                    .iter()
-                    .map(|r| format!("{OUTPUT_BEGIN}{}{OUTPUT_END}", r.text))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                out.push_str(&outputs);
-                i += run;
+            Turn::Results(results) => {
+                out.push_str(&results_joined(results, OUTPUT_BEGIN, OUTPUT_END));
             }
-            Role::Developer => {
+            Turn::Developer(message) => {
                 out.push_str(&message.text);
-                i += 1;
             }
-            Role::User => {
+            Turn::User(message) => {
                 out.push_str(USER);
                 out.push_str(&message.text);
-                i += 1;
             }
         }
     }

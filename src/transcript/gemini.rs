@@ -23,8 +23,8 @@
 //! list. Arguments are Python literals. Developer text is joined to the next user turn by a
 //! newline (or is a user turn of its own before anything else).
 
-use super::markup::{parse_python, write_python};
-use super::{Message, Role, ToolCall, result_run};
+use super::markup::{Turn, parse_python, push_wrapped, results_joined, turns, write_python};
+use super::{Message, Role, ToolCall};
 
 const BEGIN: &str = "<bos>";
 const OPEN: &str = "<start_of_turn>";
@@ -54,67 +54,55 @@ pub(super) fn write(messages: &[Message]) -> String {
         return String::new();
     }
     let mut out = BEGIN.to_owned();
+    // System text has no turn of its own: it joins the next user turn.
     let mut pending = String::new();
-    let mut i = 0;
     let join = |a: &str, b: &str| match (a.is_empty(), b.is_empty()) {
         (true, _) => b.to_owned(),
         (_, true) => a.to_owned(),
         _ => format!("{a}\n{b}"),
     };
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Developer => {
-                pending = join(&pending, &message.text);
-                i += 1;
-                continue;
-            }
-            Role::User => {
-                turn(&mut out, "user", &join(&pending, &message.text));
-                pending.clear();
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
+    // What is pending goes out as a user turn of its own before a model turn or results.
+    let flush = |out: &mut String, pending: &mut String| {
         if !pending.is_empty() {
-            turn(&mut out, "user", &pending);
+            turn(out, "user", pending);
             pending.clear();
         }
-        if message.role == Role::Assistant {
-            let mut body = String::new();
-            if !message.thinking.is_empty() {
-                body.push_str(THINKING);
-                body.push_str(&message.thinking);
-                body.push_str("\n```\n");
+    };
+    for next in turns(messages) {
+        match next {
+            Turn::Developer(message) => pending = join(&pending, &message.text),
+            Turn::User(message) => {
+                turn(&mut out, "user", &join(&pending, &message.text));
+                pending.clear();
             }
-            body.push_str(&message.text);
-            let code = match message.calls.as_slice() {
-                [one] => write_call(one),
-                calls => format!(
-                    "[{}]",
-                    calls.iter().map(write_call).collect::<Vec<_>>().join(", ")
-                ),
-            };
-            body.push_str(TOOL_CODE);
-            body.push_str(&code);
-            body.push_str(FENCE);
-            turn(&mut out, "model", &body);
-            i += 1;
-        } else {
-            let run = result_run(messages, i);
-            let body = messages[i..i + run]
-                .iter()
-                .map(|r| format!("{TOOL_OUTPUTS}{}{FENCE}", r.text))
-                .collect::<Vec<_>>()
-                .join("\n");
-            turn(&mut out, "user", &body);
-            i += run;
+            Turn::Assistant(message) => {
+                flush(&mut out, &mut pending);
+                let mut body = String::new();
+                push_wrapped(&mut body, THINKING, &message.thinking, "\n```\n");
+                body.push_str(&message.text);
+                let code = match message.calls.as_slice() {
+                    [one] => write_call(one),
+                    calls => format!(
+                        "[{}]",
+                        calls.iter().map(write_call).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                body.push_str(TOOL_CODE);
+                body.push_str(&code);
+                body.push_str(FENCE);
+                turn(&mut out, "model", &body);
+            }
+            Turn::Results(results) => {
+                flush(&mut out, &mut pending);
+                turn(
+                    &mut out,
+                    "user",
+                    &results_joined(results, TOOL_OUTPUTS, FENCE),
+                );
+            }
         }
     }
-    if !pending.is_empty() {
-        turn(&mut out, "user", &pending);
-    }
+    flush(&mut out, &mut pending);
     out
 }
 

@@ -15,10 +15,11 @@
 
 use serde_json::Value;
 
+use super::markup::{Turn, push_wrapped, turns};
 use super::markup::{
     gemma_entries, parse_gemma, parse_gemma_object, parse_json, stringify, write_gemma,
 };
-use super::{Message, Role, ToolCall, result_run};
+use super::{Message, Role, ToolCall};
 
 const BEGIN: &str = "<bos>";
 const OPEN: &str = "<|turn>";
@@ -47,17 +48,12 @@ pub(super) fn write(messages: &[Message]) -> String {
         return String::new();
     }
     let mut out = BEGIN.to_owned();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    let mut turns = turns(messages);
+    while let Some(next) = turns.next() {
+        match next {
+            Turn::Assistant(message) => {
                 let mut body = String::new();
-                if !message.thinking.is_empty() {
-                    body.push_str(THOUGHT);
-                    body.push_str(&message.thinking);
-                    body.push_str(THOUGHT_END);
-                }
+                push_wrapped(&mut body, THOUGHT, &message.thinking, THOUGHT_END);
                 body.push_str(&message.text);
                 for call in &message.calls {
                     body.push_str(CALL);
@@ -67,26 +63,26 @@ pub(super) fn write(messages: &[Message]) -> String {
                     body.push('}');
                     body.push_str(CALL_END);
                 }
-                let run = result_run(messages, i + 1);
-                write_results(&mut body, &messages[i + 1..i + 1 + run]);
+                // The results that answer the calls are written inside the model's turn.
+                if let Some(Turn::Results(results)) =
+                    turns.next_if(|t| matches!(t, Turn::Results(_)))
+                {
+                    write_results(&mut body, results);
+                }
                 out.push_str(&format!("{OPEN}model\n{body}{CLOSE}"));
-                i += 1 + run;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
+            Turn::Results(results) => {
                 let mut body = String::new();
-                write_results(&mut body, &messages[i..i + run]);
+                write_results(&mut body, results);
                 out.push_str(&format!("{OPEN}model\n{body}{CLOSE}"));
-                i += run;
             }
-            Role::User | Role::Developer => {
+            Turn::User(message) | Turn::Developer(message) => {
                 let role = if message.role == Role::User {
                     "user"
                 } else {
                     "system"
                 };
                 out.push_str(&format!("{OPEN}{role}\n{}{CLOSE}", message.text));
-                i += 1;
             }
         }
     }

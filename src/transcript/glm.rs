@@ -18,9 +18,12 @@
 //! Turns follow each other without separators; argument values are JSON; calls of one message
 //! are joined by a newline, results by a newline; developer messages are `system` turns.
 
+use super::markup::{
+    RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, Turn, push_wrapped, results_joined, turns,
+};
 use super::markup::{json_extent, parse_json, stringify};
 use super::reasoning;
-use super::{Message, Role, ToolCall, result_run, split_tokens, trailing};
+use super::{Message, Role, ToolCall, split_tokens, trailing};
 
 const BEGIN: &str = "[gMASK]<sop>";
 const TURNS: [&str; 5] = [
@@ -36,17 +39,12 @@ pub(super) fn write(messages: &[Message]) -> String {
         return String::new();
     }
     let mut out = BEGIN.to_owned();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 out.push_str("<|assistant|>\n");
-                if !message.thinking.is_empty() {
-                    out.push_str("\n<think>\n");
-                    out.push_str(&message.thinking);
-                    out.push_str("\n</think>");
-                }
+                // GLM's reasoning opens on a line of its own.
+                push_wrapped(&mut out, "\n<think>\n", &message.thinking, THINK_CLOSE);
                 out.push_str(&message.text);
                 for (n, call) in message.calls.iter().enumerate() {
                     if n > 0 {
@@ -63,28 +61,18 @@ pub(super) fn write(messages: &[Message]) -> String {
                     }
                     out.push_str("\n</tool_call>");
                 }
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
+            Turn::Results(results) => {
                 out.push_str("<|observation|>\n");
-                let body = messages[i..i + run]
-                    .iter()
-                    .map(|r| format!("<tool_response>\n{}\n</tool_response>", r.text))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                out.push_str(&body);
-                i += run;
+                out.push_str(&results_joined(results, RESPONSE_OPEN, RESPONSE_CLOSE));
             }
-            Role::User => {
+            Turn::User(message) => {
                 out.push_str("<|user|>\n");
                 out.push_str(&message.text);
-                i += 1;
             }
-            Role::Developer => {
+            Turn::Developer(message) => {
                 out.push_str("<|system|>\n");
                 out.push_str(&message.text);
-                i += 1;
             }
         }
     }

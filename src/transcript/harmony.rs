@@ -12,8 +12,9 @@
 //! (Without the line breaks: segments follow each other directly.) An assistant message is its
 //! analysis, final and call segments in that order; one with none of them is an empty final.
 
+use super::markup::{Turn, turns};
 use super::markup::{escape_harmony, parse_json, unescape_harmony};
-use super::{Message, Role, ToolCall, result_run};
+use super::{Message, Role, ToolCall};
 
 const START: &str = "<|start|>";
 const END: &str = "<|end|>";
@@ -37,11 +38,9 @@ pub(super) fn write(messages: &[Message]) -> String {
 
 fn write_plain(messages: &[Message]) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 let mut wrote = false;
                 if !message.thinking.is_empty() {
                     out.push_str(&format!(
@@ -68,27 +67,23 @@ fn write_plain(messages: &[Message]) -> String {
                 if !wrote {
                     out.push_str(&format!("{START}assistant{CHANNEL}final{MESSAGE}{END}"));
                 }
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
-                for result in &messages[i..i + run] {
+            Turn::Results(results) => {
+                for result in results {
                     out.push_str(&format!(
                         "{START}{} to=assistant{CHANNEL}commentary{MESSAGE}{}{END}",
                         recipient(result.tool.as_deref().unwrap_or_default()),
                         result.text
                     ));
                 }
-                i += run;
             }
-            Role::User | Role::Developer => {
+            Turn::User(message) | Turn::Developer(message) => {
                 let role = if message.role == Role::User {
                     "user"
                 } else {
                     "developer"
                 };
                 out.push_str(&format!("{START}{role}{MESSAGE}{}{END}", message.text));
-                i += 1;
             }
         }
     }

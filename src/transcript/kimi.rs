@@ -15,8 +15,9 @@
 //! same way, by its place among the results that follow the call.
 
 use super::markup::parse_json;
+use super::markup::{THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, turns};
 use super::reasoning;
-use super::{Message, Role, ToolCall, result_run};
+use super::{Message, Role, ToolCall};
 
 const MIDDLE: &str = "<|im_middle|>";
 const END: &str = "<|im_end|>";
@@ -41,17 +42,11 @@ fn segment(out: &mut String, kind: &str, name: &str, body: &str) {
 
 pub(super) fn write(messages: &[Message]) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 let mut body = String::new();
-                if !message.thinking.is_empty() {
-                    body.push_str("<think>\n");
-                    body.push_str(&message.thinking);
-                    body.push_str("\n</think>");
-                }
+                push_wrapped(&mut body, THINK_OPEN, &message.thinking, THINK_CLOSE);
                 body.push_str(&message.text);
                 if !message.calls.is_empty() {
                     body.push_str(SECTION_BEGIN);
@@ -65,11 +60,9 @@ pub(super) fn write(messages: &[Message]) -> String {
                     body.push_str(SECTION_END);
                 }
                 segment(&mut out, "assistant", "assistant", &body);
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
-                for (n, result) in messages[i..i + run].iter().enumerate() {
+            Turn::Results(results) => {
+                for (n, result) in results.iter().enumerate() {
                     let name = result.tool.as_deref().unwrap_or_default();
                     let id = call_id(name, result.call_id.as_deref(), n);
                     segment(
@@ -79,15 +72,12 @@ pub(super) fn write(messages: &[Message]) -> String {
                         &format!("{RETURN}{id}\n{}", result.text),
                     );
                 }
-                i += run;
             }
-            Role::User => {
+            Turn::User(message) => {
                 segment(&mut out, "user", "user", &message.text);
-                i += 1;
             }
-            Role::Developer => {
+            Turn::Developer(message) => {
                 segment(&mut out, "system", "system", &message.text);
-                i += 1;
             }
         }
     }

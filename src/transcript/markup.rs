@@ -9,6 +9,7 @@ pub(super) use super::literals::{
 
 use serde_json::{Map, Number, Value};
 
+use super::{Message, Role};
 use crate::js_json;
 
 // ---- JSON ------------------------------------------------------------------------------------
@@ -171,6 +172,67 @@ pub(super) fn unescape_harmony(text: &str) -> String {
         out = out.replace(&format!("<\\|{token}\\|>"), &format!("<|{token}|>"));
     }
     out
+}
+
+// ---- Writers' turns ----------------------------------------------------------------------------
+/// A conversation's messages as a writer takes them: a message a turn, and consecutive tool
+/// results together (most markups write them as one turn).
+pub(super) enum Turn<'a> {
+    User(&'a Message),
+    Developer(&'a Message),
+    Assistant(&'a Message),
+    Results(&'a [Message]),
+}
+
+/// The turns of `messages`, in order (peekable: a markup may write an assistant's results inside
+/// its turn).
+pub(super) fn turns(messages: &[Message]) -> std::iter::Peekable<impl Iterator<Item = Turn<'_>>> {
+    let mut rest = messages;
+    std::iter::from_fn(move || {
+        let message = rest.first()?;
+        let taken = match message.role {
+            Role::ToolResult => rest
+                .iter()
+                .take_while(|m| m.role == Role::ToolResult)
+                .count(),
+            _ => 1,
+        };
+        let (turn, after) = rest.split_at(taken);
+        rest = after;
+        Some(match message.role {
+            Role::User => Turn::User(message),
+            Role::Developer => Turn::Developer(message),
+            Role::Assistant => Turn::Assistant(message),
+            Role::ToolResult => Turn::Results(turn),
+        })
+    })
+    .peekable()
+}
+
+/// The opening and closing of an assistant's reasoning in the ChatML-like markups.
+pub(super) const THINK_OPEN: &str = "<think>\n";
+pub(super) const THINK_CLOSE: &str = "\n</think>";
+
+/// A tool result in the ChatML-like markups (Qwen3, Hermes, GLM).
+pub(super) const RESPONSE_OPEN: &str = "<tool_response>\n";
+pub(super) const RESPONSE_CLOSE: &str = "\n</tool_response>";
+
+/// `text` between `open` and `close` on `out`, when there is any (an assistant's reasoning).
+pub(super) fn push_wrapped(out: &mut String, open: &str, text: &str, close: &str) {
+    if !text.is_empty() {
+        out.push_str(open);
+        out.push_str(text);
+        out.push_str(close);
+    }
+}
+
+/// Each result's text between `open` and `close`, one after another on lines of their own.
+pub(super) fn results_joined(results: &[Message], open: &str, close: &str) -> String {
+    results
+        .iter()
+        .map(|r| format!("{open}{}{close}", r.text))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]

@@ -353,14 +353,6 @@ fn tool_responses(body: &str) -> Option<Vec<Message>> {
     }
 }
 
-/// Consecutive tool results from `start`: how many.
-fn result_run(messages: &[Message], start: usize) -> usize {
-    messages[start..]
-        .iter()
-        .take_while(|m| m.role == Role::ToolResult)
-        .count()
-}
-
 /// `index` rounded down to a character boundary of `text`.
 fn floor_boundary(text: &str, index: usize) -> usize {
     let mut index = index.min(text.len());

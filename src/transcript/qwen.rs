@@ -19,9 +19,13 @@
 //! Calls of one message are joined by a newline, results by a newline; developer messages are
 //! `system` turns.
 
+use super::markup::{
+    RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, results_joined,
+    turns,
+};
 use super::markup::{parse_json, stringify};
 use super::reasoning;
-use super::{Dialect, Message, Role, ToolCall, result_run, trailing};
+use super::{Dialect, Message, Role, ToolCall, trailing};
 
 const OPEN: &str = "<|im_start|>";
 const CLOSE: &str = "<|im_end|>\n";
@@ -36,17 +40,11 @@ fn turn(out: &mut String, role: &str, body: &str) {
 
 pub(super) fn write(dialect: Dialect, messages: &[Message]) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 let mut body = String::new();
-                if !message.thinking.is_empty() {
-                    body.push_str("<think>\n");
-                    body.push_str(&message.thinking);
-                    body.push_str("\n</think>");
-                }
+                push_wrapped(&mut body, THINK_OPEN, &message.thinking, THINK_CLOSE);
                 body.push_str(&message.text);
                 for (n, call) in message.calls.iter().enumerate() {
                     if n > 0 {
@@ -57,30 +55,21 @@ pub(super) fn write(dialect: Dialect, messages: &[Message]) -> String {
                     body.push_str("\n</tool_call>");
                 }
                 turn(&mut out, "assistant", &body);
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
-                let body = messages[i..i + run]
-                    .iter()
-                    .map(|r| format!("<tool_response>\n{}\n</tool_response>", r.text))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+            Turn::Results(results) => {
+                let body = results_joined(results, RESPONSE_OPEN, RESPONSE_CLOSE);
                 let role = if dialect == Dialect::Hermes {
                     "tool"
                 } else {
                     "user"
                 };
                 turn(&mut out, role, &body);
-                i += run;
             }
-            Role::User => {
+            Turn::User(message) => {
                 turn(&mut out, "user", &message.text);
-                i += 1;
             }
-            Role::Developer => {
+            Turn::Developer(message) => {
                 turn(&mut out, "system", &message.text);
-                i += 1;
             }
         }
     }

@@ -27,8 +27,9 @@
 //! newlines, results as `<tool_response>` blocks. MiniMax: `<minimax:tool_call>` around the
 //! invokes, results as Anthropic's.
 
+use super::markup::{Turn, push_wrapped, turns};
 use super::markup::{escape_attribute, escape_text, json_extent, parse_json, stringify, unescape};
-use super::{Dialect, Message, Role, ToolCall, result_run, trailing};
+use super::{Dialect, Message, Role, ToolCall, trailing};
 
 const HUMAN: &str = "Human: ";
 const ASSISTANT: &str = "Assistant: ";
@@ -37,43 +38,32 @@ const THINKING_CLOSE: &str = "\n</thinking>";
 
 pub(super) fn write(dialect: Dialect, messages: &[Message]) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < messages.len() {
-        let message = &messages[i];
-        match message.role {
-            Role::Assistant => {
+    for next in turns(messages) {
+        match next {
+            Turn::Assistant(message) => {
                 out.push_str("\n\n");
                 out.push_str(ASSISTANT);
-                if !message.thinking.is_empty() {
-                    out.push_str(THINKING_OPEN);
-                    out.push_str(&message.thinking);
-                    out.push_str(THINKING_CLOSE);
-                }
+                push_wrapped(&mut out, THINKING_OPEN, &message.thinking, THINKING_CLOSE);
                 out.push_str(&message.text);
                 write_calls(&mut out, dialect, &message.calls);
-                i += 1;
             }
-            Role::ToolResult => {
-                let run = result_run(messages, i);
+            Turn::Results(results) => {
                 out.push_str("\n\n");
                 out.push_str(HUMAN);
-                write_results(&mut out, dialect, &messages[i..i + run]);
-                i += run;
+                write_results(&mut out, dialect, results);
             }
-            Role::Developer => {
+            Turn::Developer(message) => {
                 if !message.text.is_empty() {
                     if !out.is_empty() {
                         out.push_str("\n\n");
                     }
                     out.push_str(&message.text);
                 }
-                i += 1;
             }
-            Role::User => {
+            Turn::User(message) => {
                 out.push_str("\n\n");
                 out.push_str(HUMAN);
                 out.push_str(&message.text);
-                i += 1;
             }
         }
     }
