@@ -4,11 +4,16 @@
 //! other messages the prompt; the answer (written by the HTTP layer, whose type it documents) is
 //! the summary.
 
+use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::recognize::{Compaction, Form};
+
 use crate::app::AppError;
 use crate::app::wire::{WireRequest, token_count};
+use crate::pipeline::Agent;
+use crate::transcript::structured;
 
 /// A chat request as compactd reads it.
 #[derive(Debug, Deserialize)]
@@ -128,4 +133,96 @@ fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), AppError> 
 enum WirePrompt {
     Text(String),
     Conversation(crate::transcript::Conversation, String),
+}
+
+/// OpenCode (1.18.33): chat completions with its summarization system prompt.
+pub(crate) const OPENCODE: Agent = Agent {
+    name: "opencode",
+    endpoint: "gateway:opencode",
+};
+
+/// OpenCode 1.18.33's summarization system prompt opens with this.
+pub(super) const OPENCODE_SYSTEM: &str = "You are a context summarization agent.";
+
+/// The marker of a rendered summarization prompt on the chat wire ([`is_rendered_summarization`]).
+pub(super) const RENDERED_MARKER: &str = "<conversation>";
+
+/// An OpenCode compaction on the chat wire: its summarization system prompt, and no tools.
+pub(super) fn opencode(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
+    let messages = body.get("messages")?.as_array()?;
+    let opencode = messages.iter().any(|m| {
+        m.get("role").and_then(Value::as_str) == Some("system")
+            && m.get("content")
+                .map(structured::content_text)
+                .is_some_and(|s| s.trim_start().starts_with(OPENCODE_SYSTEM))
+    });
+    if !opencode || has_tools(body) {
+        return None;
+    }
+    // A compaction whose fields compactd cannot read goes upstream as it came.
+    let read = super::chat_completions::read(body).ok()?;
+    Some(Compaction {
+        agent,
+        request: read.request,
+        answer: Form::Text,
+        stream: read.stream,
+        model: read.model,
+    })
+}
+
+/// Whether a chat-completions body is a rendered summarization prompt as pi-family agents send
+/// it (a system message and one user message holding `<conversation>`), and no tools.
+pub(crate) fn is_rendered_summarization(body: &Value) -> bool {
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return false;
+    };
+    if has_tools(body) {
+        return false;
+    }
+    let text_of = |role: &str| -> Vec<String> {
+        messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some(role))
+            .map(|m| {
+                m.get("content")
+                    .map(structured::content_text)
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    let mut instructed = text_of("system");
+    instructed.extend(text_of("developer"));
+    let users = text_of("user");
+    let others = messages.len() - instructed.len() - users.len();
+    users.len() == 1 && others == 0 && is_rendered_prompt(&instructed, &users[0])
+}
+
+fn has_tools(body: &Value) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+}
+
+/// A pi-family agent's rendered summarization prompt, by where the agent puts each part (spec
+/// §6.2, §7.1): the one user message *is* the conversation in `<conversation>` tags followed by
+/// the instructions — a previous summary in its tags, or a format template with its headings —
+/// and a system prompt says what to do with it. A message that merely mentions or quotes the
+/// tag, or a transcript pasted with a question after it, is the agent's ordinary turn: a false
+/// compaction answers the user with a summary, a missed one costs only a provider call.
+fn is_rendered_prompt(system: &[String], user: &str) -> bool {
+    let Some(rest) = user.trim_start().strip_prefix("<conversation>") else {
+        return false;
+    };
+    let Some(end) = rest.rfind("</conversation>") else {
+        return false;
+    };
+    let instructions = rest[end + "</conversation>".len()..].trim_start();
+    let templated = instructions.starts_with("<previous-summary>")
+        || instructions
+            .lines()
+            .any(|line| line.starts_with("## ") || line.starts_with("# "));
+    let summarizing = system
+        .iter()
+        .any(|s| s.to_ascii_lowercase().contains("summar"));
+    templated && summarizing
 }

@@ -1,24 +1,30 @@
 //! compactd at an agent's model base URL (Claude Code's `ANTHROPIC_BASE_URL`, a Codex model
 //! provider's `base_url`, an OpenCode provider's `baseURL`), and the chat-completions wire it
 //! shares with compactd's own summarization API. [`handle`] is the one place that decides: a
-//! request that is a compaction ([`recognize`]) is summarized by the pipeline and answered in the
-//! agent's own wire ([`answer`]); every other request goes to the configured upstream of its wire
+//! request that is a compaction ([`recognize`]'s table) is summarized by the pipeline and answered
+//! in the agent's own wire; every other request goes to the configured upstream of its wire
 //! untouched ([`proxy`]); a compaction compactd cannot answer (its models down, the tenant's
 //! budget spent) goes upstream too, so that the agent is never worse off than without compactd.
 //! Codex's remote compaction items are compactd's own, sealed, and expanded when they come back
 //! ([`codex`]); the summary an agent carries from its previous compaction is read out of its
 //! history ([`carried`]).
 //!
+//! One module a wire, each with its agents' recognizers and its answer: [`chat_completions`]
+//! (OpenCode, pi forks' rendered prompts, any OpenAI client), [`anthropic_messages`] (Claude
+//! Code), [`responses`] (Codex); [`answer`] the streaming they share.
+//!
 //! The gateway is off unless `COMPACTD_GATEWAY=on`. Never an open proxy: the upstreams are
 //! settings, never taken from a request.
 
-pub(crate) mod answer;
+mod answer;
+mod anthropic_messages;
 mod carried;
-pub(crate) mod chat_completions;
-pub(crate) mod codex;
+mod chat_completions;
+mod codex;
 mod gateway;
-pub(crate) mod proxy;
-pub(crate) mod recognize;
+mod proxy;
+mod recognize;
+mod responses;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
@@ -124,7 +130,7 @@ pub(crate) async fn handle(
     let compaction = recognize::compaction(wire, &request.headers, &body);
     let rendered = compaction.is_none()
         && wire == Wire::ChatCompletions
-        && recognize::is_rendered_summarization(&body);
+        && chat_completions::is_rendered_summarization(&body);
     // What compactd answers on the chat wire it reads as its own API does: a body that does not
     // say it is JSON (what a web page may send to another site unasked) is refused.
     if wire == Wire::ChatCompletions && (compaction.is_some() || rendered) && !request.declares_json
@@ -196,7 +202,7 @@ async fn answer_compaction(
         }
         Wire::AnthropicMessages => {
             let text = match compaction.answer {
-                Form::SummaryTags => answer::with_summary_tags(&summary.text),
+                Form::SummaryTags => anthropic_messages::with_summary_tags(&summary.text),
                 _ => summary.text.clone(),
             };
             let reply = Answer {
@@ -204,7 +210,7 @@ async fn answer_compaction(
                 model: &compaction.model,
                 usage: summary.usage,
             };
-            answer::anthropic(&reply, compaction.stream)
+            anthropic_messages::answer(&reply, compaction.stream)
         }
         Wire::Responses => {
             let item = match compaction.answer {
@@ -219,7 +225,7 @@ async fn answer_compaction(
                 model: &compaction.model,
                 usage: summary.usage,
             };
-            answer::responses(&reply, compaction.stream, item)
+            responses::answer(&reply, compaction.stream, item)
         }
     };
     Ok(Some(Outcome::Response(response)))

@@ -215,3 +215,32 @@ fn the_documented_stages_are_the_pipelines() {
         );
     }
 }
+
+/// The worked examples of docs/architecture.md are the code: each line of a ```rust block under
+/// a `// src/…` line stands in that file.
+#[test]
+fn the_architectures_examples_are_in_the_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut checked = 0;
+    for block in doc.split("```rust\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        let mut file = None;
+        for line in block.lines().filter(|l| !l.trim().is_empty()) {
+            if let Some(path) = line.strip_prefix("// ") {
+                let path = path.split(',').next().unwrap();
+                file = Some(std::fs::read_to_string(root.join(path)).unwrap());
+                continue;
+            }
+            let text = file
+                .as_deref()
+                .expect("a `// src/…` line names the file first");
+            assert!(
+                text.lines().any(|l| l.trim() == line.trim()),
+                "not in the code: {line}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} lines checked");
+}
