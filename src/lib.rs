@@ -11,7 +11,7 @@
 //! * [`summarizer`]: the summarizer backends (OpenAI-compatible, Anthropic, extractive) and the
 //!   fallback chain with retries, deadline and back-pressure.
 //! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
-//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`]; [`files`] writes a
+//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`]; [`session_file`] writes a
 //!   user's session file in place safely.
 
 pub mod access;
@@ -23,20 +23,20 @@ pub mod compactor;
 pub mod config;
 pub(crate) mod cpu;
 pub mod fidelity;
-pub(crate) mod files;
 pub mod http;
 pub mod js_json;
+pub(crate) mod log_throttle;
 pub mod metrics;
 pub mod pipeline;
 pub mod probe;
 pub mod prompts;
 pub mod redact;
 pub mod session;
+pub(crate) mod session_file;
 pub mod store;
 pub mod summarizer;
 #[doc(hidden)]
 pub mod test_tiers;
-pub(crate) mod throttle;
 pub mod transcript;
 
 #[cfg(test)]

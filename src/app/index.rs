@@ -12,11 +12,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use super::sessions::parse_stored;
 use super::{App, AppError};
-use crate::compaction::facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
+use crate::compaction::entry_facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
 use crate::session::{Entry, IdSet, Session};
 use crate::store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 
-/// The derivation of the facts that rows written now hold. Raise it when `compaction::facts`
+/// The derivation of the facts that rows written now hold. Raise it when `compaction::entry_facts`
 /// changes what it derives: sessions stored with an older one are derived again on first use.
 pub const FACTS_VERSION: i64 = 1;
 
@@ -345,7 +345,7 @@ pub(crate) fn new_entry(
 
 /// The rows of a whole parsed session, positioned from 0, facts derived along its resolved links.
 pub(crate) fn session_rows(session: &Session) -> Vec<FactRecord> {
-    facts::derive_all(session)
+    entry_facts::derive_all(session)
         .into_iter()
         .enumerate()
         .map(|(index, derived)| {
@@ -382,7 +382,7 @@ pub(crate) fn appended_rows(view: &IndexView, new: &[Entry]) -> Vec<NewEntry> {
             (None, Some(s)) => snapshot.context(s),
             (None, None) => ContextState::default(),
         };
-        let derived = facts::derive(entry, parent_state, |first_kept| {
+        let derived = entry_facts::derive(entry, parent_state, |first_kept| {
             // The kept range may run through the new rows and on into the stored ones.
             let mut range: Vec<KeptFacts> = Vec::new();
             let mut current = parent_new;

@@ -27,7 +27,7 @@ pub mod recall;
 pub mod recall_writer;
 pub mod sessions;
 mod stored_path;
-pub mod tree;
+pub mod tree_view;
 pub mod wire;
 
 use std::sync::Arc;
@@ -65,21 +65,21 @@ pub struct Limits {
     pub recall_footer: bool,
 }
 
-/// Everything the operations need; cheap to clone (one shared [`Parts`]: the HTTP layer clones
+/// Everything the operations need; cheap to clone (one shared [`AppParts`]: the HTTP layer clones
 /// it for every request, and cloning each part was ~4 % of a summarization's CPU).
 #[derive(Clone)]
-pub struct App(Arc<Parts>);
+pub struct App(Arc<AppParts>);
 
 impl std::ops::Deref for App {
-    type Target = Parts;
+    type Target = AppParts;
 
-    fn deref(&self) -> &Parts {
+    fn deref(&self) -> &AppParts {
         &self.0
     }
 }
 
 /// What an [`App`] holds.
-pub struct Parts {
+pub struct AppParts {
     pub store: Arc<dyn Store>,
     pub pipeline: Arc<Pipeline>,
     pub prompts: Arc<Prompts>,
@@ -111,7 +111,7 @@ impl App {
         limits: Limits,
     ) -> App {
         let recall_writer = recall_writer::RecallWriter::spawn(store.clone(), metrics.clone());
-        App(Arc::new(Parts {
+        App(Arc::new(AppParts {
             recall_writer,
             store,
             pipeline,

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
+use crate::log_throttle::Throttle;
 use crate::metrics::Metrics;
 use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{NewRecall, Store, StoreError};
-use crate::throttle::Throttle;
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
 /// megabytes). The queue holds four batches: at the peak miss rate a batch takes about a

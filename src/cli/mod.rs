@@ -383,15 +383,15 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
 }
 
 /// Appends `line` to the session file. A file read from an older format is rewritten whole, as
-/// v3, atomically (see [`crate::files::replace`]): a crash leaves the old file intact, and its
+/// v3, atomically (see [`crate::session_file::replace`]): a crash leaves the old file intact, and its
 /// permissions are kept.
 fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError(format!("cannot write {}: {e}", file.display()));
     if session.source_version >= crate::session::CURRENT_VERSION {
-        crate::files::append_line(file, line).map_err(failed)
+        crate::session_file::append_line(file, line).map_err(failed)
     } else {
         let contents = session.to_jsonl() + line + "\n";
-        crate::files::replace(file, contents.as_bytes()).map_err(failed)
+        crate::session_file::replace(file, contents.as_bytes()).map_err(failed)
     }
 }
 

@@ -8,9 +8,9 @@
 
 use serde::Serialize;
 
-use super::context::build_session_context;
 use super::cut_point::{CutPoint, find_cut_point};
 use super::file_ops::FileOperations;
+use super::session_context::build_session_context;
 use super::tokens::{CompactionSettings, estimate_context_tokens};
 use crate::session::{Entry, EntryKind, Message};
 

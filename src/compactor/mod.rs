@@ -10,9 +10,11 @@ mod pi15;
 
 use std::time::Instant;
 
-use crate::compaction::budget::{BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
 use crate::compaction::file_ops::FileLists;
+use crate::compaction::output_budget::{
+    BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens,
+};
 use crate::compaction::{
     CompactionSettings, NothingReason, NothingToCompact, branch, build_session_context,
     estimate_tokens, prepare_compaction, serialize_conversation, typed_conversation,

@@ -12,8 +12,8 @@ use super::{
     CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
 };
 use crate::compaction::NothingReason;
-use crate::compaction::budget::{history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::entry::CompactionEntry;
+use crate::compaction::output_budget::{history_max_tokens, turn_prefix_max_tokens};
 use crate::compaction::pi15::prepare;
 use crate::js_json::utf16_len;
 use crate::pipeline::{Context, Pipeline};

@@ -31,7 +31,7 @@ struct ApiDoc;
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(super::ops::router())
-        .merge(super::compact::router())
+        .merge(super::remote_endpoint::router())
         .merge(super::chat::router())
         .merge(super::gateway::router())
         .merge(super::sessions::router())

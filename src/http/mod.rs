@@ -9,7 +9,6 @@
 pub mod auth;
 pub mod browser;
 mod chat;
-mod compact;
 mod compactions;
 mod console;
 mod document;
@@ -21,6 +20,7 @@ mod middleware;
 mod ops;
 mod pins;
 mod recall;
+mod remote_endpoint;
 pub mod server;
 mod sessions;
 
@@ -134,7 +134,7 @@ pub fn app(state: AppState) -> Router {
     // The remote-endpoint wire sends no headers: the key can come in the path instead. These
     // copies are the same operations, so they are not documented twice.
     let (wires, _) = OpenApiRouter::new()
-        .merge(compact::router())
+        .merge(remote_endpoint::router())
         .merge(chat::router())
         .merge(gateway::router())
         .split_for_parts();

@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::WhenStoreDown;
+use crate::log_throttle::Throttle;
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
 use crate::store::{Store, now_ms};
-use crate::throttle::Throttle;
 
 /// How long a tenant's budget setting is remembered before it is read again (a change made with
 /// `compactd keys budget` applies within this time).
@@ -49,22 +49,22 @@ pub enum Decision {
 /// Tokens reserved for a call in flight; released when dropped.
 #[derive(Debug)]
 pub struct Reservation {
-    ledger: Arc<Ledger>,
+    in_flight: Arc<InFlight>,
     tenant: String,
     tokens: i64,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.ledger.add(&self.tenant, -self.tokens);
+        self.in_flight.add(&self.tenant, -self.tokens);
     }
 }
 
 /// Reservations in flight, per tenant.
 #[derive(Debug, Default)]
-struct Ledger(Mutex<HashMap<String, i64>>);
+struct InFlight(Mutex<HashMap<String, i64>>);
 
-impl Ledger {
+impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -84,7 +84,7 @@ pub struct Budgets {
     store: Arc<dyn Store>,
     settings: moka::future::Cache<String, Option<i64>>,
     calls: CallLog,
-    ledger: Arc<Ledger>,
+    in_flight: Arc<InFlight>,
     when_down: WhenStoreDown,
     metrics: Arc<Metrics>,
     unchecked: Arc<Throttle>,
@@ -112,7 +112,7 @@ impl Budgets {
                 .time_to_live(SETTING_TTL)
                 .build(),
             calls,
-            ledger: Arc::default(),
+            in_flight: Arc::default(),
             when_down,
             metrics,
             unchecked: Arc::new(Throttle::new()),
@@ -141,7 +141,7 @@ impl Budgets {
             Err(error) => return self.store_down(&error.to_string()),
         };
         // The check and the reservation under one lock: concurrent calls see each other.
-        let mut reserved = self.ledger.lock();
+        let mut reserved = self.in_flight.lock();
         let in_flight = reserved.get(tenant).copied().unwrap_or(0);
         let used = stored + self.calls.unwritten_tokens(tenant) + in_flight;
         if used >= daily {
@@ -151,7 +151,7 @@ impl Budgets {
         *reserved.entry(tenant.to_owned()).or_default() += tokens;
         drop(reserved);
         Decision::Go(Some(Reservation {
-            ledger: self.ledger.clone(),
+            in_flight: self.in_flight.clone(),
             tenant: tenant.to_owned(),
             tokens,
         }))

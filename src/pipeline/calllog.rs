@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::events::{Event, Observer, Run};
+use crate::log_throttle::Throttle;
 use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{CallRecord, Store, now_ms};
-use crate::throttle::Throttle;
 
 /// Rows waiting to be written, at most, and their bytes at most (with `COMPACTD_STORE_TEXT` a
 /// row holds a prompt and its summary).

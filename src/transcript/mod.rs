@@ -24,6 +24,7 @@ mod deepseek;
 mod detect;
 pub mod dialects;
 pub mod files;
+mod fold_windows;
 mod gemini;
 mod gemma;
 mod generic;
@@ -39,7 +40,6 @@ mod qwen;
 mod reasoning;
 mod shape;
 pub mod structured;
-mod windows;
 mod xmlish;
 
 use serde_json::Value;

@@ -17,8 +17,8 @@ use super::views::{self, *};
 use crate::app::compactions::Compacted;
 use crate::app::history::{HistoryPage, HistoryRange};
 use crate::app::plans::settings;
-use crate::app::tree::SessionTree;
-use crate::app::{AppError, tree};
+use crate::app::tree_view::SessionTree;
+use crate::app::{AppError, tree_view};
 use crate::compaction::CompactionSettings;
 use crate::compactor::CompactionRequest;
 use crate::session::time;
@@ -240,7 +240,7 @@ fn session_page(
         .rows
         .iter()
         .map(|row| {
-            let part = row.part.map_or("", tree::Part::name);
+            let part = row.part.map_or("", tree_view::Part::name);
             let mut classes = vec![format!("type-{}", row.entry_type)];
             classes.extend(row.on_path.then(|| "path".to_owned()));
             classes.extend(row.leaf.then(|| "leaf".to_owned()));
