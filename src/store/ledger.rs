@@ -65,6 +65,7 @@ macro_rules! ledger_impl {
     ($store:ty, $db:ty) => {
         #[async_trait::async_trait]
         impl Ledger for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn log_calls(&self, calls: &[$crate::store::CallRecord]) -> Result<(), $crate::store::StoreError> {
                 if calls.is_empty() {
                     return Ok(());
@@ -114,6 +115,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn calls(
                 &self,
                 tenant: &str,
@@ -134,6 +136,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn upstream_tokens_since(
                 &self,
                 tenant: &str,
@@ -153,6 +156,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn summary_written_since(
                 &self,
                 tenant: &str,
@@ -174,6 +178,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn cached_summary(
                 &self,
                 key: &str,
@@ -194,6 +199,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn put_cached_summaries(
                 &self,
                 rows: &[CachedSummaryRow],
@@ -242,6 +248,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn set_budget(
                 &self,
                 tenant: &str,
@@ -274,6 +281,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn budget(&self, tenant: &str) -> Result<Option<i64>, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_scalar("select daily_tokens from tenant_budgets where tenant = $1")
@@ -284,6 +292,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn create_key(&self, key: &$crate::store::KeyRecord) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     sqlx::query(
@@ -303,6 +312,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn find_key(
                 &self,
                 key_hash: &str,
@@ -316,6 +326,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn list_keys(&self) -> Result<Vec<$crate::store::KeyRecord>, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_as("select * from api_keys order by created_at_ms, key_id")
@@ -325,6 +336,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn revoke_key(&self, key_id: &str, now_ms: i64) -> Result<bool, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     let revoked = sqlx::query(
@@ -340,6 +352,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn active_key_count(&self) -> Result<i64, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_scalar("select count(*) from api_keys where revoked_at_ms is null")
@@ -349,6 +362,7 @@ macro_rules! ledger_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all)]
             async fn shared_secret(
                 &self,
                 name: &str,

@@ -111,6 +111,7 @@ macro_rules! recall_impl {
     ($store:ty, $db:ty, $sql:expr, $terms:path, $index:expr) => {
     #[async_trait::async_trait]
     impl Recall for $store {
+        #[tracing::instrument(level = "debug", skip_all)]
         async fn search_recall(
             &self,
             tenant: &str,
@@ -139,6 +140,7 @@ macro_rules! recall_impl {
             .await
         }
 
+        #[tracing::instrument(level = "debug", skip_all)]
         async fn save_recalls(&self, recalls: &[NewRecall]) -> Result<(), StoreError> {
             if recalls.is_empty() {
                 return Ok(());
@@ -223,6 +225,7 @@ macro_rules! recall_impl {
             .await
         }
 
+        #[tracing::instrument(level = "debug", skip_all)]
         async fn recall_turns(
             &self,
             tenant: &str,
@@ -262,6 +265,7 @@ macro_rules! recall_impl {
             .await
         }
 
+        #[tracing::instrument(level = "debug", skip_all)]
         async fn purge_recalls(&self, now_ms: i64) -> Result<u64, StoreError> {
             within(self.deadline, async {
                 // Turns first: SQLite's FTS triggers fire on the turns' own deletes.

@@ -12,6 +12,7 @@ macro_rules! store_impl {
                 $backend
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn ready(&self) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     // A query on a migrated table: proves the connection and the schema.
@@ -24,6 +25,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn insert_session(
                 &self,
                 session: &$crate::store::SessionRecord,
@@ -59,6 +61,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn list_sessions(
                 &self,
                 tenant: &str,
@@ -88,6 +91,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn get_session(
                 &self,
                 session_id: &str,
@@ -101,6 +105,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
                     let mut tx = self.pool.begin().await?;
@@ -126,6 +131,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn entries(
                 &self,
                 session_id: &str,
@@ -141,6 +147,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn entry_facts(
                 &self,
                 session_id: &str,
@@ -159,6 +166,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn entry_lines(
                 &self,
                 session_id: &str,
@@ -178,6 +186,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn entry_lines_at(
                 &self,
                 session_id: &str,
@@ -208,6 +217,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn write_facts(
                 &self,
                 session_id: &str,
@@ -236,6 +246,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn stale_sessions(
                 &self,
                 version: i64,
@@ -253,6 +264,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn append(
                 &self,
                 session_id: &str,
@@ -316,6 +328,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn compactions(
                 &self,
                 session_id: &str,
@@ -331,6 +344,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn lines_at(
                 &self,
                 session_id: &str,
@@ -354,6 +368,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn compactions_of(
                 &self,
                 session_id: &str,
@@ -377,6 +392,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn compaction_from(
                 &self,
                 session_id: &str,
@@ -398,6 +414,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn add_pin(
                 &self,
                 pin: &$crate::store::PinRecord,
@@ -451,6 +468,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn pins(
                 &self,
                 session_id: &str,
@@ -466,6 +484,7 @@ macro_rules! store_impl {
                 .await
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn delete_pin(
                 &self,
                 session_id: &str,

@@ -436,3 +436,41 @@ fn fixed_chunks_cover_every_item_once_in_at_most_five_sizes() {
         );
     }
 }
+
+/// Every store call is a span (at debug level, named for the call), so a trace shows where a
+/// request's time went in storage.
+#[sqlx::test(migrations = false)]
+async fn store_calls_are_traced_as_spans(pool: sqlx::SqlitePool) {
+    use std::sync::Mutex;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    struct Names(Arc<Mutex<Vec<String>>>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Names {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _id: &tracing::span::Id,
+            _ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let name = attrs.metadata().name().to_owned();
+            self.0.lock().unwrap().push(name);
+        }
+    }
+    let store = crate::store::SqliteStore::from_pool(pool).await.unwrap();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = tracing_subscriber::registry()
+        .with(Names(names.clone()))
+        .with(tracing_subscriber::filter::LevelFilter::DEBUG);
+    let _guard = tracing::subscriber::set_default(subscriber);
+    store.ready().await.unwrap();
+    assert!(
+        store
+            .get_session("no-such-session")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let names = names.lock().unwrap().clone();
+    assert!(names.iter().any(|n| n == "ready"), "{names:?}");
+    assert!(names.iter().any(|n| n == "get_session"), "{names:?}");
+}
