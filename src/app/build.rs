@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::{App, Limits};
-use crate::config::{StagesConfig, StorageConfig, SummarizerConfig};
+use crate::access::AccessConfig;
+use crate::config::{ServeConfig, StagesConfig, StorageConfig, SummarizerConfig};
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
 use crate::pipeline::events::MetricsObserver;
@@ -16,7 +17,7 @@ use crate::pipeline::{
 };
 use crate::prompts::Prompts;
 use crate::redact::Redactor;
-use crate::store::Store;
+use crate::store::{Store, StoreConfig};
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::fold::FoldPrompts;
 use crate::summarizer::openai::OpenAiClient;
@@ -60,6 +61,26 @@ impl App {
                 recall_footer: summarizers.stages.recall_footer,
             },
         ))
+    }
+}
+
+/// What the store is opened with, from the storage settings.
+pub fn store_config(storage: &StorageConfig) -> StoreConfig {
+    StoreConfig {
+        database_url: storage.url().map(str::to_owned),
+        data_dir: storage.data_dir.clone(),
+        max_connections: storage.db_max_connections.get(),
+        acquire_timeout: storage.db_acquire_timeout,
+        statement_timeout: storage.db_statement_timeout,
+        lock_timeout: storage.db_lock_timeout,
+    }
+}
+
+/// Who is served and how often, from the settings.
+pub fn access_config(config: &ServeConfig) -> AccessConfig {
+    AccessConfig {
+        anonymous_allowed: config.anonymous_allowed(),
+        rate_per_minute: config.access.rate_limit_per_minute,
     }
 }
 

@@ -32,7 +32,7 @@ pub mod wire;
 
 use std::sync::Arc;
 
-pub use build::{build_chain, build_pipeline, build_stages};
+pub use build::{access_config, build_chain, build_pipeline, build_stages, store_config};
 pub use error::AppError;
 
 use crate::access::Identity;

@@ -53,7 +53,9 @@ pub(super) fn run(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> 
     let failed = |e: crate::store::StoreError| CliError(format!("storage error: {e}"));
     let runtime = runtime()?;
     let store = runtime
-        .block_on(crate::store::connect(&args.storage.store()))
+        .block_on(crate::store::connect(&crate::app::store_config(
+            &args.storage,
+        )))
         .map_err(|e| CliError(format!("{e:#}")))?;
     let value = match args.action {
         KeysAction::Create { tenant, name } => {

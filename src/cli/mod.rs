@@ -351,7 +351,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
         pins: args.pins.clone(),
     };
     let outcome = runtime()?.block_on(async {
-        let store = crate::store::connect(&args.storage.store())
+        let store = crate::store::connect(&crate::app::store_config(&args.storage))
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
         let app = crate::app::App::build(&args.summarizers, &args.storage, store)
@@ -399,7 +399,7 @@ fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliErro
 fn migrate(config: StorageConfig, out: &mut impl Write) -> Result<(), CliError> {
     config.validate().map_err(invalid)?;
     let store = runtime()?
-        .block_on(crate::store::connect(&config.store()))
+        .block_on(crate::store::connect(&crate::app::store_config(&config)))
         .map_err(|e| CliError(format!("{e:#}")))?;
     writeln!(out, "migrations applied ({})", store.backend())
         .map_err(|e| CliError(format!("cannot write output: {e}")))

@@ -155,17 +155,6 @@ impl StorageConfig {
             .map(Secret::expose)
             .filter(|u| !u.is_empty())
     }
-
-    pub fn store(&self) -> crate::store::StoreConfig {
-        crate::store::StoreConfig {
-            database_url: self.url().map(str::to_owned),
-            data_dir: self.data_dir.clone(),
-            max_connections: self.db_max_connections.get(),
-            acquire_timeout: self.db_acquire_timeout,
-            statement_timeout: self.db_statement_timeout,
-            lock_timeout: self.db_lock_timeout,
-        }
-    }
 }
 
 /// The models and how they are asked.

@@ -58,13 +58,6 @@ impl ServeConfig {
         self.http.listen.ip().is_loopback() || self.access.allow_anonymous
     }
 
-    pub fn access_policy(&self) -> crate::access::AccessConfig {
-        crate::access::AccessConfig {
-            anonymous_allowed: self.anonymous_allowed(),
-            rate_per_minute: self.access.rate_limit_per_minute,
-        }
-    }
-
     /// A configuration with every default and no keys, for tests and embedding.
     pub fn defaults() -> ServeConfig {
         defaults::<ServeConfig>()

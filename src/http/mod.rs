@@ -103,7 +103,7 @@ impl FromRef<AppState> for BodyLimit {
 impl AppState {
     /// Connects the store (applying migrations) and builds the application.
     pub async fn from_config(config: &ServeConfig) -> anyhow::Result<AppState> {
-        let store = crate::store::connect(&config.storage.store()).await?;
+        let store = crate::store::connect(&crate::app::store_config(&config.storage)).await?;
         AppState::with_store(config, store)
     }
 
@@ -115,7 +115,7 @@ impl AppState {
         }
         Ok(AppState(Arc::new(StateParts {
             app,
-            access: Arc::new(Access::new(config.access_policy())),
+            access: Arc::new(Access::new(crate::app::access_config(config))),
             limits: HttpLimits::from(&config.http),
             browser: Arc::new(browser::BrowserPolicy::of(config)),
             gateway: match config.gateway.enabled {
