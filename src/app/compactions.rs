@@ -44,7 +44,7 @@ impl LeafLocks {
 
 /// What a compaction request produced.
 #[derive(Debug)]
-pub enum Compacted {
+pub(crate) enum Compacted {
     /// compactd wrote a new entry.
     Created {
         outcome: Box<CompactionOutcome>,
@@ -61,17 +61,16 @@ pub enum Compacted {
 
 /// A branch summary appended.
 #[derive(Debug)]
-pub struct BranchSummarized {
-    pub outcome: BranchSummaryOutcome,
-    pub session: SessionRecord,
+pub(crate) struct BranchSummarized {
+    pub(crate) outcome: BranchSummaryOutcome,
 }
 
 /// Token usage of the calls of a compaction.
 #[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct UsageView {
-    pub input_tokens: i64,
-    pub output_tokens: i64,
+pub(crate) struct UsageView {
+    pub(crate) input_tokens: i64,
+    pub(crate) output_tokens: i64,
 }
 
 /// The position of the compaction entry already made from the leaf at `leaf_seq`, if any (the
@@ -86,7 +85,7 @@ fn compaction_child(view: &IndexView, leaf_seq: usize) -> Option<usize> {
 
 impl App {
     /// Plans, summarizes and appends a compaction entry in pi's shape to `who`'s session.
-    pub async fn compact(
+    pub(crate) async fn compact(
         &self,
         who: &Identity,
         id: &str,
@@ -185,7 +184,7 @@ impl App {
 
     /// Compacts a session file outside the store (`compactd compact FILE`): the same compactor
     /// and pipeline, the call recorded under the CLI with the file's session id.
-    pub async fn compact_file(
+    pub(crate) async fn compact_file(
         &self,
         session: &Session,
         request: &CompactionRequest,
@@ -205,7 +204,7 @@ impl App {
 
     /// Summarizes the branch left when navigating from the leaf to the target and appends the
     /// branch-summary entry where pi would (spec §9).
-    pub async fn summarize_branch(
+    pub(crate) async fn summarize_branch(
         &self,
         who: &Identity,
         id: &str,
@@ -253,10 +252,7 @@ impl App {
         let now = now_ms();
         self.store.append(id, &append, now).await?;
         self.index_cache.appended(id, &append.entries).await;
-        Ok(BranchSummarized {
-            outcome,
-            session: appended_record(loaded.record, &append, now),
-        })
+        Ok(BranchSummarized { outcome })
     }
 }
 
@@ -286,7 +282,7 @@ fn new_leaf(
 }
 
 /// Usage of an outcome as the API shows it.
-pub fn usage_view(usage: &TokenUsage) -> UsageView {
+pub(crate) fn usage_view(usage: &TokenUsage) -> UsageView {
     UsageView {
         input_tokens: usage.input_tokens as i64,
         output_tokens: usage.output_tokens as i64,

@@ -16,62 +16,62 @@ const BUCKETS: usize = 24;
 
 /// Calls in one hour, by series (a model that answered, or `failed: OUTCOME`).
 #[derive(Debug, Clone, Default)]
-pub struct Bucket {
-    pub start_ms: i64,
-    pub total: u64,
-    pub by_series: BTreeMap<String, u64>,
+pub(crate) struct Bucket {
+    pub(crate) start_ms: i64,
+    pub(crate) total: u64,
+    pub(crate) by_series: BTreeMap<String, u64>,
 }
 
 /// The calls of one series.
 #[derive(Debug, Clone, Default)]
-pub struct SeriesTotals {
-    pub name: String,
-    pub calls: u64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
+pub(crate) struct SeriesTotals {
+    pub(crate) name: String,
+    pub(crate) calls: u64,
+    pub(crate) input_tokens: i64,
+    pub(crate) output_tokens: i64,
     /// Median latency of its calls.
-    pub latency_p50_ms: i64,
+    pub(crate) latency_p50_ms: i64,
 }
 
 /// A tenant's call log, summed.
 #[derive(Debug, Clone, Default)]
-pub struct CallTotals {
-    pub calls: u64,
-    pub failed: u64,
-    pub session_compactions: u64,
-    pub cache_hits: u64,
-    pub loops: u64,
-    pub budget_exhausted: u64,
+pub(crate) struct CallTotals {
+    pub(crate) calls: u64,
+    pub(crate) failed: u64,
+    pub(crate) session_compactions: u64,
+    pub(crate) cache_hits: u64,
+    pub(crate) loops: u64,
+    pub(crate) budget_exhausted: u64,
     /// Answered by the extractive summarizer (no model, or every model failed).
-    pub extractive: u64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
+    pub(crate) extractive: u64,
+    pub(crate) input_tokens: i64,
+    pub(crate) output_tokens: i64,
 }
 
 /// What this replica counted since it started.
 #[derive(Debug, Clone, Default)]
-pub struct ReplicaTotals {
-    pub compactions: f64,
-    pub tokens_saved: f64,
-    pub fallbacks: f64,
-    pub redactions: f64,
-    pub cache_hits: f64,
-    pub loops: f64,
+pub(crate) struct ReplicaTotals {
+    pub(crate) compactions: f64,
+    pub(crate) tokens_saved: f64,
+    pub(crate) fallbacks: f64,
+    pub(crate) redactions: f64,
+    pub(crate) cache_hits: f64,
+    pub(crate) loops: f64,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Fleet {
-    pub buckets: Vec<Bucket>,
-    pub series: Vec<SeriesTotals>,
-    pub totals: CallTotals,
+pub(crate) struct Fleet {
+    pub(crate) buckets: Vec<Bucket>,
+    pub(crate) series: Vec<SeriesTotals>,
+    pub(crate) totals: CallTotals,
     /// Calls read from the log (at most [`MAX_CALLS`]).
-    pub calls_read: usize,
-    pub replica: ReplicaTotals,
+    pub(crate) calls_read: usize,
+    pub(crate) replica: ReplicaTotals,
 }
 
 impl App {
     /// `who`'s tenant's calls of the last day, and this replica's counters.
-    pub async fn fleet(&self, who: &Identity) -> Result<Fleet, AppError> {
+    pub(crate) async fn fleet(&self, who: &Identity) -> Result<Fleet, AppError> {
         let calls = self.store.calls(&who.tenant, MAX_CALLS).await?;
         let mut fleet = summarize(&calls, now_ms());
         let m = &self.metrics;

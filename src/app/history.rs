@@ -17,74 +17,74 @@ use crate::session::{EntryKind, Message, time};
 use crate::store::CompactionRecord;
 
 /// Most compactions a page of the history holds.
-pub const MAX_HISTORY_PAGE: usize = 1000;
+pub(crate) const MAX_HISTORY_PAGE: usize = 1000;
 
 /// A compaction on record: one compactd wrote (with model, usage and savings) or one that came
 /// with the upload.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CompactionView {
-    pub entry_id: String,
+pub(crate) struct CompactionView {
+    pub(crate) entry_id: String,
     /// `compactd` or `upload`.
-    pub source: String,
+    pub(crate) source: String,
     /// The leaf it was made from (its parent).
-    pub leaf_id: Option<String>,
-    pub first_kept_entry_id: Option<String>,
+    pub(crate) leaf_id: Option<String>,
+    pub(crate) first_kept_entry_id: Option<String>,
     /// The compaction before it on its path: the summary this one replaced.
-    pub previous_entry_id: Option<String>,
-    pub summary: Option<String>,
+    pub(crate) previous_entry_id: Option<String>,
+    pub(crate) summary: Option<String>,
     /// The model(s) that wrote it; `null` for uploaded ones.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageView>,
+    pub(crate) usage: Option<UsageView>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_ms: Option<i64>,
-    pub tokens_before: i64,
+    pub(crate) latency_ms: Option<i64>,
+    pub(crate) tokens_before: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_after: Option<i64>,
+    pub(crate) tokens_after: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_saved: Option<i64>,
-    pub created_at: Option<String>,
+    pub(crate) tokens_saved: Option<i64>,
+    pub(crate) created_at: Option<String>,
     /// What the fidelity gate found and did (compactions compactd wrote).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Report>,
+    pub(crate) fidelity: Option<Report>,
     /// The anchors of the replaced history this summary does not keep: what the agent will no
     /// longer know.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub forgotten: Option<Vec<Missing>>,
+    pub(crate) forgotten: Option<Vec<Missing>>,
     /// Flagged as a compaction loop (compactions compactd wrote).
     #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
-    pub loop_detected: Option<bool>,
+    pub(crate) loop_detected: Option<bool>,
     /// Every summary came from the summary cache (compactions compactd wrote).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cached: Option<bool>,
+    pub(crate) cached: Option<bool>,
 }
 
 /// Which compactions of the history to show.
 #[derive(Debug, Clone, Copy)]
-pub struct HistoryRange {
+pub(crate) struct HistoryRange {
     /// Oldest first after this cursor (a position in the session, from the previous page's
     /// `next_cursor`); `None` from the start.
-    pub after: Option<usize>,
+    pub(crate) after: Option<usize>,
     /// At most this many (1 to [`MAX_HISTORY_PAGE`]).
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// The newest `limit` instead (the console shows the latest first); `after` is ignored.
-    pub newest: bool,
+    pub(crate) newest: bool,
 }
 
 /// A page of the history, oldest first.
 #[derive(Debug)]
-pub struct HistoryPage {
-    pub compactions: Vec<CompactionView>,
+pub(crate) struct HistoryPage {
+    pub(crate) compactions: Vec<CompactionView>,
     /// Where the next page starts, if there is one.
-    pub next_cursor: Option<String>,
+    pub(crate) next_cursor: Option<String>,
     /// Compactions in the whole session.
-    pub total: usize,
+    pub(crate) total: usize,
 }
 
 impl App {
     /// A page of the compactions on record for `who`'s session, oldest first.
-    pub async fn compaction_history(
+    pub(crate) async fn compaction_history(
         &self,
         who: &Identity,
         id: &str,
@@ -162,7 +162,7 @@ impl App {
     }
 
     /// One compaction of `who`'s session and the one before it on its path, if any.
-    pub async fn compaction_detail(
+    pub(crate) async fn compaction_detail(
         &self,
         who: &Identity,
         id: &str,

@@ -18,7 +18,7 @@ use crate::store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 
 /// The derivation of the facts that rows written now hold. Raise it when `compaction::entry_facts`
 /// changes what it derives: sessions stored with an older one are derived again on first use.
-pub const FACTS_VERSION: i64 = 1;
+pub(crate) const FACTS_VERSION: i64 = 1;
 
 impl App {
     /// The index of `record`'s session as of `record`, deriving the facts first for a session
@@ -32,7 +32,7 @@ impl App {
 
     /// Derives and stores the facts of a session's rows from its lines (once per session: rows
     /// stored before this version of compactd, and the start-up sweep).
-    pub async fn derive_facts(&self, id: &str) -> Result<(), AppError> {
+    pub(crate) async fn derive_facts(&self, id: &str) -> Result<(), AppError> {
         let Some(record) = self.store.get_session(id).await? else {
             return Ok(());
         };
@@ -110,12 +110,12 @@ fn row_bytes(row: &FactRecord) -> usize {
 
 /// Session indexes, bounded by bytes.
 #[derive(Clone)]
-pub struct IndexCache {
+pub(crate) struct IndexCache {
     cache: moka::future::Cache<String, Arc<RwLock<SessionIndex>>>,
 }
 
 impl IndexCache {
-    pub fn new(max_bytes: u64) -> IndexCache {
+    pub(crate) fn new(max_bytes: u64) -> IndexCache {
         IndexCache {
             cache: moka::future::Cache::builder()
                 .max_capacity(max_bytes)
@@ -128,12 +128,12 @@ impl IndexCache {
     }
 
     /// Bytes held (approximately), for the metrics and the benchmark.
-    pub async fn weighted_bytes(&self) -> u64 {
+    pub(crate) async fn weighted_bytes(&self) -> u64 {
         self.cache.run_pending_tasks().await;
         self.cache.weighted_size()
     }
 
-    pub async fn forget(&self, session_id: &str) {
+    pub(crate) async fn forget(&self, session_id: &str) {
         self.cache.invalidate(session_id).await;
     }
 

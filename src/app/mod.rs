@@ -14,21 +14,21 @@
 //! extract, call one function here, and map the result to a response.
 
 mod build;
-pub mod compactions;
+pub(crate) mod compactions;
 mod error;
-pub mod fleet;
+pub(crate) mod fleet;
 mod health;
-pub mod history;
-pub mod index;
-pub mod pins;
+pub(crate) mod history;
+pub(crate) mod index;
+pub(crate) mod pins;
 pub mod plans;
-pub mod preview;
-pub mod recall;
-pub mod recall_writer;
-pub mod sessions;
+pub(crate) mod preview;
+pub(crate) mod recall;
+pub(crate) mod recall_writer;
+pub(crate) mod sessions;
 mod stored_path;
-pub mod tree_view;
-pub mod wire;
+pub(crate) mod tree_view;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 
@@ -88,7 +88,7 @@ pub struct AppParts {
     pub limits: Limits,
     leaf_locks: compactions::LeafLocks,
     /// The facts of recently used sessions (see [`index`]).
-    pub index_cache: index::IndexCache,
+    pub(crate) index_cache: index::IndexCache,
     recall_writer: recall_writer::RecallWriter,
 }
 

@@ -7,14 +7,14 @@ use crate::access::Identity;
 use crate::store::{PinAdded, PinRecord, now_ms};
 
 /// Longest pin, in characters: a rule or a fact, not a document.
-pub const MAX_PIN_CHARS: usize = 2000;
+pub(crate) const MAX_PIN_CHARS: usize = 2000;
 
 /// Most pins a session may have: each is carried by every summary.
-pub const MAX_PINS: usize = 50;
+pub(crate) const MAX_PINS: usize = 50;
 
 /// A pin's text as stored (trimmed), or why it cannot be one: the same rule for the API, the
 /// console and `compactd compact --pin`.
-pub fn check_pin(text: &str) -> Result<&str, AppError> {
+pub(crate) fn check_pin(text: &str) -> Result<&str, AppError> {
     let text = text.trim();
     if text.is_empty() {
         return Err(AppError::invalid("text", "text: the pin is empty"));
@@ -32,7 +32,7 @@ pub fn check_pin(text: &str) -> Result<&str, AppError> {
 impl App {
     /// Pins `text` to `who`'s session; `false` with the pin it already has when the text is
     /// pinned already.
-    pub async fn add_pin(
+    pub(crate) async fn add_pin(
         &self,
         who: &Identity,
         id: &str,
@@ -60,13 +60,13 @@ impl App {
     }
 
     /// The pins of `who`'s session, oldest first.
-    pub async fn pins(&self, who: &Identity, id: &str) -> Result<Vec<PinRecord>, AppError> {
+    pub(crate) async fn pins(&self, who: &Identity, id: &str) -> Result<Vec<PinRecord>, AppError> {
         self.session(who, id).await?;
         Ok(self.store.pins(id).await?)
     }
 
     /// Removes a pin from `who`'s session.
-    pub async fn delete_pin(&self, who: &Identity, id: &str, pin_id: &str) -> Result<(), AppError> {
+    pub(crate) async fn delete_pin(&self, who: &Identity, id: &str, pin_id: &str) -> Result<(), AppError> {
         self.session(who, id).await?;
         if self.store.delete_pin(id, pin_id).await? {
             Ok(())

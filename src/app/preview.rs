@@ -9,7 +9,7 @@ const PREVIEW_CHARS: usize = 140;
 /// setting; `""` for a line that does not read. Secrets in it are replaced by `redactor`'s
 /// placeholders (before it is shortened, so no part of one shows): the console shows previews,
 /// and a page is text that leaves compactd as a prompt does.
-pub fn of_line(line: &str, redactor: Option<&crate::redact::Redactor>) -> String {
+pub(crate) fn of_line(line: &str, redactor: Option<&crate::redact::Redactor>) -> String {
     let Ok(entry) = crate::js_json::from_str::<Value>(line) else {
         return String::new();
     };

@@ -17,9 +17,9 @@ use crate::summarizer::{Flags, SummaryRequest};
 use crate::transcript::{Conversation, Message, Role};
 
 /// Most hits one search returns.
-pub const MAX_HITS: i64 = 50;
+pub(crate) const MAX_HITS: i64 = 50;
 /// Most turns one read returns.
-pub const MAX_TURNS: i64 = 50;
+pub(crate) const MAX_TURNS: i64 = 50;
 /// How often expired conversations are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
 
@@ -34,7 +34,7 @@ impl App {
     /// texts are pieces of the prompt it searched, so it is kept as it is instead of being
     /// searched again) and the request's cache key (a request kept lately under the same key is
     /// the same conversation: its id is named without reading the prompt).
-    pub fn keep_recall(
+    pub(crate) fn keep_recall(
         &self,
         who: &Identity,
         endpoint: Endpoint,
@@ -222,7 +222,7 @@ impl App {
     }
 
     /// The caller's turns that hold every word of `query`, best first.
-    pub async fn search_recall(
+    pub(crate) async fn search_recall(
         &self,
         who: &Identity,
         mut query: RecallQuery,
@@ -250,7 +250,7 @@ impl App {
 
     /// Turns from the one at `from` on (at most `limit`) of one of the caller's kept
     /// conversations; `NotFound` for another tenant's or an expired one.
-    pub async fn read_recall(
+    pub(crate) async fn read_recall(
         &self,
         who: &Identity,
         id: &str,
@@ -274,7 +274,7 @@ impl App {
     }
 
     /// Deletes expired conversations every ten minutes, for as long as the process runs.
-    pub fn spawn_recall_purge(&self) {
+    pub(crate) fn spawn_recall_purge(&self) {
         let store = self.store.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(PURGE_EVERY);
@@ -292,12 +292,12 @@ impl App {
 /// `[call] name({…})`, its arguments the JSON object they came in.
 /// A page of a kept conversation's turns.
 #[derive(Debug, Clone)]
-pub struct RecallPage {
+pub(crate) struct RecallPage {
     /// Turns the conversation has.
-    pub total: i64,
-    pub turns: Vec<RecallTurn>,
+    pub(crate) total: i64,
+    pub(crate) turns: Vec<RecallTurn>,
     /// The `from` of the next page, when one follows.
-    pub next: Option<i32>,
+    pub(crate) next: Option<i32>,
 }
 
 /// 400 for a NUL in what is searched or named: no stored text holds one (PostgreSQL cannot
@@ -369,7 +369,7 @@ fn session_recall_id(tenant: &str, session_id: &str) -> String {
 /// `summary` ending with the line that names its kept conversation. A recall line the summary
 /// already holds (its previous summary's, carried on by the model or the extractive summarizer)
 /// is dropped: it names the conversation before.
-pub fn with_footer(summary: &str, id: &str) -> String {
+pub(crate) fn with_footer(summary: &str, id: &str) -> String {
     let footer = |body: &str| {
         format!(
             "{}\n\n{} recall_search in compactd (MCP at /mcp), id {id}",

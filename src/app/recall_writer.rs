@@ -31,7 +31,7 @@ const BATCH: usize = 8192;
 const SEEN: u64 = 100_000;
 
 #[derive(Clone, Debug)]
-pub struct RecallWriter {
+pub(crate) struct RecallWriter {
     recalls: WriteBehind<NewRecall>,
     seen: moka::sync::Cache<String, ()>,
     /// The id queued lately for a request, by the request's summary-cache key.
@@ -40,7 +40,7 @@ pub struct RecallWriter {
 
 impl RecallWriter {
     /// Starts the writer task.
-    pub fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
+    pub(crate) fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
         let recalls =
             WriteBehind::spawn(QUEUE, QUEUE_BYTES, BATCH, move |batch: Vec<NewRecall>| {
                 let (store, metrics) = (store.clone(), metrics.clone());
@@ -54,25 +54,25 @@ impl RecallWriter {
     }
 
     /// Whether this conversation was queued in the last ten minutes.
-    pub fn seen(&self, id: &str) -> bool {
+    pub(crate) fn seen(&self, id: &str) -> bool {
         self.seen.contains_key(id)
     }
 
     /// The id of the conversation queued in the last ten minutes for the request whose cache key
     /// is `key`.
-    pub fn kept_for(&self, key: &str) -> Option<String> {
+    pub(crate) fn kept_for(&self, key: &str) -> Option<String> {
         self.by_key.get(key)
     }
 
     /// Notes that the request whose cache key is `key` (if any) names the conversation `id`.
-    pub fn remember(&self, key: Option<&str>, id: &str) {
+    pub(crate) fn remember(&self, key: Option<&str>, id: &str) {
         if let Some(key) = key {
             self.by_key.insert(key.to_owned(), id.to_owned());
         }
     }
 
     /// Queues a conversation; `false` when the queue is full.
-    pub fn queue(&self, recall: NewRecall) -> bool {
+    pub(crate) fn queue(&self, recall: NewRecall) -> bool {
         let id = recall.id.clone();
         let queued = self.recalls.queue(recall).is_ok();
         if queued {
@@ -82,7 +82,7 @@ impl RecallWriter {
     }
 
     /// Waits until every conversation queued so far is written (or failed).
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         self.recalls.flush().await;
     }
 }

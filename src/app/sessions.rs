@@ -11,10 +11,10 @@ use super::{App, AppError};
 
 /// A session just stored, and what lenient reading skipped or repaired on the way.
 #[derive(Debug)]
-pub struct Uploaded {
-    pub record: SessionRecord,
-    pub skipped: Vec<LineIssue>,
-    pub repaired: Vec<LineIssue>,
+pub(crate) struct Uploaded {
+    pub(crate) record: SessionRecord,
+    pub(crate) skipped: Vec<LineIssue>,
+    pub(crate) repaired: Vec<LineIssue>,
 }
 
 /// For a session uploaded as v1 or v2: it was migrated with new entry ids, as pi migrates it (pi
@@ -23,7 +23,7 @@ pub struct Uploaded {
 /// file with the stored one.
 #[derive(Debug, Default, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplaceNotice {
+pub(crate) struct ReplaceNotice {
     /// `/v1/sessions/{id}/entries`: download it over the local file.
     #[serde(skip_serializing_if = "Option::is_none")]
     replace_file: Option<String>,
@@ -32,7 +32,7 @@ pub struct ReplaceNotice {
 }
 
 impl ReplaceNotice {
-    pub fn of(record: &SessionRecord) -> ReplaceNotice {
+    pub(crate) fn of(record: &SessionRecord) -> ReplaceNotice {
         if record.source_version >= i64::from(session::CURRENT_VERSION) {
             return ReplaceNotice::default();
         }
@@ -50,27 +50,27 @@ impl ReplaceNotice {
 
 /// What an append did.
 #[derive(Debug)]
-pub struct Appended {
-    pub appended: usize,
+pub(crate) struct Appended {
+    pub(crate) appended: usize,
     /// Lines already stored with the same content, skipped.
-    pub unchanged: usize,
-    pub record: SessionRecord,
+    pub(crate) unchanged: usize,
+    pub(crate) record: SessionRecord,
 }
 
 /// A page of sessions.
 #[derive(Debug)]
-pub struct Page {
-    pub sessions: Vec<SessionRecord>,
+pub(crate) struct Page {
+    pub(crate) sessions: Vec<SessionRecord>,
     /// Where the next page starts, when this one is full.
-    pub next_cursor: Option<String>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// A stored session, read and parsed.
 pub(crate) struct Loaded {
-    pub record: SessionRecord,
-    pub session: Session,
+    pub(crate) record: SessionRecord,
+    pub(crate) session: Session,
     /// Entries actually read: the count an append must find unchanged.
-    pub entry_count: i64,
+    pub(crate) entry_count: i64,
 }
 
 /// How many times an append re-reads the session when another writer got in first.
@@ -132,7 +132,7 @@ fn invalid_line(line: usize, kind: ParseErrorKind, message: String) -> AppError 
 
 impl App {
     /// How to read uploaded session files: the configured limits, lenient or not.
-    pub fn parse_options(&self, lenient: bool) -> ParseOptions {
+    pub(crate) fn parse_options(&self, lenient: bool) -> ParseOptions {
         ParseOptions {
             lenient,
             max_line_bytes: Some(self.limits.max_line_bytes),
@@ -141,7 +141,7 @@ impl App {
     }
 
     /// Stores a session file (migrated to v3 when older) for `who`.
-    pub async fn upload(
+    pub(crate) async fn upload(
         &self,
         who: &Identity,
         bytes: impl Into<bytes::Bytes> + Send + 'static,
@@ -216,7 +216,7 @@ impl App {
     }
 
     /// `who`'s sessions, oldest first, `limit` (1–1000) a page, after `cursor`.
-    pub async fn sessions(
+    pub(crate) async fn sessions(
         &self,
         who: &Identity,
         limit: i64,
@@ -267,7 +267,7 @@ impl App {
     }
 
     /// `who`'s session record.
-    pub async fn session(&self, who: &Identity, id: &str) -> Result<SessionRecord, AppError> {
+    pub(crate) async fn session(&self, who: &Identity, id: &str) -> Result<SessionRecord, AppError> {
         self.store
             .get_session(id)
             .await?
@@ -276,7 +276,7 @@ impl App {
     }
 
     /// Deletes `who`'s session with its entries and compactions.
-    pub async fn delete_session(&self, who: &Identity, id: &str) -> Result<(), AppError> {
+    pub(crate) async fn delete_session(&self, who: &Identity, id: &str) -> Result<(), AppError> {
         self.session(who, id).await?;
         self.index_cache.forget(id).await;
         if self.store.delete_session(id).await? {
@@ -287,7 +287,7 @@ impl App {
     }
 
     /// The session file as stored (v3 JSONL).
-    pub async fn session_file(&self, who: &Identity, id: &str) -> Result<String, AppError> {
+    pub(crate) async fn session_file(&self, who: &Identity, id: &str) -> Result<String, AppError> {
         let record = self.session(who, id).await?;
         let entries = self.store.entries(id).await?;
         Ok(jsonl(&record, &entries))
@@ -311,7 +311,7 @@ impl App {
     /// Appends JSONL entries whose parents exist. An entry already stored with the same id and
     /// content is skipped; with other content it is a conflict. Costs O(new entries): ids and
     /// parents are checked against the session's index, not by reading the session.
-    pub async fn append(
+    pub(crate) async fn append(
         &self,
         who: &Identity,
         id: &str,

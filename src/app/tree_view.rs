@@ -14,11 +14,11 @@ use crate::store::SessionRecord;
 
 /// Rows of the tree on one page: a 20 MB session has tens of thousands of entries, and a page
 /// of them is what a person reads at once.
-pub const PAGE_ROWS: usize = 250;
+pub(crate) const PAGE_ROWS: usize = 250;
 
 /// Where an entry of the active path falls in the next compaction's plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     /// Before the last compaction's boundary: the context holds its summary instead.
     Compacted,
     /// Would be summarized into the history summary.
@@ -30,7 +30,7 @@ pub enum Part {
 }
 
 impl Part {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Part::Compacted => "compacted",
             Part::Summarized => "summarized",
@@ -42,53 +42,53 @@ impl Part {
 
 /// One entry as the tree shows it.
 #[derive(Debug, Clone)]
-pub struct TreeRow {
-    pub seq: usize,
-    pub id: String,
+pub(crate) struct TreeRow {
+    pub(crate) seq: usize,
+    pub(crate) id: String,
     /// Branches off the line of their parent are drawn one step in.
-    pub depth: usize,
-    pub entry_type: String,
-    pub role: Option<String>,
-    pub tokens: Option<i64>,
-    pub on_path: bool,
-    pub leaf: bool,
+    pub(crate) depth: usize,
+    pub(crate) entry_type: String,
+    pub(crate) role: Option<String>,
+    pub(crate) tokens: Option<i64>,
+    pub(crate) on_path: bool,
+    pub(crate) leaf: bool,
     /// Children beyond the first: the branches that start here.
-    pub branches: usize,
-    pub part: Option<Part>,
+    pub(crate) branches: usize,
+    pub(crate) part: Option<Part>,
     /// The start of the entry's text (for the rows of the page shown).
-    pub preview: String,
+    pub(crate) preview: String,
 }
 
 /// Token estimates of the plan's parts (of the `message` entries in each).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PartTokens {
-    pub compacted: i64,
-    pub summarized: i64,
-    pub prefix: i64,
-    pub kept: i64,
+pub(crate) struct PartTokens {
+    pub(crate) compacted: i64,
+    pub(crate) summarized: i64,
+    pub(crate) prefix: i64,
+    pub(crate) kept: i64,
 }
 
 /// A page of a session's tree with the plan drawn on it.
 #[derive(Debug)]
-pub struct SessionTree {
-    pub record: SessionRecord,
-    pub rows: Vec<TreeRow>,
-    pub page: usize,
-    pub pages: usize,
-    pub entries: usize,
-    pub path_len: usize,
+pub(crate) struct SessionTree {
+    pub(crate) record: SessionRecord,
+    pub(crate) rows: Vec<TreeRow>,
+    pub(crate) page: usize,
+    pub(crate) pages: usize,
+    pub(crate) entries: usize,
+    pub(crate) path_len: usize,
     /// Entries where the tree branches.
-    pub branch_points: usize,
-    pub plan: PlanOutcome,
-    pub part_tokens: PartTokens,
+    pub(crate) branch_points: usize,
+    pub(crate) plan: PlanOutcome,
+    pub(crate) part_tokens: PartTokens,
     /// The compactions on the active path, by entry id.
-    pub path_compactions: std::collections::HashSet<String>,
+    pub(crate) path_compactions: std::collections::HashSet<String>,
 }
 
 impl App {
     /// `who`'s session as a tree, one page of it (the page holding the planned cut, or the leaf,
     /// when `page` is `None`), with the plan for `settings`.
-    pub async fn session_tree(
+    pub(crate) async fn session_tree(
         &self,
         who: &Identity,
         id: &str,

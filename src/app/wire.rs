@@ -20,31 +20,31 @@ use crate::transcript::prompt::{conversation_block, is_short_summary_request, pr
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct StagesView {
+pub(crate) struct StagesView {
     /// Answered from the summary cache: no model was asked.
-    pub cached: bool,
+    pub(crate) cached: bool,
     /// Flagged as a compaction loop: compacted again soon with little new content, or the
     /// summary is not much smaller than what it replaces.
     #[serde(rename = "loop")]
-    pub loop_detected: bool,
+    pub(crate) loop_detected: bool,
     /// The tenant's daily token budget is spent: the extractive summarizer wrote it.
-    pub budget_exhausted: bool,
+    pub(crate) budget_exhausted: bool,
     /// Secrets replaced by placeholders in what was sent to the model and what came back.
-    pub redactions: u64,
+    pub(crate) redactions: u64,
     /// A prompt folded over windows whose model finished only some of them before the deadline:
     /// how many it wrote; the extractive summarizer carried its summary through the rest.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_windows: Option<ModelWindows>,
+    pub(crate) model_windows: Option<ModelWindows>,
 }
 
 /// Which part of a folded summary the model wrote.
 #[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ModelWindows {
+pub(crate) struct ModelWindows {
     /// Windows the model summarized, from the first.
-    pub by_model: u32,
+    pub(crate) by_model: u32,
     /// Windows of the fold.
-    pub windows: u32,
+    pub(crate) windows: u32,
 }
 
 impl From<&Flags> for StagesView {
@@ -63,7 +63,7 @@ impl From<&Flags> for StagesView {
 
 impl StagesView {
     /// The same as a header value (chat completions, whose body has no place for it).
-    pub fn header_value(&self) -> String {
+    pub(crate) fn header_value(&self) -> String {
         format!(
             "cached={}; loop={}; budget-exhausted={}; redactions={}",
             self.cached, self.loop_detected, self.budget_exhausted, self.redactions
@@ -73,26 +73,26 @@ impl StagesView {
 
 /// What an agent sent.
 #[derive(Debug, Clone)]
-pub struct WireRequest {
+pub(crate) struct WireRequest {
     /// The agent's system prompt; compactd's own when absent or blank.
-    pub system_prompt: Option<String>,
+    pub(crate) system_prompt: Option<String>,
     /// The rendered prompt; or, with `conversation`, the instructions that follow it (compactd's
     /// own history prompt when empty).
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// A conversation that came structured (typed already): summarized with `prompt` as its
     /// instructions.
-    pub conversation: Option<Conversation>,
+    pub(crate) conversation: Option<Conversation>,
     /// With `conversation`: the summary the agent carried from its previous compaction, given
     /// to the model (and to the anchors) as pi's `<previous-summary>`.
-    pub previous_summary: Option<String>,
+    pub(crate) previous_summary: Option<String>,
     /// The output cap asked for.
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// The request field the prompt came from, for errors (`prompt`, `messages`).
-    pub prompt_field: &'static str,
+    pub(crate) prompt_field: &'static str,
 }
 
 /// Reads a positive integer token count; `param` names the field in the error.
-pub fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u64>, AppError> {
+pub(crate) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u64>, AppError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_u64() {
@@ -112,7 +112,7 @@ pub fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u64>, Ap
 impl App {
     /// The output cap of a request: the one it asks for (lowered to the configured maximum), or
     /// the default, or a small cap for oh-my-pi's short-summary call (spec §10.4).
-    pub fn max_tokens(&self, requested: Option<u64>, prompt: &str) -> u64 {
+    pub(crate) fn max_tokens(&self, requested: Option<u64>, prompt: &str) -> u64 {
         let limits = &self.limits;
         match requested {
             Some(n) => n.min(limits.max_output_tokens),
@@ -122,7 +122,7 @@ impl App {
     }
 
     /// A summary of an agent's prompt, through the pipeline.
-    pub async fn summarize_prompt(
+    pub(crate) async fn summarize_prompt(
         &self,
         who: &Identity,
         endpoint: Endpoint,
@@ -133,7 +133,7 @@ impl App {
     }
 
     /// [`App::summarize_prompt`] by `chain` instead of the configured models, when given.
-    pub async fn summarize_prompt_with(
+    pub(crate) async fn summarize_prompt_with(
         &self,
         who: &Identity,
         endpoint: Endpoint,
