@@ -66,7 +66,12 @@ impl App {
     }
 
     /// Removes a pin from `who`'s session.
-    pub(crate) async fn delete_pin(&self, who: &Identity, id: &str, pin_id: &str) -> Result<(), AppError> {
+    pub(crate) async fn delete_pin(
+        &self,
+        who: &Identity,
+        id: &str,
+        pin_id: &str,
+    ) -> Result<(), AppError> {
         self.session(who, id).await?;
         if self.store.delete_pin(id, pin_id).await? {
             Ok(())

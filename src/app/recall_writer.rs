@@ -40,7 +40,10 @@ pub(crate) struct RecallWriter {
 
 impl RecallWriter {
     /// Starts the writer task.
-    pub(crate) fn spawn(store: Arc<dyn Store>, metrics: Arc<crate::metrics::Metrics>) -> RecallWriter {
+    pub(crate) fn spawn(
+        store: Arc<dyn Store>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> RecallWriter {
         let recalls =
             WriteBehind::spawn(QUEUE, QUEUE_BYTES, BATCH, move |batch: Vec<NewRecall>| {
                 let (store, metrics) = (store.clone(), metrics.clone());

@@ -267,7 +267,11 @@ impl App {
     }
 
     /// `who`'s session record.
-    pub(crate) async fn session(&self, who: &Identity, id: &str) -> Result<SessionRecord, AppError> {
+    pub(crate) async fn session(
+        &self,
+        who: &Identity,
+        id: &str,
+    ) -> Result<SessionRecord, AppError> {
         self.store
             .get_session(id)
             .await?

@@ -9,7 +9,7 @@ use crate::session::{EntryKind, Message, Session};
 
 /// `collectEntriesForBranchSummary`: the entries from `old_leaf` back to (not including) the
 /// deepest entry that is also an ancestor of `target`, oldest first.
-pub fn collect_branch_entries(
+pub(crate) fn collect_branch_entries(
     session: &Session,
     old_leaf: Option<usize>,
     target: usize,
@@ -38,17 +38,16 @@ pub fn collect_branch_entries(
 
 /// What [`prepare_branch_entries`] selected.
 #[derive(Debug, Clone)]
-pub struct BranchPreparation<'a> {
+pub(crate) struct BranchPreparation<'a> {
     /// Oldest first.
-    pub messages: Vec<&'a Message>,
-    pub file_ops: FileOperations,
-    pub total_tokens: u64,
+    pub(crate) messages: Vec<&'a Message>,
+    pub(crate) file_ops: FileOperations,
 }
 
 /// `prepareBranchEntries`: the newest messages of the branch that fit in `token_budget` (0 means
 /// no limit). Tool results are left out (their calls carry the context); a compaction or branch
 /// summary that does not fit is still taken while less than 90 % of the budget is used.
-pub fn prepare_branch_entries<'a>(
+pub(crate) fn prepare_branch_entries<'a>(
     session: &'a Session,
     entries: &[usize],
     token_budget: u64,
@@ -76,7 +75,6 @@ pub fn prepare_branch_entries<'a>(
             );
             if summary_like && (total as f64) < 0.9 * token_budget as f64 {
                 selected.push(message);
-                total += tokens;
             }
             break;
         }
@@ -87,14 +85,13 @@ pub fn prepare_branch_entries<'a>(
     BranchPreparation {
         messages: selected,
         file_ops,
-        total_tokens: total,
     }
 }
 
 /// Where the branch summary goes when navigating to `target`: under the target's parent when the
 /// target is a user message or a custom message (its text goes back to the editor), under the
 /// target itself otherwise. `None` is the root.
-pub fn branch_summary_parent(session: &Session, target: usize) -> Option<usize> {
+pub(crate) fn branch_summary_parent(session: &Session, target: usize) -> Option<usize> {
     match &session.entries[target].kind {
         EntryKind::Message(Message::User { .. }) | EntryKind::CustomMessage { .. } => {
             session.parent_of(target)
@@ -163,6 +160,7 @@ mod tests {
         assert_eq!(entries.len(), 3);
         let prep = prepare_branch_entries(&session, &entries, 150);
         assert_eq!(prep.messages.len(), 2);
-        assert_eq!(prep.total_tokens, 110);
+        let total: u64 = prep.messages.iter().map(|m| estimate_tokens(m)).sum();
+        assert_eq!(total, 110);
     }
 }

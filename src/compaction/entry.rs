@@ -38,7 +38,7 @@ pub struct CompactionEntry {
 }
 
 impl CompactionEntry {
-    pub fn new(
+    pub(crate) fn new(
         id: String,
         parent_id: String,
         timestamp: String,
@@ -63,13 +63,13 @@ impl CompactionEntry {
     }
 
     /// The JSONL line (without the newline), as JavaScript's `JSON.stringify` prints it.
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         to_line(self)
     }
 
     /// The session entry it is, with its line: what reading the line back would give, built
     /// from the typed fields instead.
-    pub fn to_entry(&self) -> Entry {
+    pub(crate) fn to_entry(&self) -> Entry {
         Entry {
             line: 0,
             raw: self.to_line().into(),
@@ -108,7 +108,7 @@ pub struct BranchSummaryEntry {
 }
 
 impl BranchSummaryEntry {
-    pub fn new(
+    pub(crate) fn new(
         id: String,
         parent_id: Option<String>,
         timestamp: String,
@@ -127,12 +127,12 @@ impl BranchSummaryEntry {
         }
     }
 
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         to_line(self)
     }
 
     /// The session entry it is, with its line (see [`CompactionEntry::to_entry`]).
-    pub fn to_entry(&self) -> Entry {
+    pub(crate) fn to_entry(&self) -> Entry {
         Entry {
             line: 0,
             raw: self.to_line().into(),
@@ -162,7 +162,7 @@ fn to_line(entry: &impl Serialize) -> String {
 
 /// `summary` without `<read-files>`, `<modified-files>` and `<files>` blocks: a summary carried
 /// over as is gets fresh file lists instead of a second copy (spec §5).
-pub fn strip_file_tags(summary: &str) -> String {
+pub(crate) fn strip_file_tags(summary: &str) -> String {
     let mut out = String::with_capacity(summary.len());
     let mut rest = summary;
     'outer: while !rest.is_empty() {

@@ -15,15 +15,15 @@ use crate::session::{Entry, EntryKind, Session};
 /// valid usage in the context and the estimate of every message after it (of all messages when
 /// none has usage).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ContextState {
-    pub usage: Option<f64>,
-    pub trailing: u64,
+pub(crate) struct ContextState {
+    pub(crate) usage: Option<f64>,
+    pub(crate) trailing: u64,
 }
 
 impl ContextState {
     /// The estimate, added exactly as [`estimate_context_tokens`](super::estimate_context_tokens)
     /// adds it.
-    pub fn tokens(&self) -> f64 {
+    pub(crate) fn tokens(&self) -> f64 {
         match self.usage {
             Some(usage) => usage + self.trailing as f64,
             None => self.trailing as f64,
@@ -47,38 +47,38 @@ impl ContextState {
 
 /// What an entry adds to a context it is part of.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MessageFacts {
+pub(crate) struct MessageFacts {
     /// `estimateTokens` of the message.
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// `calculateContextTokens` of its usage, when the usage is valid.
-    pub usage: Option<f64>,
+    pub(crate) usage: Option<f64>,
 }
 
 /// The facts of one entry.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct EntryFacts {
+pub(crate) struct EntryFacts {
     /// The message's role, for `message` entries.
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
     /// The message the entry contributes to a context (`toMessage`): message, custom-message and
     /// non-empty branch-summary entries, and a compaction's summary (which only ever leads a
     /// context). `None` for entries that never contribute.
-    pub message: Option<MessageFacts>,
+    pub(crate) message: Option<MessageFacts>,
     /// A compaction's `firstKeptEntryId`.
-    pub first_kept_id: Option<String>,
+    pub(crate) first_kept_id: Option<String>,
     /// The context estimate if this entry were the leaf.
-    pub context: ContextState,
+    pub(crate) context: ContextState,
 }
 
 /// One entry of a kept range, root first, as [`derive`] needs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KeptFacts {
-    pub message: Option<MessageFacts>,
-    pub is_compaction: bool,
+pub(crate) struct KeptFacts {
+    pub(crate) message: Option<MessageFacts>,
+    pub(crate) is_compaction: bool,
 }
 
 impl EntryFacts {
     /// What this entry contributes to a kept range.
-    pub fn kept(&self, entry_type: &EntryType) -> KeptFacts {
+    pub(crate) fn kept(&self, entry_type: &EntryType) -> KeptFacts {
         KeptFacts {
             message: self.message,
             is_compaction: *entry_type == EntryType::Compaction,
@@ -99,7 +99,7 @@ fn contributes(entry: &Entry) -> bool {
 /// The facts of `entry`. `parent` is its parent's context state (the default for a root);
 /// `kept` is asked, only for a compaction, for the entries from its first kept entry to its
 /// parent (root first; empty when the first kept entry is not on its path).
-pub fn derive(
+pub(crate) fn derive(
     entry: &Entry,
     parent: ContextState,
     kept: impl FnOnce(&str) -> Vec<KeptFacts>,
@@ -143,7 +143,7 @@ pub fn derive(
 
 /// The facts of every entry of a parsed session, in file order, following its resolved links
 /// (an uploaded file may name a later line as a parent; lenient reading may have cut links).
-pub fn derive_all(session: &Session) -> Vec<EntryFacts> {
+pub(crate) fn derive_all(session: &Session) -> Vec<EntryFacts> {
     let count = session.entries.len();
     let mut facts: Vec<Option<EntryFacts>> = vec![None; count];
     let mut pending: Vec<usize> = Vec::new();

@@ -30,7 +30,7 @@ impl FileOperations {
     /// Carry-over from the previous compaction when it was made by pi itself (`fromHook` not
     /// set) and has `details`: `readFiles` count as read, `modifiedFiles` as edited. Items that
     /// are not strings are skipped (the reference does not check them).
-    pub fn carry_over(&mut self, entry: &Entry) {
+    pub(crate) fn carry_over(&mut self, entry: &Entry) {
         if let EntryKind::Compaction {
             details: Some(details),
             from_hook: false,
@@ -42,7 +42,7 @@ impl FileOperations {
     }
 
     /// The same carry-over from a branch-summary entry, for branch summaries (spec §9).
-    pub fn carry_over_branch(&mut self, entry: &Entry) {
+    pub(crate) fn carry_over_branch(&mut self, entry: &Entry) {
         if let EntryKind::BranchSummary {
             details: Some(details),
             from_hook: false,
@@ -54,7 +54,7 @@ impl FileOperations {
     }
 
     /// Carries the `readFiles`/`modifiedFiles` of a compaction's or branch summary's `details`.
-    pub fn carry_details(&mut self, details: &Value) {
+    pub(crate) fn carry_details(&mut self, details: &Value) {
         let strings = |key: &str| {
             details
                 .get(key)
@@ -70,7 +70,7 @@ impl FileOperations {
 
     /// Adds the paths of the `read`/`write`/`edit` tool calls of an assistant message. A call
     /// counts when its arguments have a non-empty string `path`; other tools are ignored.
-    pub fn add_tool_calls(&mut self, message: &Message) {
+    pub(crate) fn add_tool_calls(&mut self, message: &Message) {
         let Message::Assistant { content, .. } = message else {
             return;
         };
@@ -83,7 +83,7 @@ impl FileOperations {
     }
 
     /// Adds one tool call's path, when it is a `read`, `write` or `edit` with a `path`.
-    pub fn add_call(&mut self, name: &str, arguments: Option<&Value>) {
+    pub(crate) fn add_call(&mut self, name: &str, arguments: Option<&Value>) {
         let Some((op, path)) = pi_file_op(name, arguments) else {
             return;
         };
@@ -119,7 +119,7 @@ impl FileOperations {
 impl FileLists {
     /// `formatFileOperations`: the text appended to a summary. Empty when both lists are empty,
     /// otherwise a blank line and the `<read-files>` / `<modified-files>` blocks that have items.
-    pub fn format_tags(&self) -> String {
+    pub(crate) fn format_tags(&self) -> String {
         let mut sections = Vec::with_capacity(2);
         for (tag, files) in [
             ("read-files", &self.read_files),

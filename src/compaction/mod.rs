@@ -4,17 +4,17 @@
 //! Pure and synchronous: it reads a parsed [`Session`](crate::session::Session) path and returns
 //! values. The CLI, the HTTP handlers and the benchmarks all call it.
 
-pub mod branch;
-pub mod cut_point;
-pub mod entry;
-pub mod entry_facts;
-pub mod file_ops;
-pub mod output_budget;
+pub(crate) mod branch;
+pub(crate) mod cut_point;
+pub(crate) mod entry;
+pub(crate) mod entry_facts;
+pub(crate) mod file_ops;
+pub(crate) mod output_budget;
 pub mod pi15;
 pub mod plan;
-pub mod prepare;
-pub mod serialize;
-pub mod session_context;
+pub(crate) mod prepare;
+pub(crate) mod serialize;
+pub(crate) mod session_context;
 pub mod tokens;
 
 pub use cut_point::{CutPoint, find_cut_point, find_turn_start_index, find_valid_cut_points};

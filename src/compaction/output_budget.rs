@@ -2,22 +2,17 @@
 //! [`crate::transcript::prompt`].
 
 /// Output budget of the history summary: `floor(0.8 × reserveTokens)`.
-pub fn history_max_tokens(reserve_tokens: u64) -> u64 {
+pub(crate) fn history_max_tokens(reserve_tokens: u64) -> u64 {
     reserve_tokens * 8 / 10
 }
 
 /// Output budget of the turn-prefix summary: `floor(0.5 × reserveTokens)`.
-pub fn turn_prefix_max_tokens(reserve_tokens: u64) -> u64 {
+pub(crate) fn turn_prefix_max_tokens(reserve_tokens: u64) -> u64 {
     reserve_tokens / 2
 }
 
 /// Output budget of a branch summary.
-pub const BRANCH_MAX_TOKENS: u64 = 2048;
-
-/// Output budget of the short summary: `min(512, floor(0.2 × reserveTokens))`.
-pub fn short_summary_max_tokens(reserve_tokens: u64) -> u64 {
-    (reserve_tokens / 5).min(512)
-}
+pub(crate) const BRANCH_MAX_TOKENS: u64 = 2048;
 
 #[cfg(test)]
 mod tests {
@@ -27,8 +22,6 @@ mod tests {
     fn budgets_follow_the_reference() {
         assert_eq!(history_max_tokens(16_384), 13_107);
         assert_eq!(turn_prefix_max_tokens(16_384), 8_192);
-        assert_eq!(short_summary_max_tokens(16_384), 512);
-        assert_eq!(short_summary_max_tokens(1_000), 200);
         assert_eq!(history_max_tokens(10_000), 8_000);
     }
 }

@@ -36,7 +36,7 @@ pub struct Preparation<'a> {
 impl Preparation<'_> {
     /// Both parts are empty: there is nothing new to summarize (everything since the boundary
     /// fits in `keepRecentTokens`, spec §4.9-4/5).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.messages_to_summarize.is_empty() && self.turn_prefix_messages.is_empty()
     }
 }

@@ -14,18 +14,18 @@ use crate::js_json;
 use crate::session::{BashExecution, Block, Content, Message, joined_text_blocks};
 use crate::transcript::pi;
 
-pub use streamed::write_conversation_json;
+pub(crate) use streamed::write_conversation_json;
 
 /// Introduces a compaction summary in the context.
-pub const COMPACTION_SUMMARY_PREFIX: &str =
+pub(crate) const COMPACTION_SUMMARY_PREFIX: &str =
     "Earlier turns of this conversation were condensed into the summary below.\n\n<summary>\n";
-pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
+pub(crate) const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
 /// Introduces a branch summary in the context.
-pub const BRANCH_SUMMARY_PREFIX: &str = "Below is a summary of a conversation branch that was explored before returning to this point.\n\n<summary>\n";
-pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
+pub(crate) const BRANCH_SUMMARY_PREFIX: &str = "Below is a summary of a conversation branch that was explored before returning to this point.\n\n<summary>\n";
+pub(crate) const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
 
 /// A message after `convertToLlm`: the user text of a converted message, or the message itself.
-pub enum LlmMessage<'a> {
+pub(crate) enum LlmMessage<'a> {
     /// user, assistant and toolResult messages pass through unchanged.
     Native(&'a Message),
     /// A bash execution, custom message or summary, now a user message with this content.
@@ -36,7 +36,7 @@ pub enum LlmMessage<'a> {
 }
 
 /// The content of a user message made by the conversion.
-pub enum UserContent<'a> {
+pub(crate) enum UserContent<'a> {
     /// One text block.
     Text(String),
     /// A custom message's own blocks (images included).
@@ -45,7 +45,7 @@ pub enum UserContent<'a> {
 
 /// `convertToLlm` for one message; `None` for messages the LLM never sees (bash executions marked
 /// `excludeFromContext`, roles this version does not know).
-pub fn to_llm(message: &Message) -> Option<LlmMessage<'_>> {
+pub(crate) fn to_llm(message: &Message) -> Option<LlmMessage<'_>> {
     Some(match message {
         Message::User { .. } | Message::Assistant { .. } | Message::ToolResult { .. } => {
             LlmMessage::Native(message)
@@ -81,7 +81,7 @@ pub fn to_llm(message: &Message) -> Option<LlmMessage<'_>> {
 }
 
 /// The user-message text of a bash execution (`bashExecutionToText`).
-pub fn bash_execution_text(bash: &BashExecution) -> String {
+pub(crate) fn bash_execution_text(bash: &BashExecution) -> String {
     let mut text = format!("Ran `{}`\n", bash.command);
     if bash.output.is_empty() {
         text.push_str("(no output)");
@@ -337,7 +337,7 @@ fn write_assistant(out: &mut String, content: &[Block]) {
 
 /// The LLM-facing JSON of a converted message, for `compactd context` and the context endpoint.
 /// `native` supplies the stored JSON of a message that passes through unchanged.
-pub fn llm_message_json(message: &LlmMessage<'_>, native: impl FnOnce() -> Value) -> Value {
+pub(crate) fn llm_message_json(message: &LlmMessage<'_>, native: impl FnOnce() -> Value) -> Value {
     match message {
         LlmMessage::Native(_) => native(),
         LlmMessage::User { content, timestamp } => {

@@ -21,7 +21,7 @@ const PIECE: usize = 64 << 10;
 
 /// Writes `serialize_conversation(messages)` as a JSON string, quotes included: the same bytes
 /// as `escape::write_str` of it.
-pub fn write_conversation_json<'a>(
+pub(crate) fn write_conversation_json<'a>(
     out: &mut impl Write,
     messages: impl IntoIterator<Item = &'a Message>,
 ) -> io::Result<()> {
