@@ -25,11 +25,11 @@ pub struct Admission {
 
 /// Held while a run (or the runs of one compaction) uses the models.
 #[derive(Debug)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     _key: Option<OwnedSemaphorePermit>,
     _slots: OwnedSemaphorePermit,
     /// How many of the admitted summarizations may run at the same time.
-    pub parallel: usize,
+    pub(crate) parallel: usize,
 }
 
 impl Admission {
@@ -43,7 +43,12 @@ impl Admission {
 
     /// Admits `n` summarizations that belong together for `bucket` (a key), waiting in the
     /// global queue until `deadline` at most.
-    pub async fn admit(&self, bucket: &str, n: usize, deadline: Instant) -> Result<Admitted, Busy> {
+    pub(crate) async fn admit(
+        &self,
+        bucket: &str,
+        n: usize,
+        deadline: Instant,
+    ) -> Result<Admitted, Busy> {
         let key = self.key_slot(bucket)?;
         let (slots, parallel) =
             match tokio::time::timeout_at(deadline.into(), self.limiter.acquire_many(n)).await {

@@ -31,14 +31,14 @@ const SETTING_TTL: Duration = Duration::from_secs(10);
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// The start of the current UTC day, where a daily budget starts over.
-pub fn day_start_ms() -> i64 {
+pub(crate) fn day_start_ms() -> i64 {
     let now = now_ms();
     now - now.rem_euclid(DAY_MS)
 }
 
 /// What the budget says of a call.
 #[derive(Debug)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// No budget, or within it: go ahead (holding the reservation, if any, until the call is
     /// logged).
     Go(Option<Reservation>),
@@ -48,7 +48,7 @@ pub enum Decision {
 
 /// Tokens reserved for a call in flight; released when dropped.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     in_flight: Arc<InFlight>,
     tenant: String,
     tokens: i64,
@@ -99,7 +99,7 @@ impl std::fmt::Debug for Budgets {
 }
 
 impl Budgets {
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn Store>,
         calls: CallLog,
         when_down: WhenStoreDown,
@@ -120,7 +120,7 @@ impl Budgets {
     }
 
     /// Whether `tenant` may make a call estimated at `estimate` tokens; reserves them if so.
-    pub async fn reserve(&self, tenant: &str, estimate: u64) -> Decision {
+    pub(crate) async fn reserve(&self, tenant: &str, estimate: u64) -> Decision {
         let store = self.store.clone();
         let owned = tenant.to_owned();
         let setting = self

@@ -20,7 +20,7 @@ use crate::summarizer::{Summary, TokenUsage};
 
 /// Changes whenever the stages change what a summary holds for the same request (the gate, the
 /// extractive renderer, redaction): older entries are then never read.
-pub const PIPELINE_VERSION: &str = "compactd-pipeline-2";
+pub(crate) const PIPELINE_VERSION: &str = "compactd-pipeline-2";
 
 /// A summary as the cache keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,15 +50,6 @@ impl Cached {
 pub enum Tier {
     Memory,
     Store,
-}
-
-impl Tier {
-    pub fn label(self) -> &'static str {
-        match self {
-            Tier::Memory => "memory",
-            Tier::Store => "store",
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -97,7 +88,7 @@ impl std::fmt::Debug for SummaryCache {
 impl SummaryCache {
     /// A cache of at most `max_bytes` of summaries in memory, each kept for `ttl` (in memory and
     /// in the store); starts the task that writes to the store.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn Store>,
         max_bytes: u64,
         ttl: Duration,
@@ -136,7 +127,7 @@ impl SummaryCache {
     /// The key of a job for `tenant` through the chain of `models`: of the job as the agent sent
     /// it, before redaction, so that a hit is found without searching the request for secrets
     /// (the same request redacts the same way; the key is a hash, and keeps no text).
-    pub fn key(tenant: &str, models: &[String], job: &Job) -> String {
+    pub(crate) fn key(tenant: &str, models: &[String], job: &Job) -> String {
         let mut hash = Sha256::new();
         let mut field = |bytes: &[u8]| {
             // Length-prefixed, so that no two different requests hash the same fields.
@@ -159,7 +150,7 @@ impl SummaryCache {
 
     /// The cached summary of `key`, if any. Store trouble is a miss: the cache never fails a
     /// summarization.
-    pub async fn get(&self, key: &str) -> Option<(Summary, Tier)> {
+    pub(crate) async fn get(&self, key: &str) -> Option<(Summary, Tier)> {
         if let Some(hit) = self.memory.get(key).await {
             return Some((summary(&hit), Tier::Memory));
         }
@@ -178,7 +169,7 @@ impl SummaryCache {
 
     /// Keeps `summary` under `key`: in memory now, in the store within moments (queued; when the
     /// queue is full, in memory only — the store's copy only spares another replica a call).
-    pub async fn put(&self, key: &str, summary: &Summary) {
+    pub(crate) async fn put(&self, key: &str, summary: &Summary) {
         let cached = Cached {
             text: summary.text.clone(),
             model: summary.model.clone(),
@@ -202,7 +193,7 @@ impl SummaryCache {
 
     /// Waits until every summary queued so far is in the store (at shutdown, and for tests that
     /// read the shared tier at once).
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         self.writes.flush().await;
     }
 }

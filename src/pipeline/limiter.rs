@@ -41,13 +41,17 @@ impl Limiter {
 
     /// A slot to run one summarization, waiting in the queue if all are taken; `Busy` when the
     /// queue is full too.
-    pub async fn acquire(&self) -> Result<OwnedSemaphorePermit, Busy> {
+    #[cfg(test)]
+    pub(crate) async fn acquire(&self) -> Result<OwnedSemaphorePermit, Busy> {
         self.acquire_many(1).await.map(|(permit, _)| permit)
     }
 
     /// `n` slots at once (at most all of them), for calls that must run together; waits in the
     /// queue as one request. Returns the permit and how many slots it holds.
-    pub async fn acquire_many(&self, n: usize) -> Result<(OwnedSemaphorePermit, usize), Busy> {
+    pub(crate) async fn acquire_many(
+        &self,
+        n: usize,
+    ) -> Result<(OwnedSemaphorePermit, usize), Busy> {
         let n = n.clamp(1, self.max_concurrent);
         let count = n as u32;
         if let Ok(permit) = self.permits.clone().try_acquire_many_owned(count) {
@@ -68,12 +72,12 @@ impl Limiter {
     }
 
     /// Requests waiting for a slot.
-    pub fn queue_depth(&self) -> usize {
+    pub(crate) fn queue_depth(&self) -> usize {
         self.waiting.load(Ordering::Acquire)
     }
 
     /// Summarizations running now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.max_concurrent - self.permits.available_permits()
     }
 }

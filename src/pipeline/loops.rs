@@ -29,7 +29,7 @@ const MIN_REPLACED_TOKENS: u64 = 1000;
 
 /// The fingerprint of a summary, for finding it again as a previous summary; `None` for a
 /// summary too short to tell apart.
-pub fn fingerprint(summary: &str) -> Option<String> {
+pub(crate) fn fingerprint(summary: &str) -> Option<String> {
     let summary = summary.trim_start();
     let end = summary.char_indices().nth(FINGERPRINT_CHARS)?.0;
     Some(hex::encode(
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Loops {
 }
 
 impl Loops {
-    pub fn new(store: Arc<dyn Store>, window: Duration, new_tokens: u64) -> Loops {
+    pub(crate) fn new(store: Arc<dyn Store>, window: Duration, new_tokens: u64) -> Loops {
         Loops {
             store,
             window,
@@ -63,7 +63,12 @@ impl Loops {
     }
 
     /// Whether summarizing `request` into `summary` for `tenant` looks like a loop.
-    pub async fn detect(&self, tenant: &str, request: &SummaryRequest, summary: &str) -> bool {
+    pub(crate) async fn detect(
+        &self,
+        tenant: &str,
+        request: &SummaryRequest,
+        summary: &str,
+    ) -> bool {
         let shape = request.shape();
         let conversation = shape.conversation_tokens;
         let previous = shape.previous_summary.as_deref().map_or(0, estimate_tokens);

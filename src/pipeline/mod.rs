@@ -25,15 +25,15 @@
 //! A new stage (a rewrite of the request before the chain, a check of the summary after it) is a
 //! module here, called from `run_one` in its place, and a row of [`STAGES`].
 
-pub mod admission;
-pub mod budget;
-pub mod cache;
+pub(crate) mod admission;
+pub(crate) mod budget;
+pub(crate) mod cache;
 pub mod calllog;
 mod context;
 pub mod events;
 mod gate;
-pub mod limiter;
-pub mod loops;
+pub(crate) mod limiter;
+pub(crate) mod loops;
 mod redaction;
 
 use std::sync::Arc;

@@ -33,7 +33,12 @@ impl std::fmt::Debug for AnthropicClient {
 
 impl AnthropicClient {
     /// `base_url` without the `/v1` path, e.g. `https://api.anthropic.com`.
-    pub fn new(http: reqwest::Client, base_url: &str, api_key: String, version: String) -> Self {
+    pub(crate) fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: String,
+        version: String,
+    ) -> Self {
         AnthropicClient {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
@@ -45,13 +50,13 @@ impl AnthropicClient {
 
     /// The client with an agent's own credential headers (`x-api-key` or `authorization`, and
     /// the `anthropic-*` headers that go with them) instead of compactd's key.
-    pub fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
+    pub(crate) fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
         self.api_key.clear();
         self.credentials = credentials;
         self
     }
 
-    pub async fn complete(
+    pub(crate) async fn complete(
         &self,
         model: &str,
         options: &Map<String, Value>,

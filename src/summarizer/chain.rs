@@ -127,7 +127,7 @@ struct LinkFailure {
 }
 
 impl Chain {
-    pub fn new(links: Vec<Link>, policy: RetryPolicy) -> Self {
+    pub(crate) fn new(links: Vec<Link>, policy: RetryPolicy) -> Self {
         Chain {
             links,
             policy,
@@ -137,7 +137,7 @@ impl Chain {
     }
 
     /// The chain folding with these instructions (compactd's templates, as configured).
-    pub fn with_fold_prompts(mut self, prompts: FoldPrompts) -> Self {
+    pub(crate) fn with_fold_prompts(mut self, prompts: FoldPrompts) -> Self {
         self.fold_prompts = prompts;
         self
     }
@@ -175,7 +175,7 @@ impl Chain {
 
     /// Runs the chain until one model produces a summary or `deadline` passes. `on_event` sees
     /// every attempt as it ends, and every move to the next model.
-    pub async fn summarize(
+    pub(crate) async fn summarize(
         &self,
         request: &SummaryRequest,
         deadline: Instant,
@@ -215,7 +215,7 @@ impl Chain {
 
     /// One more call to the model named `model` (a link of the chain), without retries or
     /// folding: the fidelity gate's repair request.
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         model: &str,
         request: &SummaryRequest,

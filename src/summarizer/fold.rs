@@ -14,15 +14,15 @@ use crate::transcript::{Shape, estimate_tokens};
 
 /// The instructions fold uses for the windows before the last.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoldPrompts {
+pub(crate) struct FoldPrompts {
     /// For a first window with no previous summary.
-    pub summary: String,
+    pub(crate) summary: String,
     /// For every window after that.
-    pub update: String,
+    pub(crate) update: String,
 }
 
 impl FoldPrompts {
-    pub fn of(prompts: &Prompts) -> FoldPrompts {
+    pub(crate) fn of(prompts: &Prompts) -> FoldPrompts {
         FoldPrompts {
             summary: prompts.summary.clone(),
             update: prompts.update.clone(),
@@ -44,7 +44,7 @@ const MIN_WINDOW_TOKENS: u64 = 256;
 
 /// A request split into windows: build each window's request with [`Fold::window`].
 #[derive(Debug)]
-pub struct Fold<'r> {
+pub(crate) struct Fold<'r> {
     shape: &'r Shape,
     windows: Vec<Conversation>,
 }
@@ -54,7 +54,7 @@ impl<'r> Fold<'r> {
     /// window prompt fits `budget` tokens (the prompt's share of the model's window) with a
     /// previous summary of up to `summary_tokens`. `None` when it cannot: no conversation to
     /// split, or too little room for one.
-    pub fn plan(
+    pub(crate) fn plan(
         request: &'r SummaryRequest,
         budget: u64,
         summary_tokens: u64,
@@ -82,19 +82,15 @@ impl<'r> Fold<'r> {
         (windows.len() > 1).then_some(Fold { shape, windows })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.windows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.windows.is_empty()
     }
 
     /// The summary when the model finished only the windows before `from` in time: the
     /// extractive summarizer carries the model's summary of them (as each next window's previous
     /// summary) through the rest, in milliseconds. Nothing the model wrote is thrown away; the
     /// summary's model names both, and its flags say how many windows were the model's.
-    pub fn finish_extractively(
+    pub(crate) fn finish_extractively(
         &self,
         from: usize,
         model_summary: super::Summary,
@@ -124,7 +120,7 @@ impl<'r> Fold<'r> {
 
     /// The request of window `index`, after `running` (the summary of the windows before it):
     /// its conversation written in the request's dialect, its typed shape carried along.
-    pub fn window(
+    pub(crate) fn window(
         &self,
         index: usize,
         running: Option<&str>,

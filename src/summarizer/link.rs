@@ -31,7 +31,7 @@ pub enum Link {
 }
 
 impl Link {
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Link::OpenAi { model, .. } => format!("openai:{model}"),
             Link::Anthropic { model, .. } => format!("anthropic:{model}"),

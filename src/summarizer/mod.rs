@@ -9,16 +9,16 @@
 //!
 //! Callers go through [`crate::pipeline`], which admits, runs the chain and observes it.
 
-pub mod anthropic;
-pub mod chain;
+pub(crate) mod anthropic;
+pub(crate) mod chain;
 pub mod extractive;
-pub mod fold;
-pub mod link;
-pub mod openai;
-pub mod overflow;
-pub mod spec;
-pub mod stream;
-pub mod window;
+pub(crate) mod fold;
+pub(crate) mod link;
+pub(crate) mod openai;
+pub(crate) mod overflow;
+pub(crate) mod spec;
+pub(crate) mod stream;
+pub(crate) mod window;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

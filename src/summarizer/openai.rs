@@ -39,7 +39,11 @@ impl std::fmt::Debug for OpenAiClient {
 impl OpenAiClient {
     /// `base_url` up to and including the API version, e.g. `https://api.openai.com/v1` or
     /// `http://127.0.0.1:11434/v1` for Ollama. The key is optional: local servers need none.
-    pub fn new(http: reqwest::Client, base_url: &reqwest::Url, api_key: Option<String>) -> Self {
+    pub(crate) fn new(
+        http: reqwest::Client,
+        base_url: &reqwest::Url,
+        api_key: Option<String>,
+    ) -> Self {
         let chat_url = format!(
             "{}/chat/completions",
             base_url.as_str().trim_end_matches('/')
@@ -54,7 +58,7 @@ impl OpenAiClient {
     }
 
     /// The client with an agent's own credential headers instead of compactd's key.
-    pub fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
+    pub(crate) fn with_credentials(mut self, credentials: reqwest::header::HeaderMap) -> Self {
         self.api_key = None;
         self.credentials = credentials;
         self
@@ -62,7 +66,7 @@ impl OpenAiClient {
 
     /// Asks `model` for a summary. `options` are merged into the request body (sampling settings
     /// such as `temperature`, `top_p`, `repeat_penalty`).
-    pub async fn complete(
+    pub(crate) async fn complete(
         &self,
         model: &str,
         options: &Map<String, Value>,

@@ -20,9 +20,9 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Overflow {
     /// The model's context window in tokens, when the server names it.
-    pub window: Option<u64>,
+    pub(crate) window: Option<u64>,
     /// The tokens the server counted in the prompt, when it says.
-    pub prompt_tokens: Option<u64>,
+    pub(crate) prompt_tokens: Option<u64>,
 }
 
 /// The error fields of a reply: `error.{type, code, message}`, `error` as a plain string, or the

@@ -12,14 +12,14 @@ pub enum ModelSpec {
 }
 
 impl ModelSpec {
-    pub fn openai(model: &str) -> ModelSpec {
+    pub(crate) fn openai(model: &str) -> ModelSpec {
         ModelSpec::OpenAi {
             model: model.to_owned(),
             window: None,
         }
     }
 
-    pub fn anthropic(model: &str) -> ModelSpec {
+    pub(crate) fn anthropic(model: &str) -> ModelSpec {
         ModelSpec::Anthropic {
             model: model.to_owned(),
             window: None,
@@ -27,7 +27,7 @@ impl ModelSpec {
     }
 
     /// `provider:model`, without the window: the name the link goes by in metrics and answers.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             ModelSpec::OpenAi { model, .. } => format!("openai:{model}"),
             ModelSpec::Anthropic { model, .. } => format!("anthropic:{model}"),
@@ -36,7 +36,7 @@ impl ModelSpec {
     }
 
     /// The configured window, else the published one of a known model.
-    pub fn window(&self) -> Option<u64> {
+    pub(crate) fn window(&self) -> Option<u64> {
         match self {
             ModelSpec::OpenAi { model, window } | ModelSpec::Anthropic { model, window } => {
                 window.or_else(|| super::window::known_window(model))

@@ -12,24 +12,24 @@ use super::{AttemptError, MAX_UPSTREAM_BYTES, transport_error};
 
 /// When an attempt gives up waiting.
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// From sending the request to the first token (the model reads the prompt meanwhile).
-    pub first_token: Duration,
+    pub(crate) first_token: Duration,
     /// Longest gap between two tokens.
-    pub idle: Duration,
+    pub(crate) idle: Duration,
     /// The whole summarization's deadline.
-    pub deadline: Instant,
+    pub(crate) deadline: Instant,
 }
 
 impl Timing {
     /// The instant the first token is due, for a request sent now.
-    pub fn first_token_due(&self, sent: Instant) -> Instant {
+    pub(crate) fn first_token_due(&self, sent: Instant) -> Instant {
         (sent + self.first_token).min(self.deadline)
     }
 }
 
 /// What an event meant to the reader.
-pub enum Progress {
+pub(crate) enum Progress {
     /// The model wrote something (text, reasoning or a call): the idle timer restarts.
     Token,
     /// Metadata or a keep-alive: no token.
@@ -40,7 +40,7 @@ pub enum Progress {
 
 /// How a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// The server said it was done.
     Done,
     /// The connection closed after `events` events without saying so.
@@ -50,7 +50,7 @@ pub enum Ended {
 /// Reads the events of `response`, handing each event's name and data to `on_event`, until it
 /// says [`Progress::Done`], the stream ends, or a timeout passes. At most
 /// [`MAX_UPSTREAM_BYTES`] are read.
-pub async fn read_events(
+pub(crate) async fn read_events(
     response: reqwest::Response,
     sent: Instant,
     timing: &Timing,
@@ -106,7 +106,7 @@ pub async fn read_events(
 
 /// Whether a response carries server-sent events (a server may ignore `stream: true` and answer
 /// with one JSON body).
-pub fn is_event_stream(response: &reqwest::Response) -> bool {
+pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
     response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)

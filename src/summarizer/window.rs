@@ -35,7 +35,7 @@ const KNOWN: [(&str, u64); 14] = [
 ];
 
 /// The published window of `model`, if it is a known one.
-pub fn known_window(model: &str) -> Option<u64> {
+pub(crate) fn known_window(model: &str) -> Option<u64> {
     let name = model
         .rsplit('/')
         .next()
@@ -50,20 +50,20 @@ pub fn known_window(model: &str) -> Option<u64> {
 
 /// What an overflow taught about a model.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Learned {
-    pub window: Option<u64>,
+pub(crate) struct Learned {
+    pub(crate) window: Option<u64>,
     /// The server's tokens per estimated token (≥ 1 when its tokenizer counts more).
-    pub ratio: f64,
+    pub(crate) ratio: f64,
 }
 
 /// Windows learned from overflow errors, per model, shared by every request of this process.
 #[derive(Debug, Default)]
-pub struct Learnt(Mutex<HashMap<String, Learned>>);
+pub(crate) struct Learnt(Mutex<HashMap<String, Learned>>);
 
 impl Learnt {
     /// Takes `tokens` for the model's window when it reported an overflow without saying its
     /// window or its count: the next request is fitted (folded) to that.
-    pub fn assume_window(&self, model: &str, tokens: u64) {
+    pub(crate) fn assume_window(&self, model: &str, tokens: u64) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry(model.to_owned()).or_insert(Learned {
             window: None,
@@ -72,7 +72,7 @@ impl Learnt {
         entry.window = Some(tokens.max(512));
     }
 
-    pub fn get(&self, model: &str) -> Option<Learned> {
+    pub(crate) fn get(&self, model: &str) -> Option<Learned> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -82,7 +82,7 @@ impl Learnt {
 
     /// Records what an overflow said about `model`, for a request whose prompt was estimated at
     /// `estimated` tokens.
-    pub fn learn(
+    pub(crate) fn learn(
         &self,
         model: &str,
         window: Option<u64>,
@@ -115,17 +115,17 @@ const FILL: f64 = 0.9;
 /// Server tokens per estimated token assumed until a model's own count is known: small-vocabulary
 /// tokenizers count code at about three characters a token (SmolLM2 counted 9 278 tokens for a
 /// prompt estimated at 6 700).
-pub const DEFAULT_RATIO: f64 = 1.4;
+pub(crate) const DEFAULT_RATIO: f64 = 1.4;
 
 /// The output cap for a model with `window` tokens: a summary never gets more than a quarter of
 /// the window, so the prompt keeps three quarters.
-pub fn output_cap(requested: u64, window: u64) -> u64 {
+pub(crate) fn output_cap(requested: u64, window: u64) -> u64 {
     requested.min((window / 4).max(64))
 }
 
 /// How many estimated tokens of prompt fit a model with `window` tokens, after the output cap
 /// and the system prompt, at `ratio` server tokens per estimated token.
-pub fn prompt_budget(window: u64, request: &SummaryRequest, ratio: f64) -> u64 {
+pub(crate) fn prompt_budget(window: u64, request: &SummaryRequest, ratio: f64) -> u64 {
     let output = output_cap(request.max_tokens, window);
     let room = window.saturating_sub(output) as f64 * FILL / ratio.max(0.1);
     (room as u64).saturating_sub(estimate_tokens(&request.system_prompt))
