@@ -21,7 +21,7 @@ const WORD_COVERAGE: f64 = 0.8;
 
 /// A summary prepared for matching.
 #[derive(Debug)]
-pub struct Index {
+pub(crate) struct Index {
     /// Lower-cased, markdown marks removed, whitespace collapsed.
     normalized: String,
     /// Whitespace collapsed only, for verbatim text.
@@ -32,7 +32,7 @@ pub struct Index {
 }
 
 impl Index {
-    pub fn new(summary: &str) -> Index {
+    pub(crate) fn new(summary: &str) -> Index {
         Index {
             normalized: normalize(summary),
             verbatim: OnceLock::new(),
@@ -46,7 +46,7 @@ impl Index {
             .get_or_init(|| content_words(&self.normalized).map(str::to_owned).collect())
     }
 
-    pub fn keeps(&self, anchor: &Anchor) -> bool {
+    pub(crate) fn keeps(&self, anchor: &Anchor) -> bool {
         match anchor.kind {
             AnchorKind::ModifiedFile | AnchorKind::ReadFile => self.keeps_path(&anchor.text),
             AnchorKind::Identifier => {
@@ -86,7 +86,7 @@ impl Index {
 }
 
 /// The share of `text`'s distinct content words found in `other` (1 when it has none).
-pub fn coverage(text: &str, other: &str) -> f64 {
+pub(crate) fn coverage(text: &str, other: &str) -> f64 {
     let text = normalize(text);
     let other = normalize(other);
     let words: HashSet<&str> = content_words(&text).collect();

@@ -11,7 +11,7 @@
 pub mod anchors;
 pub mod facts;
 pub mod gate;
-pub mod matching;
+pub(crate) mod matching;
 pub mod standing;
 #[cfg(test)]
 mod tests;

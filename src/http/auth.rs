@@ -14,13 +14,7 @@ use crate::access::{Identity, KEY_HEADER, KEY_PREFIX, KeyError};
 
 /// The authenticated caller of a `/v1` endpoint.
 #[derive(Debug, Clone)]
-pub struct Caller(pub Identity);
-
-impl Caller {
-    pub fn tenant(&self) -> &str {
-        &self.0.tenant
-    }
-}
+pub(crate) struct Caller(pub Identity);
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;

@@ -25,7 +25,7 @@ use super::error::ApiError;
 
 /// Which Host names and Origins this compactd answers.
 #[derive(Debug, Clone, Default)]
-pub struct BrowserPolicy {
+pub(crate) struct BrowserPolicy {
     /// Whether the Host is checked at all.
     check_host: bool,
     /// Whether IP literals other than loopback are accepted as Host (beyond loopback: an address
@@ -39,7 +39,7 @@ pub struct BrowserPolicy {
 
 impl BrowserPolicy {
     /// Which Host names and Origins a listener with `config` serves.
-    pub fn of(config: &crate::config::ServeConfig) -> BrowserPolicy {
+    pub(crate) fn of(config: &crate::config::ServeConfig) -> BrowserPolicy {
         BrowserPolicy::new(
             config.http.listen.ip().is_loopback(),
             config.anonymous_allowed(),
@@ -50,7 +50,7 @@ impl BrowserPolicy {
 
     /// The policy of a listener: `loopback` when it listens on a loopback address,
     /// `anonymous_served` when callers without a key are served.
-    pub fn new(
+    pub(crate) fn new(
         loopback: bool,
         anonymous_served: bool,
         hosts: &[String],
@@ -74,7 +74,7 @@ impl BrowserPolicy {
     }
 
     /// Whether a request naming `host` (a Host header value) is for this listener.
-    pub fn host_allowed(&self, host: &str) -> bool {
+    pub(crate) fn host_allowed(&self, host: &str) -> bool {
         if !self.check_host {
             return true;
         }
@@ -99,7 +99,7 @@ impl BrowserPolicy {
     /// Whether a browser sent this request from another site: its `Origin` is neither this
     /// server (the Host it was sent to) nor an allowed origin, or, without an `Origin`,
     /// `Sec-Fetch-Site` names another site. Clients that send neither are not browsers.
-    pub fn cross_site(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn cross_site(&self, headers: &HeaderMap) -> bool {
         let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         if let Some(origin) = headers.get(header::ORIGIN) {
             let Ok(origin) = origin.to_str() else {

@@ -13,34 +13,34 @@ use serde_json::json;
 
 /// Every error: OpenAI's shape.
 #[derive(serde::Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
+pub(crate) struct ErrorBody {
+    pub(crate) error: ErrorDetail,
 }
 
 #[derive(serde::Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     /// What is wrong, and where.
-    pub message: String,
+    pub(crate) message: String,
     /// `invalid_request_error`, `rate_limit_error` or `server_error`.
     #[serde(rename = "type")]
-    pub error_type: String,
+    pub(crate) error_type: String,
     /// Machine-readable: `invalid_json`, `invalid_value`, `invalid_session`, `not_found`,
     /// `context_length_exceeded`, `request_too_large`, `rate_limit_exceeded`, `entry_conflict`,
     /// `nothing_to_compact`, `already_compacted`, `session_changed`, `upstream_unavailable`,
     /// `storage_unavailable`, `internal_error`, …
-    pub code: String,
+    pub(crate) code: String,
     /// The field or parameter at fault.
-    pub param: Option<String>,
+    pub(crate) param: Option<String>,
     /// For `invalid_session`: the 1-based line at fault.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
+    pub(crate) line: Option<u64>,
     /// For `invalid_session`: what is wrong with the line (`invalid_json`, `dangling_parent`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Malformed request: not JSON, wrong types, missing or invalid fields.
     #[error("{message}")]
     Invalid {
@@ -115,7 +115,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// 400 with a code and a message naming what is wrong.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         ApiError::Invalid {
             status: StatusCode::BAD_REQUEST,
             code,
@@ -125,7 +125,7 @@ impl ApiError {
     }
 
     /// 422: well-formed JSON whose content is not acceptable; `param` names the field.
-    pub fn unprocessable(param: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn unprocessable(param: &str, message: impl Into<String>) -> Self {
         ApiError::Invalid {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             code: "invalid_value",
@@ -134,7 +134,7 @@ impl ApiError {
         }
     }
 
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::Invalid { status, .. } => *status,
             ApiError::ContextLengthExceeded(_) => StatusCode::BAD_REQUEST,
@@ -156,11 +156,6 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
-    }
-
-    /// The machine-readable code of the error body.
-    pub fn code(&self) -> &'static str {
-        self.kind_and_code().1
     }
 
     fn kind_and_code(&self) -> (&'static str, &'static str) {
@@ -195,7 +190,7 @@ impl ApiError {
 
 /// The cause of a 5xx answer, for the log (never for the body).
 #[derive(Debug, Clone)]
-pub struct FailureCause(pub Arc<String>);
+pub(crate) struct FailureCause(pub Arc<String>);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -240,7 +235,7 @@ impl IntoResponse for ApiError {
 
 /// Logs the cause of a 5xx answer: errors at `error` (bugs), unavailability at `warn`. Called on
 /// every response by the middleware that counts them ([`super::ops::track`]).
-pub fn log_failure(response: &Response) {
+pub(crate) fn log_failure(response: &Response) {
     if response.status().is_server_error()
         && let Some(FailureCause(cause)) = response.extensions().get::<FailureCause>()
     {
@@ -254,7 +249,7 @@ pub fn log_failure(response: &Response) {
 }
 
 /// Unknown routes answer JSON too.
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 

@@ -6,14 +6,14 @@
 //! module lists its routes once, with their documentation (utoipa-axum's `routes!`), so the router
 //! and `/openapi.json` cannot disagree.
 
-pub mod auth;
-pub mod browser;
+pub(crate) mod auth;
+pub(crate) mod browser;
 mod chat;
 mod compactions;
 mod console;
 mod document;
 mod encoding;
-pub mod error;
+pub(crate) mod error;
 mod gateway;
 mod json;
 mod middleware;
@@ -89,7 +89,7 @@ pub struct StateParts {
     pub access: Arc<Access>,
     pub limits: HttpLimits,
     /// Which Host names and Origins are served (see [`browser`]).
-    pub browser: Arc<browser::BrowserPolicy>,
+    pub(crate) browser: Arc<browser::BrowserPolicy>,
     /// The gateway at agents' model base URLs, when it is on.
     pub(crate) gateway: Option<Arc<crate::agents::Gateway>>,
 }

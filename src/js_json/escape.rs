@@ -16,7 +16,7 @@ use std::io::{self, Write};
 /// Appends `text` as a JSON string literal with JavaScript's escaping, quotes included, to
 /// `out`: `"` and `\`, the short escapes `\b \f \n \r \t`, other control characters as
 /// lowercase `\u00xx`; everything else verbatim (the kernel's output as it is).
-pub fn push_quoted(out: &mut String, text: &str) {
+pub(crate) fn push_quoted(out: &mut String, text: &str) {
     SCRATCH.with_borrow_mut(|scratch| {
         // The kernel writes ASCII escapes and copies every other byte, so the bytes are UTF-8;
         // checking them costs a small fraction of escaping them (an ASCII run is checked a word
@@ -70,7 +70,7 @@ static ADDED: [u8; 256] = {
 /// size measure every tool call's arguments this way, most of them short strings (paths,
 /// commands) where a scan a word at a time spends more on starting and stopping than it saves,
 /// and code has an escape every few bytes.
-pub fn added_len(text: &str) -> usize {
+pub(crate) fn added_len(text: &str) -> usize {
     text.bytes()
         .map(|b| usize::from(ADDED[usize::from(b)]))
         .sum()
@@ -79,7 +79,7 @@ pub fn added_len(text: &str) -> usize {
 /// Writes `text` as a JSON string, quotes included. A long one is escaped in two halves at once:
 /// the second into memory on its own thread while the first is escaped and written here, a
 /// piece at a time, so that only the second half is ever held escaped.
-pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
+pub(crate) fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.write_all(b"\"")?;
     if crate::cpu::threads_for(text.len(), 2) < 2 {
         write_pieces(out, text)?;
@@ -101,7 +101,7 @@ pub fn write_str(out: &mut impl Write, text: &str) -> io::Result<()> {
 /// Escapes and writes `text`, without quotes, through one small buffer (a JSON string may be
 /// written so a piece at a time: escaping is per character, so pieces escaped apart are the whole
 /// escaped).
-pub fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
+pub(crate) fn write_pieces(out: &mut impl Write, text: &str) -> io::Result<()> {
     const PIECE: usize = 64 << 10;
     // The thread's scratch vector, not one of its own: called once per piece of a conversation
     // written a piece at a time, a new vector each call was fresh memory each call (the kernel

@@ -12,7 +12,7 @@
 //!   keys follow in insertion order (`serde_json` with `preserve_order` keeps plain insertion order);
 //! * lengths in UTF-16 code units rather than bytes or chars.
 
-pub mod escape;
+pub(crate) mod escape;
 mod surrogates;
 
 pub use surrogates::{

@@ -11,7 +11,7 @@ mod migrate;
 mod nesting;
 mod parse;
 pub mod synth;
-pub mod time;
+pub(crate) mod time;
 mod tree;
 
 pub use entry::{Entry, EntryKind, Header};

@@ -6,7 +6,7 @@
 
 /// Epoch milliseconds of an ISO-8601 date-time (`YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]`), as
 /// JavaScript's `Date.parse` gives for it; `None` when the text is not of that form.
-pub fn iso_to_epoch_ms(text: &str) -> Option<f64> {
+pub(crate) fn iso_to_epoch_ms(text: &str) -> Option<f64> {
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = b.get(range)?;
@@ -64,7 +64,7 @@ pub fn iso_to_epoch_ms(text: &str) -> Option<f64> {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for epoch milliseconds, as JavaScript's `Date.toISOString`.
-pub fn epoch_ms_to_iso(ms: i64) -> String {
+pub(crate) fn epoch_ms_to_iso(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     let (year, month, day) = civil_from_days(days);
@@ -78,7 +78,7 @@ pub fn epoch_ms_to_iso(ms: i64) -> String {
 }
 
 /// The current time as an entry timestamp.
-pub fn now_iso() -> String {
+pub(crate) fn now_iso() -> String {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

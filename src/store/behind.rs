@@ -24,7 +24,7 @@ enum Message<T> {
 
 /// How long a batch waits for more items after its first one. Nothing waits on a write but a
 /// flush, which cuts it short; a row is at most this much later in the store.
-pub const LINGER: Duration = Duration::from_millis(20);
+pub(crate) const LINGER: Duration = Duration::from_millis(20);
 
 fn has_flush<T>(messages: &[Message<T>]) -> bool {
     messages.iter().any(|m| matches!(m, Message::Flush(_)))
@@ -32,12 +32,12 @@ fn has_flush<T>(messages: &[Message<T>]) -> bool {
 
 /// About how many bytes an item holds while it waits: a queue is bounded in bytes as well as in
 /// items, since one item may be a whole conversation (recall) or prompt (the call log's texts).
-pub trait Weigh {
+pub(crate) trait Weigh {
     fn weight(&self) -> usize;
 }
 
 /// The queueing side of one writer.
-pub struct WriteBehind<T> {
+pub(crate) struct WriteBehind<T> {
     sender: mpsc::Sender<Message<T>>,
     held: Arc<Held>,
 }
@@ -69,7 +69,7 @@ impl<T: Weigh + Send + 'static> WriteBehind<T> {
     /// Starts the writer: `write` gets each batch (at most `batch` items, in queue order), until
     /// every `WriteBehind` of it is dropped. `queue` items wait at most, and `most_bytes` of them
     /// (but one item alone, whatever its size).
-    pub fn spawn<W, F>(
+    pub(crate) fn spawn<W, F>(
         queue: usize,
         most_bytes: usize,
         batch: usize,
@@ -121,7 +121,7 @@ impl<T: Weigh + Send + 'static> WriteBehind<T> {
     }
 
     /// Queues `item`; gives it back when the queue is full (of items, or of bytes).
-    pub fn queue(&self, item: T) -> Result<(), T> {
+    pub(crate) fn queue(&self, item: T) -> Result<(), T> {
         let bytes = item.weight();
         let before = self.held.bytes.fetch_add(bytes, Ordering::AcqRel);
         if before > 0 && before + bytes > self.held.most {
@@ -138,7 +138,7 @@ impl<T: Weigh + Send + 'static> WriteBehind<T> {
     }
 
     /// Waits until everything queued so far is written (or failed).
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         let (done, written) = oneshot::channel();
         if self.sender.send(Message::Flush(done)).await.is_ok() {
             let _ = written.await;

@@ -5,12 +5,12 @@
 //! as the embedded default. They share their queries (see `sql.rs`); only connecting, migrating
 //! and error details differ.
 
-pub mod behind;
+pub(crate) mod behind;
 mod cache_keys;
 mod entry_insert;
-pub mod ledger;
+pub(crate) mod ledger;
 mod postgres;
-pub mod recall;
+pub(crate) mod recall;
 mod records;
 mod sql;
 mod sqlite;

@@ -71,7 +71,7 @@ pub struct RecallHit {
 
 /// The words of a query: letters, digits, `_`, `.`, `/` and `-` runs (a path or an identifier is
 /// one word), at most 16; FTS syntax never reaches the database.
-pub fn query_words(text: &str) -> Vec<String> {
+pub(crate) fn query_words(text: &str) -> Vec<String> {
     text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')))
         .map(|w| w.trim_matches(['.', '/', '-']))
         .filter(|w| !w.is_empty())

@@ -63,8 +63,8 @@ static SEARCH: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyL
 });
 
 /// Which of [`NEEDLES`] a text holds: what a dialect's detector asks.
-pub struct Found<'a> {
-    pub text: &'a str,
+pub(crate) struct Found<'a> {
+    pub(crate) text: &'a str,
     bits: u32,
 }
 
@@ -79,7 +79,7 @@ impl Found<'_> {
     }
 
     /// Whether the text holds `needle` (found in the one pass when it is one of [`NEEDLES`]).
-    pub fn has(&self, needle: &str) -> bool {
+    pub(crate) fn has(&self, needle: &str) -> bool {
         match NEEDLES.iter().position(|n| *n == needle) {
             Some(at) => self.bits & (1 << at) != 0,
             // Not one of the needles (a check added without one): searched for alone.

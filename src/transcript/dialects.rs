@@ -9,28 +9,28 @@ use super::{
 };
 
 /// One dialect.
-pub struct Row {
-    pub dialect: Dialect,
+pub(crate) struct Row {
+    pub(crate) dialect: Dialect,
     /// The name compactd reports (and oh-my-pi's, where it has one).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The messages of a whole conversation written in it (frame tags unescaped first when
     /// `escaped`).
-    pub read: fn(&str) -> Vec<Message>,
+    pub(crate) read: fn(&str) -> Vec<Message>,
     /// The messages written as the agent that uses the dialect writes them (frame tags escaped
     /// after when `escaped`).
-    pub write: fn(&[Message]) -> String,
+    pub(crate) write: fn(&[Message]) -> String,
     /// Whether oh-my-pi escapes the frame tags inside the transcript (the model-native markups).
-    pub escaped: bool,
+    pub(crate) escaped: bool,
     /// Whether a text is written in it, knowing the rows before did not claim it; `None`: never
     /// detected (only the fallback).
-    pub detect: Option<fn(&Found) -> bool>,
+    pub(crate) detect: Option<fn(&Found) -> bool>,
     /// Whether its writer round-trips its reader (every dialect but the generic guess).
-    pub written: bool,
+    pub(crate) written: bool,
 }
 
 /// Every dialect, in the order detection tries them: the distinctive markup tokens first, the
 /// `Human:`/`Assistant:` family by its tool markup, then the bracketed forms, then the guess.
-pub const DIALECTS: &[Row] = &[
+pub(crate) const DIALECTS: &[Row] = &[
     Row {
         dialect: Dialect::Glm,
         name: "glm",
@@ -190,7 +190,7 @@ fn human(f: &Found) -> bool {
 }
 
 /// The row of `dialect`.
-pub fn row(dialect: Dialect) -> &'static Row {
+pub(crate) fn row(dialect: Dialect) -> &'static Row {
     DIALECTS
         .iter()
         .find(|r| r.dialect == dialect)

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::ToolCall;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FileOp {
+pub(crate) enum FileOp {
     Read,
     Write,
     Edit,
@@ -17,13 +17,16 @@ pub enum FileOp {
 
 impl FileOp {
     /// Whether the file was changed.
-    pub fn modifies(self) -> bool {
+    pub(crate) fn modifies(self) -> bool {
         self != FileOp::Read
     }
 }
 
 /// pi's rule: the operation of a `read`/`write`/`edit` call and its path (non-empty string).
-pub fn pi_file_op<'a>(name: &str, arguments: Option<&'a Value>) -> Option<(FileOp, &'a str)> {
+pub(crate) fn pi_file_op<'a>(
+    name: &str,
+    arguments: Option<&'a Value>,
+) -> Option<(FileOp, &'a str)> {
     let op = match name {
         "read" => FileOp::Read,
         "write" => FileOp::Write,
@@ -46,7 +49,7 @@ const PATH_KEYS: [&str; 6] = [
 
 /// Every file operation of a call, by any agent's tools: pi's rule first, then other agents'
 /// tool names and path keys, and the files an `apply_patch` body names.
-pub fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {
+pub(crate) fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {
     let name = call.name.rsplit(['.', ':']).next().unwrap_or_default();
     let lower = name.to_ascii_lowercase();
     if lower == "apply_patch" || lower == "patch" {

@@ -21,14 +21,14 @@ use serde_json::Value;
 use super::{Message, Role, ToolCall, calls};
 use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
 
-pub const USER: &str = "[User]: ";
-pub const ASSISTANT: &str = "[Assistant]: ";
-pub const THINKING: &str = "[Assistant thinking]: ";
-pub const TOOL_CALLS: &str = "[Assistant tool calls]: ";
-pub const TOOL_RESULT: &str = "[Tool result]: ";
+pub(crate) const USER: &str = "[User]: ";
+pub(crate) const ASSISTANT: &str = "[Assistant]: ";
+pub(crate) const THINKING: &str = "[Assistant thinking]: ";
+pub(crate) const TOOL_CALLS: &str = "[Assistant tool calls]: ";
+pub(crate) const TOOL_RESULT: &str = "[Tool result]: ";
 
 /// Tool results longer than this (in UTF-16 units) are cut for the summarizer.
-pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
+pub(crate) const TOOL_RESULT_MAX_CHARS: usize = 2000;
 
 /// What a part holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -67,10 +67,10 @@ pub(super) fn starts_with_marker(text: &str) -> bool {
 // ---- writing ------------------------------------------------------------------------------------
 
 /// Parts are joined with a blank line.
-pub const PART_SEPARATOR: &str = "\n\n";
+pub(crate) const PART_SEPARATOR: &str = "\n\n";
 
 /// Starts a new part of `out`.
-pub fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
+pub(crate) fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
     if !out.is_empty() {
         out.push_str(PART_SEPARATOR);
     }
@@ -79,7 +79,7 @@ pub fn begin_part<'o>(out: &'o mut String, marker: &str) -> &'o mut String {
 }
 
 /// Appends the parts written separately in `more` to those of `out`.
-pub fn join_parts(out: &mut String, more: &str) {
+pub(crate) fn join_parts(out: &mut String, more: &str) {
     if !out.is_empty() && !more.is_empty() {
         out.push_str(PART_SEPARATOR);
     }
@@ -88,7 +88,7 @@ pub fn join_parts(out: &mut String, more: &str) {
 
 /// `name(k1=JSON, k2=JSON)`: `Object.entries(args).map(([k, v]) => k + "=" +
 /// JSON.stringify(v)).join(", ")` inside the parentheses.
-pub fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
+pub(crate) fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
     out.push_str(name);
     out.push('(');
     let entries: Vec<(String, &Value)> = match arguments {
@@ -116,7 +116,7 @@ pub fn write_call(out: &mut String, name: &str, arguments: Option<&Value>) {
 }
 
 /// A tool result's text as a part (see [`clip_tool_result`]).
-pub fn write_tool_result(out: &mut String, text: &str) {
+pub(crate) fn write_tool_result(out: &mut String, text: &str) {
     let out = begin_part(out, TOOL_RESULT);
     let (kept, cut) = clip(text);
     out.push_str(kept);
@@ -128,7 +128,7 @@ pub fn write_tool_result(out: &mut String, text: &str) {
 /// A tool result's text, cut after [`TOOL_RESULT_MAX_CHARS`] UTF-16 units with the reference's
 /// marker. A cut that would split a surrogate pair drops the broken half; the count still says
 /// `length − 2000`.
-pub fn clip_tool_result(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn clip_tool_result(text: &str) -> std::borrow::Cow<'_, str> {
     match clip(text) {
         (kept, None) => kept.into(),
         (kept, Some(cut)) => {
@@ -247,7 +247,7 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
 }
 
 /// A call as pi renders it: `name(k1=JSON, k2=JSON)` (lone surrogates kept as escapes).
-pub fn render_call(call: &ToolCall) -> String {
+pub(crate) fn render_call(call: &ToolCall) -> String {
     let object = super::markup::arguments_object(&call.arguments);
     let Value::Object(map) = &object else {
         unreachable!("an object")

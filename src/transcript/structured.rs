@@ -15,7 +15,7 @@ const IMAGE: &str = "[image]";
 
 /// The text of a content: a string, or the text of its parts (`text`, `input_text`,
 /// `output_text`, Anthropic's text blocks); images and files become [`IMAGE`].
-pub fn content_text(content: &Value) -> String {
+pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
         Value::Array(parts) => {
@@ -72,7 +72,7 @@ fn role_of(role: &str) -> Role {
 }
 
 /// OpenAI chat messages.
-pub fn from_chat(messages: &[Value]) -> Conversation {
+pub(crate) fn from_chat(messages: &[Value]) -> Conversation {
     let mut out: Vec<Message> = Vec::new();
     for message in messages {
         let role = role_of(
@@ -127,7 +127,7 @@ pub fn from_chat(messages: &[Value]) -> Conversation {
 }
 
 /// Anthropic Messages (`system` given apart is not part of the conversation).
-pub fn from_anthropic(messages: &[Value]) -> Conversation {
+pub(crate) fn from_anthropic(messages: &[Value]) -> Conversation {
     let mut out: Vec<Message> = Vec::new();
     for message in messages {
         let role = role_of(
@@ -193,7 +193,7 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
 }
 
 /// OpenAI Responses input items (a string input is one user message).
-pub fn from_responses(input: &Value) -> Conversation {
+pub(crate) fn from_responses(input: &Value) -> Conversation {
     let items = match input {
         Value::String(text) => return finish(vec![Message::with_text(Role::User, text.clone())]),
         Value::Array(items) => items.as_slice(),
