@@ -28,7 +28,7 @@ pub mod js_json;
 pub(crate) mod log_throttle;
 pub mod metrics;
 pub mod pipeline;
-pub mod probe;
+pub(crate) mod probe;
 pub mod prompts;
 pub mod redact;
 pub mod session;

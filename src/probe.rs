@@ -6,13 +6,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Counts of the events on texts that open with a watched opening.
-pub struct Probe {
+pub(crate) struct Probe {
     watching: AtomicBool,
     watched: Mutex<Vec<(String, u64)>>,
 }
 
 impl Probe {
-    pub const fn new() -> Probe {
+    pub(crate) const fn new() -> Probe {
         Probe {
             watching: AtomicBool::new(false),
             watched: Mutex::new(Vec::new()),
@@ -20,14 +20,14 @@ impl Probe {
     }
 
     /// Counts the events on texts that start with `opening` from now on.
-    pub fn watch(&self, opening: &str) {
+    pub(crate) fn watch(&self, opening: &str) {
         let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
         watched.push((opening.to_owned(), 0));
         self.watching.store(true, Ordering::Release);
     }
 
     /// How many events on texts starting with `opening` were counted since [`Probe::watch`].
-    pub fn count_of(&self, opening: &str) -> u64 {
+    pub(crate) fn count_of(&self, opening: &str) -> u64 {
         let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
         (watched.iter())
             .filter(|(watched, _)| watched == opening)
@@ -36,7 +36,7 @@ impl Probe {
     }
 
     /// One event on `text`.
-    pub fn count(&self, text: &str) {
+    pub(crate) fn count(&self, text: &str) {
         if !self.watching.load(Ordering::Acquire) {
             return;
         }
