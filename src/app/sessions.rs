@@ -389,7 +389,7 @@ impl App {
         if seqs.is_empty() {
             return Ok(Default::default());
         }
-        let rows = self.store.entry_lines_at(id, &seqs).await?;
+        let rows = self.store.lines_at(id, &seqs).await?;
         let snapshot = view.read();
         Ok(rows
             .into_iter()

@@ -175,12 +175,6 @@ pub trait Store: ledger::Ledger + recall::Recall + Send + Sync + 'static {
         from_seq: i64,
         to_seq: i64,
     ) -> Result<Vec<(i64, String)>, StoreError>;
-    /// The raw lines at `seqs` (those that exist), by position, in one query.
-    async fn entry_lines_at(
-        &self,
-        session_id: &str,
-        seqs: &[i64],
-    ) -> Result<Vec<(i64, String)>, StoreError>;
     /// Writes facts derived for rows stored before they existed and marks the session as
     /// holding `version`; a no-op when another writer got there first.
     async fn write_facts(
@@ -199,7 +193,8 @@ pub trait Store: ledger::Ledger + recall::Recall + Send + Sync + 'static {
         append: &Append,
         now_ms: i64,
     ) -> Result<(), StoreError>;
-    /// The raw lines at these positions (at most a page of them), with their positions, ascending.
+    /// The raw lines at these positions (those that exist), with their positions; ascending when
+    /// the positions are.
     async fn lines_at(
         &self,
         session_id: &str,

@@ -187,37 +187,6 @@ macro_rules! store_impl {
             }
 
             #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
-            async fn entry_lines_at(
-                &self,
-                session_id: &str,
-                seqs: &[i64],
-            ) -> Result<Vec<(i64, String)>, $crate::store::StoreError> {
-                $crate::store::within(self.deadline, async {
-                    let mut lines = Vec::with_capacity(seqs.len());
-                    // One statement per thousand positions: SQLite's parameters are bounded.
-                    for chunk in seqs.chunks(1000) {
-                        let mut query = sqlx::QueryBuilder::<$db>::new(
-                            "select seq, raw from entries where session_id = ",
-                        );
-                        query.push_bind(session_id).push(" and seq in (");
-                        let mut list = query.separated(", ");
-                        for seq in chunk {
-                            list.push_bind(*seq);
-                        }
-                        query.push(") order by seq");
-                        lines.extend(
-                            query
-                                .build_query_as::<(i64, String)>()
-                                .fetch_all(&self.pool)
-                                .await?,
-                        );
-                    }
-                    Ok(lines)
-                })
-                .await
-            }
-
-            #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn write_facts(
                 &self,
                 session_id: &str,
@@ -350,20 +319,28 @@ macro_rules! store_impl {
                 session_id: &str,
                 seqs: &[i64],
             ) -> Result<Vec<(i64, String)>, $crate::store::StoreError> {
-                if seqs.is_empty() {
-                    return Ok(Vec::new());
-                }
                 $crate::store::within(self.deadline, async {
-                    let mut query = sqlx::QueryBuilder::<$db>::new(
-                        "select seq, raw from entries where session_id = ",
-                    );
-                    query.push_bind(session_id).push(" and seq in (");
-                    let mut list = query.separated(", ");
-                    for seq in seqs {
-                        list.push_bind(*seq);
+                    let mut lines = Vec::with_capacity(seqs.len());
+                    // A statement per thousand positions (SQLite's parameters are bounded),
+                    // ascending as the positions are.
+                    for chunk in seqs.chunks(1000) {
+                        let mut query = sqlx::QueryBuilder::<$db>::new(
+                            "select seq, raw from entries where session_id = ",
+                        );
+                        query.push_bind(session_id).push(" and seq in (");
+                        let mut list = query.separated(", ");
+                        for seq in chunk {
+                            list.push_bind(*seq);
+                        }
+                        query.push(") order by seq");
+                        lines.extend(
+                            query
+                                .build_query_as::<(i64, String)>()
+                                .fetch_all(&self.pool)
+                                .await?,
+                        );
                     }
-                    query.push(") order by seq");
-                    Ok(query.build_query_as().fetch_all(&self.pool).await?)
+                    Ok(lines)
                 })
                 .await
             }
