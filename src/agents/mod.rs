@@ -93,21 +93,15 @@ pub(crate) enum AgentError {
     },
 }
 
-/// Handles an agent's request on `wire`: recognizes it, summarizes it or forwards it, once.
-/// `gateway` is `None` when the gateway is off: then only the chat wire is served, as
-/// compactd's own summarization API, from `parsed` (its body, read by the caller).
+/// Handles an agent's request on `wire` at the gateway: recognizes it, summarizes it or
+/// forwards it, once.
 pub(crate) async fn handle(
     app: &App,
-    gateway: Option<&Gateway>,
+    gateway: &Gateway,
     who: &Identity,
     wire: Wire,
     mut request: Request,
-    parsed: Option<Value>,
 ) -> Result<Outcome, AgentError> {
-    let Some(gateway) = gateway else {
-        let body = parsed.unwrap_or_default();
-        return summarize_chat(app, who, &body).await;
-    };
     let plain = request.plain.clone().unwrap_or_default();
     let holds_item = wire == Wire::Responses && codex::may_hold_item(&plain);
     // The one parse of the body, and only of one that may be a compaction: the ordinary turns
@@ -154,8 +148,13 @@ pub(crate) async fn handle(
     forward(gateway, wire, request).await.map(Outcome::Response)
 }
 
-/// A chat request summarized as compactd's own API (the endpoint is the chat wire's).
-async fn summarize_chat(app: &App, who: &Identity, body: &Value) -> Result<Outcome, AgentError> {
+/// A chat request summarized as compactd's own API (the endpoint is the chat wire's): what the
+/// chat wire is with the gateway off, and a rendered summarization prompt with it on.
+pub(crate) async fn summarize_chat(
+    app: &App,
+    who: &Identity,
+    body: &Value,
+) -> Result<Outcome, AgentError> {
     let read = chat_completions::read(body)?;
     let summary = app
         .summarize_prompt_with(who, Endpoint::ChatCompletions, read.request, None)

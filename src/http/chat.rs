@@ -119,22 +119,14 @@ pub(super) async fn chat_completions(
     // With the gateway on, this is also an agent's model base URL, and the agents' layer reads
     // the body only when it may be a summarization; with it off, the body is compactd's own
     // summarization request, read here (a JSON object, or the error that says why not).
-    let gateway = state.gateway.as_deref();
-    let parsed = match gateway {
-        None => Some(body.json::<Value>()?),
-        Some(_) => None,
+    let outcome = match state.gateway.as_deref() {
+        Some(gateway) => {
+            let request = body.into_request();
+            agents::handle(&state.app, gateway, &who, Wire::ChatCompletions, request).await?
+        }
+        None => agents::summarize_chat(&state.app, &who, &body.json::<Value>()?).await?,
     };
-    let request = body.into_request();
-    let (summary, stream) = match agents::handle(
-        &state.app,
-        gateway,
-        &who,
-        Wire::ChatCompletions,
-        request,
-        parsed,
-    )
-    .await?
-    {
+    let (summary, stream) = match outcome {
         Outcome::Response(response) => return Ok(response),
         Outcome::Chat { summary, stream } => (summary, stream),
     };

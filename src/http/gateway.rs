@@ -33,7 +33,7 @@ async fn handle(
     request: agents::Request,
 ) -> Result<Response, ApiError> {
     let gateway = gateway(state)?;
-    match agents::handle(&state.app, Some(gateway), who, wire, request, None).await? {
+    match agents::handle(&state.app, gateway, who, wire, request).await? {
         Outcome::Response(response) => Ok(response),
         // Only the chat wire answers a chat summary.
         Outcome::Chat { .. } => Err(ApiError::NotFound),
