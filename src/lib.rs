@@ -1,18 +1,14 @@
 //! compactd: context compaction for LLM coding agents.
 //!
 //! # Layout
-//! * [`session`]: the pi session model — reading JSONL files of every version, migration, the
-//!   entry tree and the active path.
-//! * [`compaction`]: the pure compaction core — token estimates, the cut-point planner, file
-//!   tracking, serialization for the summarizer, context rebuild.
-//! * [`js_json`]: JSON and string lengths as JavaScript sees them, for exact parity with pi.
-//! * [`transcript`]: the conversation as text — pi's form written, every agent dialect read —
-//!   and the summarization prompt around it.
-//! * [`summarizer`]: the summarizer backends (OpenAI-compatible, Anthropic, extractive) and the
-//!   fallback chain with retries, deadline and back-pressure.
-//! * [`http`]: the axum service; [`config`] its settings; [`prompts`] the prompt templates.
-//! * [`cli`]: the command-line interface; `main.rs` only calls [`cli::run`]; [`session_file`] writes a
-//!   user's session file in place safely.
+//! The layers, top to bottom, with a paragraph per folder: `docs/architecture.md` (its layers
+//! block is what `tests/it/layers.rs` holds every `crate::` path to).
+//! * [`cli`], [`http`]: the ways in; `main.rs` only calls [`cli::run`].
+//! * `agents`: compactd at an agent's model base URL, one module a wire.
+//! * [`app`]: the operations, for a caller; [`compactor`] a session's compaction.
+//! * [`pipeline`]: every summarization's stages; [`summarizer`] the models and the chain.
+//! * [`access`], [`store`], [`config`]: keys and tenants, storage, the settings as data.
+//! * The pure core: [`fidelity`], [`compaction`], [`transcript`], [`session`], [`js_json`].
 
 pub mod access;
 pub(crate) mod agents;
