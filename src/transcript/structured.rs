@@ -62,8 +62,13 @@ fn arguments_of(value: Option<&Value>) -> Vec<(String, Value)> {
     }
 }
 
-fn role_of(role: &str) -> Role {
-    match role {
+/// The role of a wire message (its `role` field; a message without one is the user's).
+fn role_of(message: &Value) -> Role {
+    match message
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("user")
+    {
         "assistant" | "model" => Role::Assistant,
         "tool" | "function" => Role::ToolResult,
         "system" | "developer" => Role::Developer,
@@ -75,12 +80,7 @@ fn role_of(role: &str) -> Role {
 pub(crate) fn from_chat(messages: &[Value]) -> Conversation {
     let mut out: Vec<Message> = Vec::new();
     for message in messages {
-        let role = role_of(
-            message
-                .get("role")
-                .and_then(Value::as_str)
-                .unwrap_or("user"),
-        );
+        let role = role_of(message);
         let text = message.get("content").map(content_text).unwrap_or_default();
         let mut typed = Message::with_text(role, text);
         match role {
@@ -130,12 +130,7 @@ pub(crate) fn from_chat(messages: &[Value]) -> Conversation {
 pub(crate) fn from_anthropic(messages: &[Value]) -> Conversation {
     let mut out: Vec<Message> = Vec::new();
     for message in messages {
-        let role = role_of(
-            message
-                .get("role")
-                .and_then(Value::as_str)
-                .unwrap_or("user"),
-        );
+        let role = role_of(message);
         let content = message.get("content").cloned().unwrap_or(Value::Null);
         let blocks = match content {
             Value::String(text) => {
@@ -207,7 +202,7 @@ pub(crate) fn from_responses(input: &Value) -> Conversation {
             .unwrap_or("message");
         match kind {
             "message" => {
-                let role = role_of(item.get("role").and_then(Value::as_str).unwrap_or("user"));
+                let role = role_of(item);
                 let text = item.get("content").map(content_text).unwrap_or_default();
                 out.push(Message::with_text(role, text));
             }
