@@ -35,7 +35,7 @@ pub struct EntryRecord {
     pub raw: String,
 }
 
-/// The per-entry facts as stored (see [`crate::compaction::facts`]): everything appending and
+/// The per-entry facts as stored (see [`crate::compaction::entry_facts`]): everything appending and
 /// planning need about an entry, without its line.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct FactRecord {
@@ -65,7 +65,7 @@ pub struct NewEntry {
 }
 
 impl NewEntry {
-    /// The stored entry as [`Store::entries`] reads it back.
+    /// The stored entry as [`crate::store::Store::entries`] reads it back.
     pub fn record(&self) -> EntryRecord {
         EntryRecord {
             entry_id: self.facts.entry_id.clone(),
@@ -108,7 +108,7 @@ pub struct PinRecord {
     pub created_at_ms: i64,
 }
 
-/// What [`Store::add_pin`] did.
+/// What [`crate::store::Store::add_pin`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PinAdded {
     Added,
@@ -167,7 +167,7 @@ pub struct CallRecord {
 /// Entries to append to a session, checked by the caller against the session as it was loaded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Append {
-    /// The entry count the caller saw: the append fails with [`StoreError::Changed`] if another
+    /// The entry count the caller saw: the append fails with [`crate::store::StoreError::Changed`] if another
     /// writer got there first, and the caller re-checks against the new state.
     pub expected_entry_count: i64,
     /// Positioned from `expected_entry_count` on.

@@ -6,7 +6,7 @@
 //! dialect ([`read`]), or a structured request (chat, Anthropic Messages, Responses input,
 //! [`structured`]). Every stage — anchors, the gate, redaction, fold, the extractive summarizer,
 //! loop detection — works on it. Text is written only when it leaves for a model or a client
-//! ([`write`]), in the dialect it came in.
+//! ([`write()`]), in the dialect it came in.
 //!
 //! A dialect is one module with a reader and a writer: pi's `[User]:` form, OpenCode's, and the
 //! ten model-native markups oh-my-pi 18.3 writes (anthropic, xml, minimax, harmony, qwen3,
