@@ -330,7 +330,7 @@ pub(crate) fn new_entry(
             seq,
             entry_id: entry.id.clone(),
             parent_seq,
-            entry_type: entry.entry_type(),
+            entry_type: entry.entry_type().clone(),
             role: derived.role,
             tokens: derived.message.map(|m| m.tokens as i64),
             usage_tokens: derived.message.and_then(|m| m.usage),

@@ -184,7 +184,7 @@ fn kept_range(
     while let Some(i) = current {
         let entry = &session.entries[i];
         let fact = facts[i].as_ref().cloned().unwrap_or_default();
-        range.push(fact.kept(&entry.entry_type()));
+        range.push(fact.kept(entry.entry_type()));
         if entry.id == first_kept {
             range.reverse();
             return range;

@@ -66,24 +66,24 @@ pub enum EntryKind {
     },
     /// An entry type this version does not know: kept byte for byte, on the path, no effect.
     Unknown {
-        entry_type: String,
+        entry_type: EntryType,
     },
 }
 
 impl Entry {
-    /// The entry's `type` as written in the file.
-    pub fn entry_type(&self) -> EntryType {
+    /// The entry's `type` as written in the file (read once, when the line was).
+    pub fn entry_type(&self) -> &EntryType {
         match &self.kind {
-            EntryKind::Message(_) => EntryType::Message,
-            EntryKind::ThinkingLevelChange { .. } => EntryType::ThinkingLevelChange,
-            EntryKind::ModelChange { .. } => EntryType::ModelChange,
-            EntryKind::Compaction { .. } => EntryType::Compaction,
-            EntryKind::BranchSummary { .. } => EntryType::BranchSummary,
-            EntryKind::Custom { .. } => EntryType::Custom,
-            EntryKind::CustomMessage { .. } => EntryType::CustomMessage,
-            EntryKind::Label { .. } => EntryType::Label,
-            EntryKind::SessionInfo { .. } => EntryType::SessionInfo,
-            EntryKind::Unknown { entry_type } => EntryType::of(entry_type),
+            EntryKind::Message(_) => &EntryType::Message,
+            EntryKind::ThinkingLevelChange { .. } => &EntryType::ThinkingLevelChange,
+            EntryKind::ModelChange { .. } => &EntryType::ModelChange,
+            EntryKind::Compaction { .. } => &EntryType::Compaction,
+            EntryKind::BranchSummary { .. } => &EntryType::BranchSummary,
+            EntryKind::Custom { .. } => &EntryType::Custom,
+            EntryKind::CustomMessage { .. } => &EntryType::CustomMessage,
+            EntryKind::Label { .. } => &EntryType::Label,
+            EntryKind::SessionInfo { .. } => &EntryType::SessionInfo,
+            EntryKind::Unknown { entry_type } => entry_type,
         }
     }
 
@@ -249,8 +249,8 @@ impl WireEntry<'_> {
                 label: self.label,
             },
             "session_info" => EntryKind::SessionInfo { name: self.name },
-            _ => EntryKind::Unknown {
-                entry_type: entry_type.into_owned(),
+            other => EntryKind::Unknown {
+                entry_type: EntryType::of(other),
             },
         };
         let (parent_id, timestamp) = (self.parent_id, self.timestamp);

@@ -212,7 +212,7 @@ pub fn parse_entry_line(line: usize, bytes: &[u8]) -> Result<Entry, ParseError> 
         ),
     })?;
     let entry = line::entry_from_line(line, text.into())?;
-    if entry.entry_type() == EntryType::Session {
+    if *entry.entry_type() == EntryType::Session {
         return Err(ParseError {
             line: Some(line),
             kind: ParseErrorKind::UnexpectedHeader,

@@ -31,7 +31,7 @@ impl Planner {
     pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Planner {
         let shows_15 = |entry: &Entry| match &entry.kind {
             EntryKind::Unknown { .. } => {
-                entry.entry_type() == crate::session::EntryType::ContextEdit
+                *entry.entry_type() == crate::session::EntryType::ContextEdit
             }
             EntryKind::Message(Message::Unknown { role }) => role == "system",
             // Few entries are compactions: only theirs are read for the field.
