@@ -10,7 +10,20 @@ pub(super) const ENTRY_COLUMNS: &str = "session_id, seq, entry_id, parent_id, en
      tokens, usage_tokens, ctx_usage, ctx_trailing, first_kept_id";
 
 /// Parameters per row: a statement of [`entries_insert`] binds this many times its rows.
-pub(super) const ENTRY_PARAMETERS: usize = 13;
+pub(super) const ENTRY_PARAMETERS: usize = count_columns(ENTRY_COLUMNS);
+
+/// How many columns a comma-separated list names.
+const fn count_columns(list: &str) -> usize {
+    let bytes = list.as_bytes();
+    let (mut at, mut count) = (0, 1);
+    while at < bytes.len() {
+        if bytes[at] == b',' {
+            count += 1;
+        }
+        at += 1;
+    }
+    count
+}
 
 /// One multi-row `insert into entries` of `entries` (positioned by their facts) for `session_id`.
 pub(super) fn entries_insert<DB>(session_id: &str, entries: &[NewEntry]) -> QueryBuilder<DB>
