@@ -15,13 +15,22 @@ use crate::app::wire::{WireRequest, token_count};
 use crate::pipeline::Agent;
 use crate::transcript::structured;
 
-/// A chat request as compactd reads it.
-#[derive(Debug, Deserialize)]
-struct ChatRequest {
+// A chat request as compactd reads it, and its schema in the API's description: what is
+// documented is what is read.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub(crate) struct ChatRequest {
+    /// The client's model name; compactd routes through its own chain and reports the model that
+    /// wrote the answer instead.
     #[serde(default)]
     model: Option<String>,
+    /// Chat messages: `system`/`developer` ones make the system prompt. One user message is a
+    /// rendered prompt; a longer history (with `tool_calls`, `tool` messages, content parts) is a
+    /// conversation whose last user message, when it is last, is the instructions.
+    #[schema(value_type = Vec<Object>)]
     messages: Vec<Value>,
+    #[schema(value_type = Option<u64>)]
     max_tokens: Option<Value>,
+    #[schema(value_type = Option<u64>)]
     max_completion_tokens: Option<Value>,
     #[serde(default)]
     stream: bool,

@@ -31,6 +31,7 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use serde_json::Value;
 
+pub(crate) use chat_completions::ChatRequest;
 pub(crate) use gateway::Gateway;
 
 use crate::access::Identity;

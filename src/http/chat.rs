@@ -24,7 +24,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::RawBody;
-use crate::agents::{self, Outcome, Wire};
+use crate::agents::{self, ChatRequest, Outcome, Wire};
 use crate::app::wire::StagesView;
 use crate::summarizer::Summary;
 
@@ -77,25 +77,6 @@ impl ChatUsage {
             total_tokens: summary.usage.input_tokens + summary.usage.output_tokens,
         }
     }
-}
-
-/// The request as the API documents it (`agents::chat_completions` reads it).
-#[allow(dead_code)]
-#[derive(Debug, utoipa::ToSchema)]
-pub(super) struct ChatRequest {
-    /// The client's model name; compactd routes through its own chain and reports the model that
-    /// wrote the answer instead.
-    model: Option<String>,
-    /// Chat messages: `system`/`developer` ones make the system prompt. One user message is a
-    /// rendered prompt; a longer history (with `tool_calls`, `tool` messages, content parts) is a
-    /// conversation whose last user message, when it is last, is the instructions.
-    #[schema(value_type = Vec<Object>)]
-    messages: Vec<Value>,
-    #[schema(value_type = Option<u64>)]
-    max_tokens: Option<Value>,
-    #[schema(value_type = Option<u64>)]
-    max_completion_tokens: Option<Value>,
-    stream: bool,
 }
 
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "summarize", request_body = ChatRequest,
