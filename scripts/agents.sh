@@ -5,16 +5,22 @@
 # their binaries are linked in target/agents/bin. pi runs from its self-contained bundle (a plain
 # `npm install` of 1.5.2 fails on dependencies missing from the registry).
 #
-#   scripts/agents.sh install    fetch and unpack what is missing; prints the bin directory
+#   scripts/agents.sh install                fetch and unpack what is missing; prints the bin directory
+#   scripts/agents.sh record AGENT VERSION   check a release: AGENT (claude-code, codex, opencode) at
+#                                            VERSION plays the session of tests/it/agent_scenario.rs
+#                                            against a recording fake provider; its requests are written
+#                                            to tests/fixtures/agent-requests/sessions/ and replayed
+#                                            compactd, which prints what it recognized, served and kept
+#   scripts/agents.sh latest                 `record` for the newest release of each agent on npm
 #
-# Versions are the ones the gateway was verified with (docs/agents.md).
+# Versions are the ones the gateway was verified with (docs/agents.md, README's compatibility table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CLAUDE_CODE=2.1.330
-CODEX=0.169.0
+CLAUDE_CODE=2.1.332
+CODEX=0.171.0
 OPENCODE=1.18.33
-PI=1.5.2
+PI=1.6.0
 MCP_SDK=1.32.2
 # pi 1.5 needs node >= 22.19; Debian's may be older: node's own build, from npm.
 NODE=22.23.3
@@ -23,9 +29,9 @@ home="$PWD/target/agents"
 bin="$home/bin"
 mkdir -p "$bin"
 
-# fetch PACKAGE@VERSION DIR BINARY-PATH-IN-PACKAGE NAME
+# fetch PACKAGE@VERSION DIR BINARY-PATH-IN-PACKAGE NAME [LINK-DIR]
 fetch() {
-  local spec="$1" dir="$home/$2" path="$3" name="$4"
+  local spec="$1" dir="$home/$2" path="$3" name="$4" links="${5:-$bin}"
   if [ ! -x "$dir/package/$path" ]; then
     echo "agents: fetching $spec" >&2
     rm -rf "$dir" && mkdir -p "$dir"
@@ -35,7 +41,8 @@ fetch() {
     rm -f "$dir/$tarball"
     chmod +x "$dir/package/$path"
   fi
-  ln -sf "$dir/package/$path" "$bin/$name"
+  mkdir -p "$links"
+  ln -sf "$dir/package/$path" "$links/$name"
 }
 
 # module PACKAGE@VERSION DIR: a dependency unpacked where node finds it.
@@ -73,7 +80,54 @@ JS
   echo 'module.exports = function spawn() { throw new Error("not in the oracle"); };' > "$dir/cross-spawn/index.js"
 }
 
+# agent_binary AGENT VERSION BIN: AGENT's binary at VERSION, fetched once, linked in BIN.
+agent_binary() {
+  local agent="$1" version="$2" to="$3"
+  case "$agent" in
+    claude-code) fetch "@anthropic-ai/claude-code-linux-x64@$version" "claude-code-$version" claude claude "$to" ;;
+    codex) fetch "@openai/codex@$version-linux-x64" "codex-$version" vendor/x86_64-unknown-linux-musl/bin/codex codex "$to" ;;
+    opencode) fetch "opencode-linux-x64@$version" "opencode-$version" bin/opencode opencode "$to" ;;
+    *) echo "agents: no agent $agent (claude-code, codex, opencode)" >&2; exit 2 ;;
+  esac
+}
+
+# The npm package whose version is the agent's release.
+package_of() {
+  case "$1" in
+    claude-code) echo "@anthropic-ai/claude-code" ;;
+    codex) echo "@openai/codex" ;;
+    opencode) echo "opencode-ai" ;;
+  esac
+}
+
+# record AGENT VERSION: plays the session with that release, writes the fixtures, replays them.
+record() {
+  local agent="$1" version="$2" status=0
+  local scratch="$home/versions/$agent-$version"
+  agent_binary "$agent" "$version" "$scratch"
+  local players=("$agent")
+  [ "$agent" = codex ] && players=(codex-custom-provider codex-openai-provider)
+  for player in "${players[@]}"; do
+    echo "== $player $version" >&2
+    cargo run --quiet --example agent_record -- "$player" "$scratch" "$version" \
+      tests/fixtures/agent-requests/sessions || status=1
+  done
+  return $status
+}
+
 case "${1:-install}" in
+  record)
+    [ $# -eq 3 ] || { echo "usage: scripts/agents.sh record AGENT VERSION" >&2; exit 2; }
+    record "$2" "$3"
+    ;;
+  latest)
+    status=0
+    for agent in claude-code codex opencode; do
+      version=$(npm view "$(package_of "$agent")" version)
+      record "$agent" "$version" || status=1
+    done
+    exit $status
+    ;;
   install)
     fetch "@anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE" "claude-code-$CLAUDE_CODE" claude claude
     fetch "@openai/codex@$CODEX-linux-x64" "codex-$CODEX" vendor/x86_64-unknown-linux-musl/bin/codex codex
@@ -101,7 +155,7 @@ case "${1:-install}" in
     echo "$bin"
     ;;
   *)
-    echo "usage: scripts/agents.sh install" >&2
+    echo "usage: scripts/agents.sh install | record AGENT VERSION | latest" >&2
     exit 2
     ;;
 esac

@@ -15,7 +15,7 @@ use compactd::compaction::tokens::CompactionSettings;
 use compactd::session::{ParseOptions, Session};
 use serde_json::{Value, json};
 
-use crate::real_agents::agents_bin;
+use compactd::test_tiers::agents_bin;
 
 const SETTINGS: [u64; 2] = [2000, 20000];
 

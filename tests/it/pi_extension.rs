@@ -16,7 +16,7 @@ use wiremock::MockServer;
 
 use crate::gateway_support::MODEL_SUMMARY;
 use crate::model_provider::ModelProvider;
-use crate::real_agents::agents_bin;
+use compactd::test_tiers::agents_bin;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 
 /// pi in RPC mode: commands in on stdin, events and responses out on stdout, one JSON a line.

@@ -1,402 +1,285 @@
 //! The real agents, run headless as a user runs them, with compactd as the gateway at their model
-//! base URL and a fake provider behind it: Claude Code 2.1.330, Codex 0.169.0 (a custom provider,
-//! and the built-in `openai` one with its remote compaction v2) and OpenCode 1.18.33, as pinned
-//! and fetched by `scripts/agents.sh install` (`scripts/test.sh` runs it first; the binaries are
-//! found in `COMPACTD_AGENTS_BIN` or `target/agents/bin`).
+//! base URL and the fake provider behind it: Claude Code, Codex (a custom provider, and the
+//! built-in `openai` one with its remote compaction v2; its TUI for `/compact`) and OpenCode, at
+//! the versions `scripts/agents.sh install` pins (`scripts/test.sh` runs it first; the binaries
+//! are found in `COMPACTD_AGENTS_BIN` or `target/agents/bin`).
 //!
-//! Each one runs an ordinary turn — the provider sees it with the agent's own key and headers —
-//! then compacts: compactd answers (its model writes the summary; the provider never sees the
-//! agent's compaction request), and the agent's next request to the provider carries compactd's
-//! summary.
+//! Each plays the session of [`crate::agent_scenario`]: turns with tool calls, a manual compaction
+//! right after five calls (Claude Code then ends its request with a system message of its own),
+//! an automatic one inside a tool loop, one before a turn, a second manual one. compactd must
+//! serve every compaction (the provider never sees one), each summary must keep the latest
+//! request, every file the session changed, the user's rule and none of the agent's framing —
+//! whatever earlier compaction it was chained on — and the agent's next request must carry it.
+//! A tap between the agent and compactd keeps each exchange, so that what compactd answered is
+//! read from the wire, not from compactd.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use serde_json::json;
-use wiremock::{MockServer, Request};
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::Response;
+use wiremock::MockServer;
 
-use crate::model_provider::{ModelProvider, ToolCall};
-
-use crate::gateway_support::MODEL_SUMMARY;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::agent_scenario::{
+    Agent, Expected, Player, Step, answer_text, compaction_item, handed_over, session,
+};
+use crate::model_provider::{ModelProvider, decoded};
+use crate::support::TestApp;
 
 /// What the agents' key is (a dummy the provider checks it receives).
 const AGENT_KEY: &str = "sk-agent-own-key-for-the-provider";
 
-/// Where the real agents are (tests that run them say `compactd::needs!(Agents)` first).
-pub fn agents_bin() -> PathBuf {
-    compactd::test_tiers::agents_bin()
+/// The rule the session's user states once, which every summary must carry.
+const RULE: &str = "never edit sub";
+
+/// One request the agent made to compactd, and compactd's answer.
+#[derive(Debug, Clone)]
+struct Exchange {
+    step: String,
+    method: String,
+    /// The body as JSON text (decoded from its `Content-Encoding`).
+    request: String,
+    answer: String,
+    /// How many requests the provider had received when the answer was complete.
+    provider_seen: usize,
 }
 
-/// compactd as the gateway before the fake provider, and a scratch repository and home.
+/// A reverse proxy before compactd that keeps every exchange, labelled with the session's step.
+#[derive(Clone)]
+struct Tap {
+    to: String,
+    provider: ModelProvider,
+    exchanges: Arc<Mutex<Vec<Exchange>>>,
+    client: reqwest::Client,
+}
+
+impl Tap {
+    async fn start(to: &str, provider: &ModelProvider) -> (String, Tap) {
+        let tap = Tap {
+            to: to.to_owned(),
+            provider: provider.clone(),
+            exchanges: Arc::default(),
+            client: reqwest::Client::new(),
+        };
+        let router = axum::Router::new()
+            .fallback(relay)
+            .with_state(tap.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (url, tap)
+    }
+
+    fn exchanges(&self) -> Vec<Exchange> {
+        self.exchanges.lock().unwrap().clone()
+    }
+}
+
+async fn relay(
+    axum::extract::State(tap): axum::extract::State<Tap>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let step = tap.provider.step();
+    let mut request = tap.client.request(method.clone(), format!("{}{uri}", tap.to));
+    for (name, value) in &headers {
+        if !["host", "content-length", "connection"].contains(&name.as_str()) {
+            request = request.header(name, value);
+        }
+    }
+    let response = request.body(body.clone()).send().await.unwrap();
+    let status = response.status();
+    let response_headers = response.headers().clone();
+    let answer = response.bytes().await.unwrap();
+    let encoding = headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tap.exchanges.lock().unwrap().push(Exchange {
+        step,
+        method: method.to_string(),
+        request: decoded(encoding, &body).to_string(),
+        answer: String::from_utf8_lossy(&answer).into_owned(),
+        provider_seen: tap.provider.received().len(),
+    });
+    let mut reply = Response::new(Body::from(answer));
+    *reply.status_mut() = status;
+    for (name, value) in &response_headers {
+        if !["content-length", "transfer-encoding", "connection"].contains(&name.as_str()) {
+            reply.headers_mut().insert(name, value.clone());
+        }
+    }
+    reply
+}
+
+/// compactd as the gateway (extractive summarizer, its recall line on) before the fake provider,
+/// the tap before compactd, and the agent set up to talk to the tap.
 struct Rig {
-    app: TestApp,
-    provider: MockServer,
-    model: FakeUpstream,
-    spike: Arc<AtomicU64>,
-    /// The provider's next answer is this tool call.
-    tool: Arc<Mutex<Option<ToolCall>>>,
-    repo: PathBuf,
-    home: PathBuf,
-    bin: PathBuf,
+    _app: TestApp,
+    _server: MockServer,
+    provider: ModelProvider,
+    tap: Tap,
+    player: Player,
 }
 
 impl Rig {
-    async fn start(name: &str) -> Rig {
-        let bin = agents_bin();
-        let spike = Arc::new(AtomicU64::new(0));
-        let tool = Arc::new(Mutex::new(None));
-        let provider = MockServer::start().await;
+    async fn start(agent: Agent) -> Rig {
+        let bin = compactd::test_tiers::agents_bin();
+        let provider = ModelProvider::default();
+        let server = MockServer::start().await;
         wiremock::Mock::given(wiremock::matchers::any())
-            .respond_with(ModelProvider {
-                spike: spike.clone(),
-                tool: tool.clone(),
-            })
-            .mount(&provider)
+            .respond_with(provider.clone())
+            .mount(&server)
             .await;
-        let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
-        let mut config = chain_config(&model, "openai:compactd-summarizer", true);
+        let mut config = crate::support::config();
         config.gateway.enabled = true;
-        config.gateway.anthropic_upstream = provider.uri().parse().unwrap();
-        config.gateway.openai_upstream = format!("{}/v1", provider.uri()).parse().unwrap();
+        config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+        config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
+        config.summarizers.stages.recall_footer = true;
         let app = TestApp::spawn(config).await;
-        let root = std::env::temp_dir().join(format!(
-            "compactd-agent-{name}-{}-{:x}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        let (repo, home) = (root.join("repo"), root.join("home"));
-        std::fs::create_dir_all(&repo).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(
-            repo.join("calc.py"),
-            "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
-        )
-        .unwrap();
-        let git = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap();
-        assert!(git.success());
+        let (url, tap) = Tap::start(&app.url, &provider).await;
+        let player = Player::new(agent, &bin, &url, AGENT_KEY);
         Rig {
-            app,
+            _app: app,
+            _server: server,
             provider,
-            model,
-            spike,
-            tool,
-            repo,
-            home,
-            bin,
+            tap,
+            player,
         }
     }
+}
 
-    /// Runs `program ARGS` in the repository with a clean environment plus `env`.
-    async fn run(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> String {
-        let mut command = tokio::process::Command::new(self.bin.join(program));
-        command
-            .args(args)
-            .current_dir(&self.repo)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", self.home.join(".config"))
-            .env("XDG_DATA_HOME", self.home.join(".local/share"))
-            .env("XDG_CACHE_HOME", self.home.join(".cache"))
-            .env("XDG_STATE_HOME", self.home.join(".local/state"))
-            .env("NO_COLOR", "1")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        for (name, value) in env {
-            command.env(name, value);
+/// What compactd answered an exchange with, if it served a compaction: the summary the agent
+/// got (for Codex's sealed item, what compactd expanded it to in the provider's next request).
+fn served(exchange: &Exchange, provider: &ModelProvider) -> Option<String> {
+    if let Some(item) = compaction_item(&exchange.answer) {
+        let sealed = item["encrypted_content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("compactd."));
+        if !sealed {
+            return None;
         }
-        let output = tokio::time::timeout(Duration::from_secs(180), command.output())
-            .await
-            .unwrap_or_else(|_| panic!("{program} {args:?} did not finish"))
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "{program} {args:?} failed: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    }
-
-    async fn received(&self) -> Vec<Request> {
-        self.provider.received_requests().await.unwrap_or_default()
-    }
-
-    /// The provider's requests from the `from`-th on, as text.
-    async fn bodies_since(&self, from: usize) -> Vec<String> {
-        self.received().await[from..]
+        return provider.received()[exchange.provider_seen..]
             .iter()
-            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-            .collect()
+            .map(|r| handed_over(&r.body))
+            .find(|text| !text.is_empty());
     }
+    let text = answer_text(&exchange.answer);
+    text.contains("Earlier detail is searchable").then_some(text)
+}
 
-    /// The next answer of the provider is a call of `tool` with `arguments`.
-    fn call_tool(&self, tool: &str, arguments: serde_json::Value) {
-        *self.tool.lock().unwrap() = Some((tool.to_owned(), arguments));
+/// The markers of each agent's compaction request: the provider must never see one.
+fn compaction_markers(agent: Agent) -> &'static [&'static str] {
+    match agent {
+        Agent::ClaudeCode => &["Your task is to create a detailed summary of the conversation"],
+        Agent::CodexCustom => &["You are performing a CONTEXT CHECKPOINT COMPACTION"],
+        Agent::CodexOpenai => &["\"compaction_trigger\""],
+        Agent::OpenCode => &["You are a context summarization agent"],
     }
+}
 
-    /// What compactd's model was asked to summarize held the tool call the provider made and the
-    /// file the agent read with it: the agent's tool history, read by compactd.
-    fn assert_tool_history(&self, tool: &str) {
-        let asked = self.model.received();
-        let first = asked
-            .first()
-            .expect("compactd's model was asked")
-            .body
-            .to_string();
-        assert!(
-            first.contains(tool),
-            "the {tool} call is in the conversation: {first}"
-        );
-        assert!(
-            first.contains("return a + b"),
-            "the tool's result is in the conversation: {first}"
-        );
-    }
+/// Plays the session with `agent` through compactd and checks every compaction it made.
+async fn plays_the_session(agent: Agent) {
+    let rig = Rig::start(agent).await;
+    let steps = session();
+    rig.player.play(&rig.provider, &steps, false).await;
+    let exchanges = rig.tap.exchanges();
+    let posts = rig.provider.posts();
+    assert!(!posts.is_empty(), "the agent's turns reached the provider");
 
-    /// compactd's model wrote a summary, and the provider never saw a compaction request.
-    async fn assert_compactd_compacted(&self, compaction_marker: &str) {
-        assert!(
-            !self.model.received().is_empty(),
-            "compactd's model was asked"
-        );
-        for body in self.bodies_since(0).await {
+    // The provider saw every ordinary turn, with the agent's own key, and no compaction.
+    let first = &posts[0];
+    let key = first
+        .headers
+        .iter()
+        .find(|(n, _)| n == "x-api-key" || n == "authorization")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    assert!(key.ends_with(AGENT_KEY), "the agent's own key: {key}");
+    for post in &posts {
+        for marker in compaction_markers(agent) {
             assert!(
-                !body.contains(compaction_marker),
-                "the provider saw the agent's compaction request"
+                !post.text().contains(marker),
+                "the provider saw a compaction (#{} in {}): {marker}",
+                post.seq,
+                post.step
             );
         }
     }
-}
 
-fn header<'r>(request: &'r Request, name: &str) -> Option<&'r str> {
-    request.headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-#[tokio::test]
-async fn claude_code_compacts_through_compactd() {
-    compactd::needs!(Agents);
-    let rig = Rig::start("claude").await;
-    let env = [
-        ("ANTHROPIC_BASE_URL", rig.app.url.clone()),
-        ("ANTHROPIC_API_KEY", AGENT_KEY.to_owned()),
-        ("DISABLE_TELEMETRY", "1".to_owned()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
-        ("DISABLE_AUTOUPDATER", "1".to_owned()),
-    ];
-    let json = ["--output-format", "json"];
-    rig.call_tool("Read", json!({"file_path": rig.repo.join("calc.py")}));
-    let turn = |prompt: &'static str, more: bool| {
-        let mut args = vec!["-p", prompt];
-        if more {
-            args.push("--continue");
+    // Every compaction compactd served kept what it must.
+    let mut summaries = Vec::new();
+    for exchange in &exchanges {
+        let Some(summary) = served(exchange, &rig.provider) else {
+            continue;
+        };
+        let expected = Expected::at(&steps, &exchange.step, &exchange.request, None);
+        let missing = expected.missing_from(&summary, Some(RULE));
+        assert!(
+            missing.is_empty(),
+            "{} compaction in {}: {missing:?}\n{summary}",
+            agent.name(),
+            exchange.step
+        );
+        summaries.push((exchange.step.clone(), summary));
+    }
+    // Both manual compactions, the one inside the tool loop and the one before a turn.
+    for (index, step) in steps.iter().enumerate() {
+        let automatic = matches!(step, Step::Turn { spike: Some(_), .. });
+        if matches!(step, Step::Compact) || automatic {
+            let after = crate::agent_scenario::label(index, step);
+            let next = crate::agent_scenario::label(index + 1, &steps[index + 1]);
+            assert!(
+                summaries.iter().any(|(s, _)| *s == after || *s == next),
+                "{}: no compaction served at {after}: {:?}",
+                agent.name(),
+                summaries.iter().map(|(s, _)| s).collect::<Vec<_>>()
+            );
         }
-        args.extend(json);
-        args
-    };
-    rig.run(
-        "claude",
-        &turn("What does calc.py do? Answer briefly.", false),
-        &env,
-    )
-    .await;
-    let first = rig.received().await;
-    let ordinary = first
-        .last()
-        .expect("the ordinary turn reached the provider");
-    assert_eq!(header(ordinary, "x-api-key"), Some(AGENT_KEY));
+    }
+    // Each summary reached the provider in the agent's next requests (its recall line names it).
+    let carried: String = posts.iter().map(|p| p.text()).collect();
+    for (step, summary) in &summaries {
+        let id = summary
+            .split("id r_")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_default();
+        assert!(
+            carried.contains(&format!("r_{id}")),
+            "the summary of {step} was carried on"
+        );
+    }
+    // Codex tries its WebSocket once and takes HTTP at once: no attempt follows another.
+    let methods: Vec<&str> = exchanges.iter().map(|e| e.method.as_str()).collect();
     assert!(
-        header(ordinary, "user-agent")
-            .unwrap()
-            .starts_with("claude-cli/2.1.330")
-    );
-    assert!(String::from_utf8_lossy(&ordinary.body).contains("What does calc.py do?"));
-
-    rig.run("claude", &turn("/compact", true), &env).await;
-    rig.assert_compactd_compacted("Your task is to create a detailed summary")
-        .await;
-    rig.assert_tool_history("Read");
-    let seen = rig.received().await.len();
-    rig.run("claude", &turn("And what about subtraction?", true), &env)
-        .await;
-    let next = rig.bodies_since(seen).await;
-    let next = next.last().expect("the next turn reached the provider");
-    assert!(next.contains("This session is being continued from a previous conversation"));
-    assert!(next.contains("SUMMARY BY COMPACTD'S MODEL"), "{next}");
-}
-
-/// Codex's `config.toml` with compaction after 5000 tokens, with `provider` settings.
-fn codex_config(home: &Path, provider: &str) {
-    let config = format!(
-        "model = \"gpt-5.5\"\nmodel_auto_compact_token_limit = 5000\napproval_policy = \"never\"\nsandbox_mode = \"read-only\"\n{provider}"
-    );
-    std::fs::write(home.join("config.toml"), config).unwrap();
-}
-
-/// Two Codex turns, the first answered with more tokens than the compaction limit: the second
-/// compacts first.
-async fn codex_compacts(rig: &Rig, env: &[(&str, String)]) {
-    rig.call_tool("exec_command", json!({"cmd": "cat calc.py"}));
-    rig.spike.store(200_000, Ordering::SeqCst);
-    rig.run(
-        "codex",
-        &[
-            "exec",
-            "--skip-git-repo-check",
-            "What does calc.py do? Answer briefly.",
-        ],
-        env,
-    )
-    .await;
-    let first = rig.received().await;
-    let ordinary = first
-        .last()
-        .expect("the ordinary turn reached the provider");
-    assert_eq!(
-        header(ordinary, "authorization"),
-        Some(format!("Bearer {AGENT_KEY}").as_str())
-    );
-    assert!(String::from_utf8_lossy(&ordinary.body).contains("What does calc.py do?"));
-    let seen = first.len();
-    rig.run(
-        "codex",
-        &[
-            "exec",
-            "--skip-git-repo-check",
-            "resume",
-            "--last",
-            "And what about subtraction?",
-        ],
-        env,
-    )
-    .await;
-    rig.assert_compactd_compacted("compaction_trigger").await;
-    rig.assert_compactd_compacted("CONTEXT CHECKPOINT COMPACTION")
-        .await;
-    rig.assert_tool_history("cat calc.py");
-    let next = rig.bodies_since(seen).await;
-    let next = next.last().expect("the next turn reached the provider");
-    assert!(next.contains("SUMMARY BY COMPACTD'S MODEL"), "{next}");
-    assert!(
-        !next.contains("compactd.v2."),
-        "compactd's item was expanded"
+        !methods.windows(2).any(|w| w == ["GET", "GET"]),
+        "WebSocket attempts without a POST between: {methods:?}"
     );
 }
 
 #[tokio::test]
-async fn codex_with_a_custom_provider_compacts_through_compactd() {
+async fn claude_code_has_every_compaction_served_by_compactd() {
     compactd::needs!(Agents);
-    let rig = Rig::start("codex-custom").await;
-    let codex_home = rig.home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    codex_config(
-        &codex_home,
-        &format!(
-            "model_provider = \"fake\"\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_API_KEY\"\n",
-            rig.app.url
-        ),
-    );
-    let env = [
-        ("CODEX_HOME", codex_home.display().to_string()),
-        ("FAKE_API_KEY", AGENT_KEY.to_owned()),
-    ];
-    codex_compacts(&rig, &env).await;
+    plays_the_session(Agent::ClaudeCode).await;
 }
 
 #[tokio::test]
-async fn codex_with_the_openai_provider_compacts_remotely_through_compactd() {
+async fn codex_with_a_custom_provider_has_every_compaction_served_by_compactd() {
     compactd::needs!(Agents);
-    let rig = Rig::start("codex-openai").await;
-    let codex_home = rig.home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    codex_config(
-        &codex_home,
-        &format!(
-            "model_provider = \"openai\"\nopenai_base_url = \"{}/v1\"\n",
-            rig.app.url
-        ),
-    );
-    let env = [
-        ("CODEX_HOME", codex_home.display().to_string()),
-        ("CODEX_API_KEY", AGENT_KEY.to_owned()),
-    ];
-    codex_compacts(&rig, &env).await;
+    plays_the_session(Agent::CodexCustom).await;
 }
 
 #[tokio::test]
-async fn opencode_compacts_through_compactd() {
+async fn codex_with_the_openai_provider_has_every_compaction_served_by_compactd() {
     compactd::needs!(Agents);
-    let rig = Rig::start("opencode").await;
-    let config = json!({
-        "provider": {"fake": {
-            "npm": "@ai-sdk/openai-compatible", "name": "Fake",
-            "options": {"baseURL": format!("{}/v1", rig.app.url), "apiKey": AGENT_KEY},
-            "models": {
-                "fake-model": {"name": "Fake Model", "limit": {"context": 20000, "output": 4000}},
-                "fake-compact-model": {"name": "Fake Compaction Model", "limit": {"context": 20000, "output": 4000}}
-            }
-        }},
-        "model": "fake/fake-model",
-        "small_model": "fake/fake-model",
-        "agent": {"compaction": {"model": "fake/fake-compact-model"}},
-        "autoupdate": false,
-        "share": "disabled"
-    });
-    std::fs::write(rig.repo.join("opencode.json"), config.to_string()).unwrap();
-    let env = [
-        ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
-        ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
-    ];
-    rig.run(
-        "opencode",
-        &["run", "What does calc.py do? Answer briefly."],
-        &env,
-    )
-    .await;
-    let first = rig.received().await;
-    let ordinary = first
-        .iter()
-        .find(|r| String::from_utf8_lossy(&r.body).contains("What does calc.py do?"))
-        .expect("the ordinary turn reached the provider");
-    assert_eq!(
-        header(ordinary, "authorization"),
-        Some(format!("Bearer {AGENT_KEY}").as_str())
-    );
-    // The next reply overflows the window: OpenCode compacts, then continues on its own.
-    rig.call_tool("read", json!({"filePath": rig.repo.join("calc.py")}));
-    rig.spike.store(19_000, Ordering::SeqCst);
-    let seen = first.len();
-    rig.run(
-        "opencode",
-        &[
-            "run",
-            "--continue",
-            "Please rename add to plus (just tell me).",
-        ],
-        &env,
-    )
-    .await;
-    rig.run(
-        "opencode",
-        &["run", "--continue", "And what about subtraction?"],
-        &env,
-    )
-    .await;
-    rig.assert_compactd_compacted("You are a context summarization agent")
-        .await;
-    rig.assert_tool_history("read");
-    let after = rig.bodies_since(seen).await;
-    assert!(
-        after
-            .iter()
-            .any(|b| b.contains("SUMMARY BY COMPACTD'S MODEL")),
-        "a later turn carries compactd's summary"
-    );
+    plays_the_session(Agent::CodexOpenai).await;
+}
+
+#[tokio::test]
+async fn opencode_has_every_compaction_served_by_compactd() {
+    compactd::needs!(Agents);
+    plays_the_session(Agent::OpenCode).await;
 }

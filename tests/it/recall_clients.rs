@@ -12,7 +12,7 @@ use std::time::Duration;
 use compactd::access::new_key;
 use compactd::store::{SqliteStore, Store, now_ms};
 
-use crate::real_agents::agents_bin;
+use compactd::test_tiers::agents_bin;
 use crate::support::{TestApp, config};
 
 /// The block of docs/agents.md (where README.md points for each agent's configuration) that
