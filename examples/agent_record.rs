@@ -20,6 +20,10 @@ mod model_provider;
 #[path = "../tests/it/agent_scenario.rs"]
 mod agent_scenario;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../tests/it/agent_player.rs"]
+mod agent_player;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +33,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use wiremock::MockServer;
 
-use agent_scenario::{Agent, Expected, Player, answer_text, compaction_item, handed_over, session};
+use agent_player::Player;
+use agent_scenario::{Agent, Expected, answer_text, compaction_item, handed_over, session};
 use model_provider::{ModelProvider, Received};
 
 /// What the agent's key is: a dummy, which the fixture shows as `***`.
@@ -86,7 +91,9 @@ async fn main() {
         [agent, bin, version, out] => record(agent, bin, version, out).await,
         [replay, file] if replay == "replay" => read_fixture(file),
         _ => {
-            eprintln!("usage: agent_record AGENT BIN_DIR VERSION OUT_DIR | agent_record replay FILE");
+            eprintln!(
+                "usage: agent_record AGENT BIN_DIR VERSION OUT_DIR | agent_record replay FILE"
+            );
             std::process::exit(2);
         }
     };
@@ -236,7 +243,11 @@ async fn replay(recorded: &[Received]) -> i32 {
                 println!("      {missing}");
             }
             if missing.is_empty() {
-                let carried = if previous.is_some() { ", the carried summary" } else { "" };
+                let carried = if previous.is_some() {
+                    ", the carried summary"
+                } else {
+                    ""
+                };
                 let files = expected.modified.len();
                 println!("      kept: the latest request, {files} changed file(s){carried}");
             }

@@ -9,7 +9,7 @@
 #   scripts/agents.sh record AGENT VERSION   check a release: AGENT (claude-code, codex, opencode) at
 #                                            VERSION plays the session of tests/it/agent_scenario.rs
 #                                            against a recording fake provider; its requests are written
-#                                            to tests/fixtures/agent-requests/sessions/ and replayed
+#                                            to tests/fixtures/agent-requests/sessions/ and replayed through
 #                                            compactd, which prints what it recognized, served and kept
 #   scripts/agents.sh latest                 `record` for the newest release of each agent on npm
 #
@@ -137,6 +137,8 @@ case "${1:-install}" in
     # The bundle loads extensions with jiti, which it does not carry: pi's pinned version.
     module "jiti@2.7.0" "pi-$PI/package/node_modules/jiti"
     printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$bin/node22" "$home/pi-$PI/package/dist/bundle/cli.js" > "$bin/pi"
+    # The pinned pi, where the pi 1.5 oracle (scripts/pi15/) finds it.
+    ln -sfn "pi-$PI" "$home/pi"
     chmod +x "$bin/pi"
     # pi's own planner, unbundled, for the pi 1.5 oracle (scripts/pi15/oracle.mjs): its modules
     # import a few pure helpers of pi-ai, whose package index needs SDKs the registry lacks —

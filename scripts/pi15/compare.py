@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""How far compactd's planner agrees with pi 1.5.2's on session files (issue 25's measure).
+"""How far compactd's planner agrees with the pinned pi's (1.6.0) on session files (issue 25's measure).
 
 For each FILE and each keepRecentTokens (2000 and 20000, reserveTokens 16384) it runs
-pi 1.5.2's own planner (scripts/pi15/oracle.mjs, after scripts/agents.sh install) and
+the pinned pi's own planner (scripts/pi15/oracle.mjs, after scripts/agents.sh install) and
 `compactd plan`, and compares the plans field by field; prints a line per plan and the count of
 plans that agree on every field.
 
@@ -68,7 +68,7 @@ def main():
                 detail = ", ".join(f"{f}: pi {want[f]!r} compactd {got[f]!r}" for f in differ)[:400]
             agree += same
             print(f"{'agree ' if same else 'DIFFER'} {os.path.basename(path)} k={keep} {detail}")
-    print(f"{agree} of {total} plans agree with pi 1.5.2")
+    print(f"{agree} of {total} plans agree with the pinned pi")
     return 0
 
 

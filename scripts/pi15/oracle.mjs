@@ -1,4 +1,4 @@
-// pi 1.5.2's own plan for a session file, from its unbundled modules (scripts/agents.sh installs
+// The pinned pi's (scripts/agents.sh; 1.6.0) own plan for a session file, from its unbundled modules (scripts/agents.sh installs
 // them under target/agents): the file opened by its SessionManager, the last entry the leaf, the
 // branch to it, prepareCompaction with the given settings. Prints one JSON line with the fields
 // of ../shared/fixtures/pi15/expected.jsonl.
@@ -10,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi-1.5.2/package");
+const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi/package");
 const { SessionManager } = await import(join(pi, "dist/core/session-manager.js"));
 const { prepareCompaction, estimateTokens } = await import(join(pi, "dist/core/compaction/compaction.js"));
 const { serializeConversation } = await import(join(pi, "dist/core/compaction/utils.js"));

@@ -1,4 +1,4 @@
-// pi 1.5.2 reading a session file back: what it rebuilds for the model, and whether it would
+// The pinned pi (1.6.0) reading a session file back: what it rebuilds for the model, and whether it would
 // compact again. Prints one JSON line: the leaf's type and id, the roles of the rebuilt context,
 // the compaction summary it carries, and pi's plan at keepRecentTokens 2000 (null: none).
 //
@@ -7,7 +7,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi-1.5.2/package");
+const pi = process.env.PI_PACKAGE || join(root, "target/agents/pi/package");
 const { SessionManager, buildSessionContext } = await import(join(pi, "dist/core/session-manager.js"));
 const { prepareCompaction } = await import(join(pi, "dist/core/compaction/compaction.js"));
 const { convertToLlm } = await import(join(pi, "dist/core/messages.js"));

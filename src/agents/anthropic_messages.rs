@@ -6,35 +6,41 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::answer::{Answer, id, json_response, pieces, sse};
+use super::carried;
 use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
 use crate::transcript::structured;
 
-/// Claude Code (2.1.330): `/v1/messages` with its summary instruction appended.
+/// Claude Code (2.1.330, 2.1.332): `/v1/messages` with its summary instruction appended.
 pub(crate) const CLAUDE_CODE: Agent = Agent {
     name: "claude-code",
     endpoint: "gateway:claude-code",
 };
 
-/// Claude Code 2.1.330: the last message is the user's and opens with this.
+/// Claude Code's instruction opens with this (2.1.330, 2.1.332)…
 pub(super) const CLAUDE_OPENING: &str = "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.";
 
 /// … and holds this.
 pub(super) const CLAUDE_TASK: &str =
     "Your task is to create a detailed summary of the conversation so far";
 
-/// A Claude Code compaction on the Anthropic Messages wire.
+/// A Claude Code compaction on the Anthropic Messages wire: its instruction opens a text of the
+/// last user message (alone, after the user's prompt, or after the results of a tool loop), which
+/// only Claude Code's own system messages may follow (2.1.330 sends none; 2.1.332 appends a
+/// reminder that the user has not heard from it after a run of tool calls).
 pub(super) fn claude_code(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let messages = body.get("messages")?.as_array()?;
-    let (last, history) = messages.split_last()?;
+    let at = messages
+        .iter()
+        .rposition(|m| m.get("role").and_then(Value::as_str) != Some("system"))?;
+    let last = &messages[at];
     if last.get("role")?.as_str()? != "user" {
         return None;
     }
     let content = last.get("content")?;
-    // The instruction is the last message's text; after a tool call Claude Code appends it to
-    // the message that carries the tool's result (recorded from 2.1.330), which stays history.
+    // What comes before the instruction in its message (the prompt, a tool's results) is history.
     let blocks = content.as_array().map(Vec::as_slice).unwrap_or_default();
-    let at = blocks
+    let opens = blocks
         .iter()
         .position(|b| {
             b.get("text")
@@ -43,19 +49,21 @@ pub(super) fn claude_code(agent: Agent, _headers: &HeaderMap, body: &Value) -> O
         })
         .unwrap_or(0);
     let instructions = match content {
-        Value::Array(_) => structured::content_text(&Value::from(blocks[at..].to_vec())),
+        Value::Array(_) => structured::content_text(&Value::from(blocks[opens..].to_vec())),
         other => structured::content_text(other),
     };
     if !instructions.trim_start().starts_with(CLAUDE_OPENING) || !instructions.contains(CLAUDE_TASK)
     {
         return None;
     }
-    let mut history = history.to_vec();
-    if at > 0 {
+    // The system messages after it are Claude Code's own, not the work: they go.
+    let mut history = messages[..at].to_vec();
+    if opens > 0 {
         let mut kept = last.clone();
-        kept["content"] = Value::from(blocks[..at].to_vec());
+        kept["content"] = Value::from(blocks[..opens].to_vec());
         history.push(kept);
     }
+    let previous_summary = carried::take_claude(&mut history);
     let conversation = structured::from_anthropic(&history);
     Some(of_history(
         agent,
@@ -63,6 +71,7 @@ pub(super) fn claude_code(agent: Agent, _headers: &HeaderMap, body: &Value) -> O
         body,
         conversation,
         instructions,
+        previous_summary,
     ))
 }
 

@@ -1,36 +1,136 @@
 //! The summary an agent carries from its previous compaction. Claude Code and Codex do not send
-//! it apart: after a compaction their next requests hold it inside a user message (recorded from
-//! Claude Code 2.1.330 and Codex 0.169.0, `tests/fixtures/agent-requests/`). The gateway takes it
-//! out of that message and hands it to the pipeline as the previous summary, so that what it
-//! carried (the user's standing rules above all) are anchors of the next compaction as they are
-//! for pi's `<previous-summary>`, and so that it is not read as the user's latest request.
+//! it apart: after a compaction their next requests hold it in a user turn (recorded from Claude
+//! Code 2.1.330 and 2.1.332 and Codex 0.169.0 and 0.171.0, `tests/fixtures/agent-requests/`). The
+//! gateway takes it out and hands it to the pipeline as the previous summary, so that what it
+//! carried (the files, the requests, the user's standing rules) are anchors of the next
+//! compaction as they are for pi's `<previous-summary>`, and so that none of it is read as the
+//! user's latest request.
+//!
+//! Read by its structure, not by one exact string: Claude Code's continuation is a text block of
+//! its own (or a whole user message) that opens by saying the session is continued from a
+//! previous conversation, labels the summary (or follows its reminder with it), and closes with
+//! paragraphs about the compaction itself, whose wording and order change between releases.
+
+use serde_json::Value;
 
 use crate::transcript::{Conversation, Role};
 
-/// Claude Code's continuation message opens with this…
-const CLAUDE_OPENING: &str =
-    "This session is being continued from a previous conversation that ran out of context.";
-/// … labels a tagged summary with this (an untagged one follows the reminder unlabelled) …
-const CLAUDE_LABEL: &str = "Summary:\n";
-/// … and ends the summary at the first of these.
-const CLAUDE_ENDS: [&str; 2] = [
-    "\n\nIf you need specific details from before compaction",
-    "\nContinue the conversation from where it left off",
-];
-/// The paragraphs Claude Code writes after the summary, which belong to the continuation.
-const CLAUDE_TAIL_ENDS: [&str; 2] = [
-    "Pick up the last task as if the break never happened.\n",
-    "may already have happened in them.\n",
+/// What Claude Code's continuation says in its opening paragraph.
+const CLAUDE_OPENING: &str = "is being continued from a previous conversation";
+/// The label before a tagged summary (an untagged one follows the reminder unlabelled).
+const CLAUDE_LABEL: &str = "Summary:";
+/// What Claude Code's closing paragraphs speak of, one of these in each of their lines: the
+/// compaction, its transcript, the summary as such, resuming. A summary's own last paragraph
+/// (a heading, a list, compactd's recall line) speaks of the work.
+const CLOSING_WORDS: [&str; 8] = [
+    "compaction",
+    "transcript",
+    "this summary",
+    "the summary",
+    "continue the conversation",
+    "where it left off",
+    "resume directly",
+    "previous conversation",
 ];
 
 /// How Codex hands a summary to the model: its local compaction, and compactd's expanded
 /// remote-compaction item ([`super::codex`]).
 use super::codex::HANDOFF as CODEX_HANDOFF;
 
-/// Takes the summary the last carried-summary message holds out of `conversation` (the message
-/// keeps what else it says; an emptied message is dropped) and returns it.
+/// Takes Claude Code's continuation out of its messages (the last one: an older one was already
+/// summarized again) and returns the summary it carries. The block goes, or the whole message
+/// when it held nothing else.
+pub(super) fn take_claude(messages: &mut Vec<Value>) -> Option<String> {
+    for at in (0..messages.len()).rev() {
+        if messages[at].get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let Some(content) = messages[at].get_mut("content") else {
+            continue;
+        };
+        match content {
+            Value::String(text) => {
+                if let Some(summary) = claude_summary(text) {
+                    messages.remove(at);
+                    return Some(summary);
+                }
+            }
+            Value::Array(blocks) => {
+                let found = blocks.iter().enumerate().rev().find_map(|(i, block)| {
+                    let text = block.get("text").and_then(Value::as_str)?;
+                    claude_summary(text).map(|summary| (i, summary))
+                });
+                if let Some((i, summary)) = found {
+                    blocks.remove(i);
+                    if blocks.is_empty() {
+                        messages.remove(at);
+                    }
+                    return Some(summary);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The summary in a text that is Claude Code's continuation, if it is one.
+fn claude_summary(text: &str) -> Option<String> {
+    let (opening, rest) = text.trim_start().split_once("\n\n")?;
+    if !opening.contains(CLAUDE_OPENING) {
+        return None;
+    }
+    // The summary follows its label, or the reminder that lists the tools used before it.
+    let body = match rest.find(&format!("\n{CLAUDE_LABEL}\n")) {
+        Some(at) => &rest[at + CLAUDE_LABEL.len() + 2..],
+        None if rest.starts_with(&format!("{CLAUDE_LABEL}\n")) => &rest[CLAUDE_LABEL.len() + 1..],
+        None => match rest.find("</system-reminder>\n") {
+            Some(at) => &rest[at + "</system-reminder>\n".len()..],
+            None => rest,
+        },
+    };
+    let summary = without_closing(body).trim();
+    (!summary.is_empty()).then(|| summary.to_owned())
+}
+
+/// `text` without its closing paragraphs: the trailing ones each of whose lines speaks of the
+/// compaction. Paragraphs end at a blank line, or at a line that opens a new sentence of the
+/// closing where Claude Code wrote no blank line before it.
+fn without_closing(text: &str) -> &str {
+    let mut end = text.trim_end().len();
+    loop {
+        let kept = &text[..end];
+        let line_start = kept.rfind('\n').map_or(0, |i| i + 1);
+        let line = kept[line_start..].trim();
+        if line.is_empty() {
+            if line_start == 0 {
+                return kept;
+            }
+            end = line_start - 1;
+            continue;
+        }
+        if !is_closing(line) {
+            return kept;
+        }
+        end = line_start.saturating_sub(1);
+        if line_start == 0 {
+            return "";
+        }
+    }
+}
+
+fn is_closing(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    CLOSING_WORDS.iter().any(|w| lower.contains(w))
+        && !line.starts_with('#')
+        && !line.starts_with('-')
+        && !line.starts_with('*')
+}
+
+/// Takes the summary Codex handed over (its local compaction's, or compactd's expanded item) out
+/// of `conversation` and returns it: the message is the handoff and the summary after it.
 pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
-    let (index, summary, rest) =
+    let (index, summary) =
         conversation
             .messages
             .iter()
@@ -40,61 +140,22 @@ pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
                 if message.role != Role::User {
                     return None;
                 }
-                let (summary, rest) =
-                    claude_code(&message.text).or_else(|| codex(&message.text))?;
-                Some((index, summary, rest))
+                let summary = message
+                    .text
+                    .trim_start()
+                    .strip_prefix(CODEX_HANDOFF)?
+                    .trim();
+                (!summary.is_empty()).then(|| (index, summary.to_owned()))
             })?;
-    if rest.trim().is_empty() {
-        conversation.messages.remove(index);
-    } else {
-        conversation.messages[index].text = rest;
-    }
+    conversation.messages.remove(index);
     Some(summary)
-}
-
-/// Claude Code's continuation: the summary, and the message without the continuation.
-fn claude_code(text: &str) -> Option<(String, String)> {
-    let start = text.find(CLAUDE_OPENING)?;
-    let after = &text[start + CLAUDE_OPENING.len()..];
-    // The summary follows the label, or (untagged) the `<system-reminder>` after the opening.
-    let body_at = match after.find(CLAUDE_LABEL) {
-        Some(at) => at + CLAUDE_LABEL.len(),
-        None => after
-            .find("</system-reminder>\n")
-            .map(|at| at + "</system-reminder>\n".len())?,
-    };
-    let body = &after[body_at..];
-    let body_end = CLAUDE_ENDS
-        .iter()
-        .filter_map(|end| body.find(end))
-        .min()
-        .unwrap_or(body.len());
-    let summary = body[..body_end].trim();
-    if summary.is_empty() {
-        return None;
-    }
-    // The continuation ends after Claude Code's closing paragraphs (the last one it wrote).
-    let tail = &body[body_end..];
-    let tail_end = CLAUDE_TAIL_ENDS
-        .iter()
-        .filter_map(|end| tail.find(end).map(|at| at + end.len()))
-        .max()
-        .unwrap_or(tail.len());
-    let end = start + CLAUDE_OPENING.len() + body_at + body_end + tail_end;
-    let rest = format!("{}{}", &text[..start], &text[end..]);
-    Some((summary.to_owned(), rest.trim().to_owned()))
-}
-
-/// Codex's handoff: the whole message after its prefix is the summary.
-fn codex(text: &str) -> Option<(String, String)> {
-    let summary = text.trim_start().strip_prefix(CODEX_HANDOFF)?.trim();
-    (!summary.is_empty()).then(|| (summary.to_owned(), String::new()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transcript::{Dialect, Message};
+    use serde_json::json;
 
     fn conversation(texts: &[(Role, &str)]) -> Conversation {
         Conversation::new(
@@ -107,41 +168,71 @@ mod tests {
     }
 
     /// Claude Code 2.1.330's continuation block as recorded (seq 7), around a summary.
-    fn continuation(summary: &str) -> String {
+    fn continuation_330(summary: &str) -> String {
         format!(
-            "{CLAUDE_OPENING} The summary below covers the earlier portion of the conversation.\n\n<system-reminder>\n<tools-used-before-summary></tools-used-before-summary>\n</system-reminder>\nSummary:\n{summary}\n\nIf you need specific details from before compaction (like exact code snippets, error messages, or content you generated), read the full transcript at: /home/dev/.claude/projects/x/a.jsonl\nContinue the conversation from where it left off without asking the user any further questions. Resume directly — do not acknowledge the summary, do not recap what was happening, do not preface with \"I'll continue\" or similar. Pick up the last task as if the break never happened.\n\nThe messages after this summary are the most recent messages from before compaction, kept verbatim. The summary was written without seeing them, so something it says has not happened yet may already have happened in them.\n"
+            "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\n<system-reminder>\n<tools-used-before-summary></tools-used-before-summary>\n</system-reminder>\nSummary:\n{summary}\n\nIf you need specific details from before compaction (like exact code snippets, error messages, or content you generated), read the full transcript at: /home/dev/.claude/projects/x/a.jsonl\nContinue the conversation from where it left off without asking the user any further questions. Resume directly — do not acknowledge the summary, do not recap what was happening, do not preface with \"I'll continue\" or similar. Pick up the last task as if the break never happened.\n\nThe messages after this summary are the most recent messages from before compaction, kept verbatim. The summary was written without seeing them, so something it says has not happened yet may already have happened in them.\n"
         )
     }
 
+    const SUMMARY: &str = "## Goal\nShip it.\n\n## Constraints & Preferences\n- Use British spelling in docs.\n\nEarlier detail is searchable: recall_search in compactd (MCP at /mcp), id r_0123";
+
     #[test]
-    fn claude_codes_continuation_gives_its_summary_and_keeps_the_rest_of_the_message() {
-        let summary =
-            "## Goal\nShip it.\n\n## Constraints & Preferences\n- Use British spelling in docs.";
-        let text = format!(
-            "<system-reminder>\nAs you answer…\n</system-reminder>\n{}\n<local-command-stdout>Compacted</local-command-stdout>\nThanks. Anything else?",
-            continuation(summary)
-        );
-        let mut conv = conversation(&[(Role::User, &text), (Role::Assistant, "OK")]);
-        assert_eq!(take(&mut conv).as_deref(), Some(summary));
-        let rest = &conv.messages[0].text;
+    fn claude_codes_continuation_block_gives_its_summary_and_goes() {
+        let mut messages = vec![
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "<system-reminder>\nAs you answer…\n</system-reminder>"},
+                {"type": "text", "text": continuation_330(SUMMARY)},
+                {"type": "text", "text": "<local-command-stdout>Compacted</local-command-stdout>\n"},
+                {"type": "text", "text": "Thanks. Anything else?"}]}),
+            json!({"role": "assistant", "content": "OK"}),
+        ];
+        assert_eq!(take_claude(&mut messages).as_deref(), Some(SUMMARY));
+        let blocks = messages[0]["content"].as_array().unwrap();
+        assert_eq!(blocks.len(), 3);
         assert!(
-            rest.starts_with("<system-reminder>\nAs you answer…"),
-            "{rest}"
+            !messages
+                .to_vec()
+                .iter()
+                .any(|m| m.to_string().contains("Summary:"))
         );
-        assert!(rest.ends_with("Thanks. Anything else?"), "{rest}");
-        assert!(!rest.contains("Summary:") && !rest.contains("break never happened"));
     }
 
     #[test]
-    fn an_untagged_summary_and_a_continuation_alone_in_its_message() {
-        // Seq 10: the retry was untagged too, and Claude Code kept the plain text unlabelled.
-        let text = continuation("PLAIN SUMMARY WITHOUT TAGS.").replace("Summary:\n", "");
-        let mut conv = conversation(&[(Role::User, &text), (Role::User, "next")]);
+    fn the_closing_in_any_of_its_forms_and_without_a_final_newline_is_not_the_summary() {
+        // 2.1.332: no final newline; a message of its own after /compact.
+        let closing_332 = continuation_330(SUMMARY).trim_end().to_owned();
+        // A later release might reorder its closing paragraphs or join them.
+        let reordered = continuation_330(SUMMARY).replace(
+            "\n\nIf you need specific details",
+            "\nThe messages after this summary are kept verbatim.\nIf you need specific details",
+        );
+        for text in [closing_332, reordered] {
+            let mut messages = vec![json!({"role": "user", "content": text})];
+            assert_eq!(take_claude(&mut messages).as_deref(), Some(SUMMARY));
+            assert!(
+                messages.is_empty(),
+                "the continuation was the whole message"
+            );
+        }
+    }
+
+    #[test]
+    fn an_untagged_summary_follows_the_reminder() {
+        // Claude Code keeps an untagged answer whole, unlabelled (2.1.330, seq 10).
+        let text = continuation_330("PLAIN SUMMARY WITHOUT TAGS.").replace("Summary:\n", "");
+        let mut messages = vec![json!({"role": "user", "content": text})];
         assert_eq!(
-            take(&mut conv).as_deref(),
+            take_claude(&mut messages).as_deref(),
             Some("PLAIN SUMMARY WITHOUT TAGS.")
         );
-        assert_eq!(conv.messages.len(), 1, "the emptied message is dropped");
+    }
+
+    #[test]
+    fn a_user_who_quotes_the_opening_is_not_carrying_a_summary() {
+        let text = "Why does it say the session is being continued from a previous conversation?";
+        let mut messages = vec![json!({"role": "user", "content": text})];
+        assert_eq!(take_claude(&mut messages), None);
+        assert_eq!(messages.len(), 1);
     }
 
     #[test]

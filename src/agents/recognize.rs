@@ -12,6 +12,7 @@ use super::chat_completions::{self, OPENCODE, RENDERED_MARKER};
 use super::responses::{self, CODEX_LOCAL, CODEX_REMOTE};
 use super::{Wire, carried};
 use crate::app::wire::WireRequest;
+use crate::fidelity::standing;
 use crate::pipeline::Agent;
 use crate::transcript::{Conversation, Role};
 
@@ -104,17 +105,22 @@ pub(crate) fn may_be_compaction(wire: Wire, body: &[u8]) -> bool {
 }
 
 /// A compaction of `agent` over `conversation`: the agent's system and developer text left out
-/// (its own instructions, environment notes and tool lists, which are not the work to summarize
-/// and are most of the bytes), the summary it carried taken out of its message.
+/// (its own instructions, environment notes, reminders and tool lists, which are not the work to
+/// summarize and are most of the bytes) but for a project rules file it pasted, whose rules are
+/// the user's; the summary it carried (`previous_summary`, or a handoff message in the
+/// conversation) taken out.
 pub(super) fn of_history(
     agent: Agent,
     answer: Form,
     body: &Value,
     mut conversation: Conversation,
     instructions: String,
+    previous_summary: Option<String>,
 ) -> Compaction {
-    conversation.messages.retain(|m| m.role != Role::Developer);
-    let previous_summary = carried::take(&mut conversation);
+    conversation
+        .messages
+        .retain(|m| m.role != Role::Developer || standing::pastes_rules_file(&m.text));
+    let previous_summary = previous_summary.or_else(|| carried::take(&mut conversation));
     Compaction {
         agent,
         request: WireRequest {

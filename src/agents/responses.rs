@@ -41,6 +41,7 @@ pub(super) fn codex_remote(agent: Agent, _headers: &HeaderMap, body: &Value) -> 
         body,
         conversation,
         String::new(),
+        None,
     ))
 }
 
@@ -63,7 +64,14 @@ pub(super) fn codex_local(agent: Agent, headers: &HeaderMap, body: &Value) -> Op
         return None;
     }
     let conversation = structured::from_responses(&Value::from(history.to_vec()));
-    Some(of_history(agent, Form::Text, body, conversation, text))
+    Some(of_history(
+        agent,
+        Form::Text,
+        body,
+        conversation,
+        text,
+        None,
+    ))
 }
 
 /// `request_kind` of Codex's turn metadata (the header, or the same JSON in `client_metadata`).

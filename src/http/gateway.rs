@@ -95,9 +95,16 @@ pub(super) async fn responses(
 
 #[utoipa::path(get, path = "/v1/responses", tag = "gateway",
     responses(
-        (status = 404, description = "The Responses WebSocket is not served: Codex falls back to HTTP at once", body = ErrorBody),
+        (status = 426, description = "`websocket_not_served`: the Responses WebSocket is not served. Codex takes a 426 to its WebSocket handshake as the signal to use HTTP for the rest of the session at once (other answers it retries, about 6 s of a `codex exec`'s start)", body = ErrorBody),
+        (status = 404, description = "The gateway is off", body = ErrorBody),
     ))]
 pub(super) async fn responses_socket(State(state): State<AppState>) -> Result<Response, ApiError> {
     gateway(&state)?;
-    Ok(ApiError::NotFound.into_response())
+    Ok(ApiError::Invalid {
+        status: axum::http::StatusCode::UPGRADE_REQUIRED,
+        code: "websocket_not_served",
+        message: "compactd serves the Responses API over HTTP: POST /v1/responses".into(),
+        param: None,
+    }
+    .into_response())
 }

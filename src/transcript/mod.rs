@@ -18,6 +18,7 @@
 //! Pure and synchronous. [`watch_reads`] counts the reads of a text, so a test can prove each
 //! request's conversation is read once.
 
+pub(crate) mod agent_text;
 mod calls;
 mod cut;
 mod deepseek;

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::agent_text::{self, Piece};
 use super::markup::{object_entries, parse_json, stringify};
 use super::{Conversation, Dialect, Message, Role, ToolCall};
 
@@ -82,6 +83,10 @@ pub(crate) fn from_chat(messages: &[Value]) -> Conversation {
     for message in messages {
         let role = role_of(message);
         let text = message.get("content").map(content_text).unwrap_or_default();
+        if role == Role::User {
+            push_user_text(&mut out, &text);
+            continue;
+        }
         let mut typed = Message::with_text(role, text);
         match role {
             Role::Assistant => {
@@ -133,6 +138,10 @@ pub(crate) fn from_anthropic(messages: &[Value]) -> Conversation {
         let role = role_of(message);
         let content = message.get("content").cloned().unwrap_or(Value::Null);
         let blocks = match content {
+            Value::String(text) if role == Role::User => {
+                push_user_text(&mut out, &text);
+                continue;
+            }
             Value::String(text) => {
                 out.push(Message::with_text(role, text));
                 continue;
@@ -147,6 +156,24 @@ pub(crate) fn from_anthropic(messages: &[Value]) -> Conversation {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             match kind {
+                // A user's text may hold the agent's reminders and echoes: those are the agent's.
+                "text" if role == Role::User => {
+                    let text = block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    for piece in agent_text::pieces(text) {
+                        match piece {
+                            Piece::User(text) => push_text(&mut current.text, text),
+                            other => {
+                                if !current.is_empty() {
+                                    out.push(std::mem::replace(&mut current, Message::new(role)));
+                                }
+                                out.push(message_of(other));
+                            }
+                        }
+                    }
+                }
                 "text" => push_line(&mut current.text, block.get("text")),
                 "thinking" => push_line(&mut current.thinking, block.get("thinking")),
                 "redacted_thinking" => {}
@@ -204,7 +231,10 @@ pub(crate) fn from_responses(input: &Value) -> Conversation {
             "message" => {
                 let role = role_of(item);
                 let text = item.get("content").map(content_text).unwrap_or_default();
-                out.push(Message::with_text(role, text));
+                match role {
+                    Role::User => push_user_text(&mut out, &text),
+                    _ => out.push(Message::with_text(role, text)),
+                }
             }
             "function_call" | "custom_tool_call" | "local_shell_call" => {
                 let call = ToolCall {
@@ -260,6 +290,54 @@ pub(crate) fn from_responses(input: &Value) -> Conversation {
         }
     }
     finish(out)
+}
+
+/// The messages of a user's text: the user's words, and the agent's text, replayed calls and
+/// shell commands in it ([`agent_text`]) as what they are.
+fn push_user_text(out: &mut Vec<Message>, text: &str) {
+    let pieces = agent_text::pieces(text);
+    let only_users = pieces.iter().all(|p| matches!(p, Piece::User(_)));
+    if only_users {
+        // The text as it came (a turn of the user's own is not trimmed or split).
+        out.push(Message::with_text(Role::User, text));
+        return;
+    }
+    let mut current = Message::new(Role::User);
+    for piece in pieces {
+        match piece {
+            Piece::User(text) => push_text(&mut current.text, text),
+            other => {
+                if !current.is_empty() {
+                    out.push(std::mem::replace(&mut current, Message::new(Role::User)));
+                }
+                out.push(message_of(other));
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+}
+
+/// The message a piece of the agent's text in a user turn stands for.
+fn message_of(piece: Piece<'_>) -> Message {
+    match piece {
+        Piece::User(text) => Message::with_text(Role::User, text),
+        Piece::Agent(text) => Message::with_text(Role::Developer, text),
+        // pi's form of a command the user ran, which the facts read as one.
+        Piece::Command { command, output } => {
+            Message::with_text(Role::User, format!("Ran `{command}`\n{output}"))
+        }
+        Piece::Call { tool, arguments } => Message {
+            calls: vec![ToolCall {
+                id: None,
+                name: tool.to_owned(),
+                arguments: arguments_of(Some(&arguments)),
+            }],
+            ..Message::new(Role::Assistant)
+        },
+        Piece::Result { tool, text } => Message::tool_result(text, Some(tool.to_owned()), false),
+    }
 }
 
 fn push_line(text: &mut String, piece: Option<&Value>) {

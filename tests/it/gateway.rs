@@ -41,9 +41,9 @@ async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouc
             let body = response.text().await.unwrap();
             let received = provider.received().await;
             if recorded.method == "GET" {
-                // Codex's WebSocket attempt: refused by compactd itself, so Codex falls back to
-                // HTTP at once instead of retrying through to the provider.
-                assert_eq!(status, StatusCode::NOT_FOUND);
+                // Codex's WebSocket attempt: refused by compactd itself with the answer that makes
+                // Codex fall back to HTTP at once (a 404 it retries for seconds).
+                assert_eq!(status, StatusCode::UPGRADE_REQUIRED);
                 assert_eq!(received.len(), before);
                 continue;
             }

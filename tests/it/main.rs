@@ -25,6 +25,7 @@ macro_rules! on_both_backends {
 }
 
 mod access;
+mod agent_player;
 mod agent_scenario;
 mod anytime_fold;
 mod bad_input;

@@ -196,8 +196,10 @@ fn responses(input: u64, reply: &Reply, trigger: bool, seq: u64) -> String {
             json!({"id": format!("ctc_{seq}"), "type": "custom_tool_call", "status": "completed",
             "call_id": call_id, "name": name, "input": input})
         }
-        _ => json!({"id": format!("msg_{seq}"), "type": "message", "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": reply.text(), "annotations": []}]}),
+        _ => {
+            json!({"id": format!("msg_{seq}"), "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": reply.text(), "annotations": []}]})
+        }
     };
     let response = |status: &str, output: Value| {
         json!({"id": format!("resp_{seq}"), "object": "response", "created_at": 1, "status": status, "model": "gpt-5.5",

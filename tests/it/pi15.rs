@@ -2,7 +2,7 @@
 //! the published samples (`tests/fixtures/pi15/`, pi 1.5.2's plans in `expected.jsonl`) and, on
 //! generated sessions holding every 1.5 type (system messages with sections and tools, context
 //! edits omitting and replacing, custom messages, branch summaries, compactions with a system
-//! message and usage, bash executions, images, thinking, all-zero usage), against pi 1.5.2 itself
+//! message and usage, bash executions, images, thinking, all-zero usage), against the pinned pi itself (1.6.0; 1.5.2 before)
 //! run as an oracle (`scripts/pi15/oracle.mjs`; `scripts/agents.sh install` puts pi in place).
 //! Older files keep pi 0.x's planner: the conformance tests of `src/compaction/tests/` run
 //! unchanged.
@@ -86,7 +86,7 @@ fn our_context(text: &str) -> Value {
     json!({"messages": view.messages, "thinkingLevel": view.thinking_level, "model": model})
 }
 
-/// pi 1.5.2's own plans of `file`, one per setting.
+/// The pinned pi's own plans of `file`, one per setting.
 fn oracle(file: &Path) -> Vec<Value> {
     let keeps = SETTINGS.map(|k| k.to_string()).join(",");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/oracle.mjs");
@@ -109,7 +109,7 @@ fn oracle(file: &Path) -> Vec<Value> {
 }
 
 #[test]
-fn generated_pi15_sessions_plan_as_pi_1_5_2_does() {
+fn generated_pi15_sessions_plan_as_the_pinned_pi_does() {
     compactd::needs!(Agents);
     let dir = std::env::temp_dir().join(format!("compactd-pi15-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -140,7 +140,7 @@ fn generated_pi15_sessions_plan_as_pi_1_5_2_does() {
                 let tokens = ours["entryTokens"].as_object().unwrap().clone();
                 assert_eq!(Value::Object(tokens), want["entryTokens"], "seed {seed}");
             }
-            // The context pi 1.5.2 builds for the model, as compactd's /context gives it.
+            // The context the pinned pi builds for the model, as compactd's /context gives it.
             assert_eq!(our_context(&text), want["context"], "seed {seed}");
             checked += 1;
         }
@@ -186,7 +186,7 @@ async fn the_file_decides_the_planner_unless_the_request_names_one() {
 on_both_backends!(a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back);
 
 /// A pi 1.5 session compacted through the API: pi 1.5.2's cut, its prompts, an entry in pi 1.5's
-/// shape (`usage`, `systemMessage`), and pi 1.5.2 itself rebuilds the context from it.
+/// shape (`usage`, `systemMessage`), and the pinned pi itself rebuilds the context from it.
 async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     store: std::sync::Arc<dyn compactd::store::Store>,
 ) {
@@ -266,7 +266,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
             .any(|p| p.starts_with("# Conversation\n") && p.contains("\n\n# Instructions\n"))
     );
 
-    // pi 1.5.2 reads the session back with compactd's entry on it.
+    // The pinned pi reads the session back with compactd's entry on it.
     let file = std::env::temp_dir().join(format!(
         "compactd-pi15-back-{}-{id}.jsonl",
         std::process::id()
@@ -302,7 +302,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     );
     assert_eq!(read["roles"][1], "compactionSummary");
     assert_eq!(read["plan"], Value::Null, "pi sees nothing left to compact");
-    // compactd's /context is the context pi 1.5.2 rebuilds.
+    // compactd's /context is the context the pinned pi rebuilds.
     let ours: Value = app
         .get(&format!("/v1/sessions/{id}/context"))
         .await

@@ -16,8 +16,8 @@ use wiremock::MockServer;
 
 use crate::gateway_support::MODEL_SUMMARY;
 use crate::model_provider::ModelProvider;
-use compactd::test_tiers::agents_bin;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use compactd::test_tiers::agents_bin;
 
 /// pi in RPC mode: commands in on stdin, events and responses out on stdout, one JSON a line.
 struct Pi {

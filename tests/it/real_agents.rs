@@ -20,8 +20,9 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use wiremock::MockServer;
 
+use crate::agent_player::Player;
 use crate::agent_scenario::{
-    Agent, Expected, Player, Step, answer_text, compaction_item, handed_over, session,
+    Agent, Expected, Step, answer_text, compaction_item, handed_over, session,
 };
 use crate::model_provider::{ModelProvider, decoded};
 use crate::support::TestApp;
@@ -61,9 +62,7 @@ impl Tap {
             exchanges: Arc::default(),
             client: reqwest::Client::new(),
         };
-        let router = axum::Router::new()
-            .fallback(relay)
-            .with_state(tap.clone());
+        let router = axum::Router::new().fallback(relay).with_state(tap.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -83,7 +82,9 @@ async fn relay(
     body: Bytes,
 ) -> Response {
     let step = tap.provider.step();
-    let mut request = tap.client.request(method.clone(), format!("{}{uri}", tap.to));
+    let mut request = tap
+        .client
+        .request(method.clone(), format!("{}{uri}", tap.to));
     for (name, value) in &headers {
         if !["host", "content-length", "connection"].contains(&name.as_str()) {
             request = request.header(name, value);
@@ -151,23 +152,40 @@ impl Rig {
     }
 }
 
+/// A compaction compactd served: the summary, and what of it the agent sends back.
+struct Served {
+    summary: String,
+    /// The summary's recall id, or Codex's sealed item that stands for it.
+    token: String,
+}
+
 /// What compactd answered an exchange with, if it served a compaction: the summary the agent
 /// got (for Codex's sealed item, what compactd expanded it to in the provider's next request).
-fn served(exchange: &Exchange, provider: &ModelProvider) -> Option<String> {
+fn served(exchange: &Exchange, provider: &ModelProvider) -> Option<Served> {
     if let Some(item) = compaction_item(&exchange.answer) {
-        let sealed = item["encrypted_content"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("compactd."));
-        if !sealed {
+        let sealed = item["encrypted_content"].as_str()?;
+        if !sealed.starts_with("compactd.") {
             return None;
         }
-        return provider.received()[exchange.provider_seen..]
+        let summary = provider.received()[exchange.provider_seen..]
             .iter()
             .map(|r| handed_over(&r.body))
-            .find(|text| !text.is_empty());
+            .find(|text| !text.is_empty())?;
+        return Some(Served {
+            summary,
+            token: sealed.to_owned(),
+        });
     }
-    let text = answer_text(&exchange.answer);
-    text.contains("Earlier detail is searchable").then_some(text)
+    let summary = answer_text(&exchange.answer);
+    let id = summary
+        .split("Earlier detail is searchable")
+        .nth(1)?
+        .split("id r_")
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
+    let token = format!("r_{id}");
+    Some(Served { summary, token })
 }
 
 /// The markers of each agent's compaction request: the provider must never see one.
@@ -211,8 +229,8 @@ async fn plays_the_session(agent: Agent) {
 
     // Every compaction compactd served kept what it must.
     let mut summaries = Vec::new();
-    for exchange in &exchanges {
-        let Some(summary) = served(exchange, &rig.provider) else {
+    for (at, exchange) in exchanges.iter().enumerate() {
+        let Some(Served { summary, token }) = served(exchange, &rig.provider) else {
             continue;
         };
         let expected = Expected::at(&steps, &exchange.step, &exchange.request, None);
@@ -223,7 +241,17 @@ async fn plays_the_session(agent: Agent) {
             agent.name(),
             exchange.step
         );
-        summaries.push((exchange.step.clone(), summary));
+        // The agent carried it on in a later request: to the provider, or to compactd in its
+        // next compaction.
+        assert!(
+            exchanges[at + 1..]
+                .iter()
+                .any(|e| e.request.contains(&token)),
+            "{}: the summary of {} was not carried on",
+            agent.name(),
+            exchange.step
+        );
+        summaries.push(exchange.step.clone());
     }
     // Both manual compactions, the one inside the tool loop and the one before a turn.
     for (index, step) in steps.iter().enumerate() {
@@ -232,25 +260,11 @@ async fn plays_the_session(agent: Agent) {
             let after = crate::agent_scenario::label(index, step);
             let next = crate::agent_scenario::label(index + 1, &steps[index + 1]);
             assert!(
-                summaries.iter().any(|(s, _)| *s == after || *s == next),
-                "{}: no compaction served at {after}: {:?}",
-                agent.name(),
-                summaries.iter().map(|(s, _)| s).collect::<Vec<_>>()
+                summaries.iter().any(|s| *s == after || *s == next),
+                "{}: no compaction served at {after}: {summaries:?}",
+                agent.name()
             );
         }
-    }
-    // Each summary reached the provider in the agent's next requests (its recall line names it).
-    let carried: String = posts.iter().map(|p| p.text()).collect();
-    for (step, summary) in &summaries {
-        let id = summary
-            .split("id r_")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_default();
-        assert!(
-            carried.contains(&format!("r_{id}")),
-            "the summary of {step} was carried on"
-        );
     }
     // Codex tries its WebSocket once and takes HTTP at once: no attempt follows another.
     let methods: Vec<&str> = exchanges.iter().map(|e| e.method.as_str()).collect();

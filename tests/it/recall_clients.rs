@@ -12,8 +12,8 @@ use std::time::Duration;
 use compactd::access::new_key;
 use compactd::store::{SqliteStore, Store, now_ms};
 
-use compactd::test_tiers::agents_bin;
 use crate::support::{TestApp, config};
+use compactd::test_tiers::agents_bin;
 
 /// The block of docs/agents.md (where README.md points for each agent's configuration) that
 /// follows the line `marker`, up to its closing fence.

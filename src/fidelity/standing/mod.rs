@@ -43,6 +43,21 @@ pub fn of_turn(text: &str) -> Vec<(Statement, &str)> {
     of_text(text, RULES_FILES.iter().any(|name| lower.contains(name)))
 }
 
+/// Whether `text` (the agent's, not the user's) holds a project rules file it pasted: a line that
+/// heads one (see [`of_pasted_file`]). Such text is the user's project's rules, kept for the
+/// summary where the rest of the agent's own text is left out.
+pub fn pastes_rules_file(text: &str) -> bool {
+    text.lines().any(heads_rules_file)
+}
+
+fn heads_rules_file(line: &str) -> bool {
+    let lower = line.trim().to_ascii_lowercase();
+    RULES_FILES.iter().any(|name| lower.contains(name))
+        && ["instructions from:", "contents of ", "# "]
+            .iter()
+            .any(|lead| lower.starts_with(lead))
+}
+
 /// The rules of a project rules file an agent pasted into a system or developer turn (OpenCode's
 /// "Instructions from: …/AGENTS.md", a "Contents of …/CLAUDE.md" reminder, Codex's "# AGENTS.md
 /// instructions for …"). Only the file's own text is read: the rest of such a turn is the agent's
@@ -52,12 +67,7 @@ pub fn of_pasted_file(text: &str) -> Vec<(Statement, &str)> {
     let mut rest = text;
     while let Some((header, after)) = rest.split_once('\n') {
         rest = after;
-        let lower = header.trim().to_ascii_lowercase();
-        let names_file = RULES_FILES.iter().any(|name| lower.contains(name));
-        let heads_file = ["instructions from:", "contents of ", "# "]
-            .iter()
-            .any(|lead| lower.starts_with(lead));
-        if !(names_file && heads_file) {
+        if !heads_rules_file(header) {
             continue;
         }
         // The file ends where the agent's wrapper closes, or at the next file's header.

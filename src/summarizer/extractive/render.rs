@@ -82,20 +82,26 @@ pub(super) fn checkpoint(
     let mut next = Section::new("## Next Steps", "1. (none)");
     let mut critical = Section::new("## Critical Context", "- (none)");
 
-    // Earlier summary first, so that nothing it recorded is lost.
+    // Earlier summary first, so that nothing it recorded is lost; its headings are pi's or the
+    // caller's template's (OpenCode's, as compactd wrote it last time).
     if let Some(previous) = previous {
         for (heading, lines) in previous_sections(previous) {
-            let target = match heading.as_str() {
-                "Goal" => &mut goal,
-                "Constraints & Preferences" => &mut constraints,
-                "Done" | "Progress" => &mut done,
-                "Key Decisions" => &mut decisions,
-                "Critical Context" | "Additional Notes" => &mut critical,
+            let section = if heading.eq_ignore_ascii_case("additional notes") {
+                Some("critical context")
+            } else {
+                super::template::pi_section(&heading)
+            };
+            let target = match section {
+                Some("goal") => &mut goal,
+                Some("constraints & preferences") => &mut constraints,
+                Some("done" | "progress") => &mut done,
+                Some("key decisions") => &mut decisions,
+                Some("critical context") => &mut critical,
                 // In Progress, Blocked and Next Steps are rewritten from the new messages.
                 _ => continue,
             };
             let carried = lines.into_iter().filter(|l| !is_placeholder(l));
-            if heading == "Constraints & Preferences" {
+            if section == Some("constraints & preferences") {
                 // A rule the user withdrew since is replaced by the withdrawal below.
                 target.lines.extend(
                     carried.filter(|l| !facts.withdrawn(l.trim_start_matches(['-', '*', ' ']))),

@@ -44,9 +44,16 @@ const MEANINGS: [(&[&str], &[&str]); 9] = [
     ),
 ];
 
-/// The template's headings (`##` and `###`, as written) when they are not pi's.
+/// The template's headings (`##` and `###`, as written) when they are not pi's: those of its
+/// `<template>` block when it has one, and never those of a summary it quotes (OpenCode's
+/// `<prior-summary>`, in the template it asked for last time).
 pub(super) fn requested(instructions: &str) -> Option<Vec<String>> {
-    let headings: Vec<String> = instructions
+    let template = between(instructions, "<template>", "</template>");
+    let text = match template {
+        Some(template) => template.to_owned(),
+        None => without(instructions, "<prior-summary>", "</prior-summary>"),
+    };
+    let headings: Vec<String> = text
         .lines()
         .map(str::trim)
         .filter(|l| l.starts_with("## ") || l.starts_with("### "))
@@ -57,6 +64,39 @@ pub(super) fn requested(instructions: &str) -> Option<Vec<String>> {
         .iter()
         .any(|h| !PI_HEADINGS.contains(&title(h).as_str()));
     (foreign && headings.len() >= 2).then_some(headings)
+}
+
+/// What lies between the first `open` and the `close` after it.
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let (_, rest) = text.split_once(open)?;
+    Some(rest.split_once(close)?.0)
+}
+
+/// `text` without its `open`…`close` blocks.
+fn without(text: &str, open: &str, close: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some((before, after)) = rest.split_once(open) {
+        out.push_str(before);
+        rest = after.split_once(close).map_or("", |(_, after)| after);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The pi section a heading of a summary means (lower-cased): pi's own, or the first pi section
+/// a template's heading holds (OpenCode's `Objective` is the goal, `Completed` what is done,
+/// `Relevant Files` critical context). A previous summary in the caller's template is merged by
+/// it as one in pi's.
+pub(super) fn pi_section(heading: &str) -> Option<&'static str> {
+    let wanted = title(heading);
+    if let Some(pi) = PI_HEADINGS.iter().find(|h| **h == wanted) {
+        return Some(pi);
+    }
+    MEANINGS
+        .iter()
+        .find(|(words, _)| words.iter().any(|w| wanted.contains(w)))
+        .and_then(|(_, pi)| pi.first().copied())
 }
 
 fn title(heading: &str) -> String {
@@ -158,6 +198,23 @@ mod tests {
         assert_eq!(
             text,
             "## Objective\nfix src/lib.rs\n\n## Important Details\n- no unwrap\n- **use thiserror**\n\n## Work State\n\n### Completed\n- [x] read src/lib.rs\n\n### Active\n- [ ] patch it\n\n### Blocked\n- (none)\n\n## Next Move\n1. run the tests\n\n## Relevant Files\n- Modified files: `src/lib.rs`"
+        );
+    }
+
+    #[test]
+    fn a_quoted_prior_summary_asks_for_no_heading_twice() {
+        let instructions = format!(
+            "Here is the summary of the conversation before:\n\n<prior-summary>\n## Objective\nShip it.\n\n## Relevant Files\n- a.rs\n</prior-summary>\n\nUpdate it.\n{OPENCODE}"
+        );
+        assert_eq!(requested(&instructions), requested(OPENCODE));
+        let untagged =
+            "<prior-summary>\n## Objective\nx\n</prior-summary>\n## Objective\n## Relevant Files";
+        assert_eq!(requested(untagged).unwrap().len(), 2);
+        assert_eq!(pi_section("### Completed"), Some("done"));
+        assert_eq!(pi_section("## Objective"), Some("goal"));
+        assert_eq!(
+            pi_section("## Constraints & Preferences"),
+            Some("constraints & preferences")
         );
     }
 
