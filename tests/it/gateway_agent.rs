@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 use crate::gateway_support::{
-    FIXTURES, events, gateway_config, recorded, streamed_text, summarizer_model,
+    FIXTURES, agent_of, events, gateway_config, recorded, streamed_text, summarizer_model,
 };
 use crate::support::TestApp;
 
@@ -88,8 +88,8 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
                 .get(name)
                 .map(|v| v.to_str().unwrap().to_owned())
         };
-        match fixture {
-            "claude-code-2.1.330" => {
+        match agent_of(fixture) {
+            "claude-code" => {
                 assert_eq!(call.url.path(), "/v1/messages");
                 assert_eq!(credential("x-api-key").as_deref(), Some("***"));
                 let beta = compaction
@@ -107,8 +107,8 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
             }
         }
         // The agent gets that model's summary in its wire.
-        let text = match fixture {
-            "codex-0.169.0-openai-provider" => {
+        let text = match agent_of(fixture) {
+            "codex-openai" => {
                 let item = events(&body)
                     .into_iter()
                     .find(|e| e["type"] == "response.output_item.done")

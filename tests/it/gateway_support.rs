@@ -24,12 +24,33 @@ pub struct Recorded {
     pub body: Option<Value>,
 }
 
-pub const FIXTURES: [&str; 4] = [
+/// The recordings: the first four by hand (README), the others the session of
+/// `tests/it/agent_scenario.rs` as `scripts/agents.sh record` plays it.
+pub const FIXTURES: [&str; 8] = [
     "claude-code-2.1.330",
     "codex-0.169.0-custom-provider",
     "codex-0.169.0-openai-provider",
     "opencode-1.18.33",
+    "sessions/claude-code-2.1.332",
+    "sessions/codex-custom-provider-0.171.0",
+    "sessions/codex-openai-provider-0.171.0",
+    "sessions/opencode-1.18.33",
 ];
+
+/// The agent a fixture was recorded from: `claude-code`, `codex-custom`, `codex-openai` or
+/// `opencode`.
+pub fn agent_of(fixture: &str) -> &'static str {
+    let name = fixture.rsplit('/').next().unwrap_or(fixture);
+    if name.starts_with("claude-code") {
+        "claude-code"
+    } else if name.contains("custom-provider") {
+        "codex-custom"
+    } else if name.contains("openai-provider") {
+        "codex-openai"
+    } else {
+        "opencode"
+    }
+}
 
 /// Every request of a fixture, in the order the agent made them.
 pub fn recorded(fixture: &'static str) -> Vec<Recorded> {
