@@ -23,7 +23,7 @@ pub struct Metrics {
     pub upstream_tokens: IntCounterVec,
     pub fallbacks: IntCounterVec,
     pub tokens_saved: IntCounter,
-    pub compactions: IntCounter,
+    pub compactions: IntCounterVec,
     pub queue_depth: IntGauge,
     pub in_flight: IntGauge,
     pub session_index_bytes: IntGauge,
@@ -124,9 +124,10 @@ impl Metrics {
                 "compactd_compaction_tokens_saved_total",
                 "Context tokens removed by compactions compactd wrote (estimate before minus after).",
             ),
-            compactions: counter(
+            compactions: counter_vec(
                 "compactd_compactions_total",
-                "Compaction entries compactd appended.",
+                "Compactions compactd served, by the agent and the wire they came by: summaries answered on an agent's wire, and compaction entries appended to stored sessions (agent pi, wire session).",
+                &["agent", "wire"],
             ),
             queue_depth: gauge(
                 "compactd_summarizer_queue_depth",

@@ -15,6 +15,7 @@ use crate::transcript::structured;
 pub(crate) const CLAUDE_CODE: Agent = Agent {
     name: "claude-code",
     endpoint: "gateway:claude-code",
+    wire: "anthropic-messages",
 };
 
 /// Claude Code's instruction opens with this (2.1.330, 2.1.332)…

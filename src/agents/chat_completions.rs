@@ -148,6 +148,7 @@ enum WirePrompt {
 pub(crate) const OPENCODE: Agent = Agent {
     name: "opencode",
     endpoint: "gateway:opencode",
+    wire: "chat-completions",
 };
 
 /// OpenCode 1.18.33's summarization system prompt opens with this.

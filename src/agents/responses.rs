@@ -11,16 +11,18 @@ use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
 use crate::transcript::structured;
 
-/// Codex (0.169.0) with a custom provider: local "memento" compaction over `/v1/responses`.
+/// Codex (0.169.0, 0.171.0) with a custom provider: local "memento" compaction over `/v1/responses`.
 pub(crate) const CODEX_LOCAL: Agent = Agent {
     name: "codex",
     endpoint: "gateway:codex",
+    wire: "responses",
 };
 
-/// Codex (0.169.0) with the `openai` provider: remote compaction v2, a `compaction_trigger`.
+/// Codex (0.169.0, 0.171.0) with the `openai` provider: remote compaction v2, a `compaction_trigger`.
 pub(crate) const CODEX_REMOTE: Agent = Agent {
     name: "codex-remote",
     endpoint: "gateway:codex-remote",
+    wire: "responses",
 };
 
 /// Codex 0.169.0's local compaction prompt opens with this.

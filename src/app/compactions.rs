@@ -170,7 +170,11 @@ impl App {
             }
             Err(error) => return Err(error.into()),
         }
-        self.metrics.compactions.inc();
+        let (agent, wire) = Endpoint::SessionCompaction.agent_and_wire();
+        self.metrics
+            .compactions
+            .with_label_values(&[agent, wire])
+            .inc();
         self.metrics
             .tokens_saved
             .inc_by((entry.tokens_before as u64).saturating_sub(outcome.tokens_after));

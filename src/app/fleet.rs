@@ -1,6 +1,7 @@
 //! The fleet at a glance, for the console: a tenant's summarization calls over the last day, by
-//! model and outcome, from the call log; and what this replica counted since it started (the
-//! metrics: fallbacks, redactions, cache hits, loops, tokens saved).
+//! model and outcome, and its compactions by the agent and wire they came by, from the call log;
+//! and what this replica counted since it started (the metrics: compactions, fallbacks,
+//! redactions, cache hits, loops, tokens saved).
 
 use std::collections::BTreeMap;
 
@@ -33,11 +34,32 @@ pub(crate) struct SeriesTotals {
     pub(crate) latency_p50_ms: i64,
 }
 
+/// The compactions one agent had served on one wire.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AgentTotals {
+    pub(crate) agent: String,
+    pub(crate) wire: String,
+    pub(crate) compactions: u64,
+    /// Estimated tokens of what the summaries replaced, and of the summaries.
+    pub(crate) tokens_before: i64,
+    pub(crate) tokens_after: i64,
+    /// The fidelity gate's anchors over those summaries, and how many they kept.
+    pub(crate) anchors: i64,
+    pub(crate) anchors_kept: i64,
+}
+
+/// The calls of the newest page the fleet page lists one by one.
+pub(crate) const RECENT: usize = 25;
+
 /// A tenant's call log, summed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CallTotals {
     pub(crate) calls: u64,
     pub(crate) failed: u64,
+    /// Compactions served, on any wire or appended to a session.
+    pub(crate) compactions: u64,
+    /// Their estimated tokens before less after.
+    pub(crate) tokens_saved: i64,
     pub(crate) session_compactions: u64,
     pub(crate) cache_hits: u64,
     pub(crate) loops: u64,
@@ -64,6 +86,10 @@ pub(crate) struct Fleet {
     pub(crate) buckets: Vec<Bucket>,
     pub(crate) series: Vec<SeriesTotals>,
     pub(crate) totals: CallTotals,
+    /// Compactions by agent and wire, most first.
+    pub(crate) agents: Vec<AgentTotals>,
+    /// The newest calls (at most [`RECENT`]), newest first.
+    pub(crate) recent: Vec<CallRecord>,
     /// Calls read from the log (at most [`MAX_CALLS`]).
     pub(crate) calls_read: usize,
     pub(crate) replica: ReplicaTotals,
@@ -72,7 +98,7 @@ pub(crate) struct Fleet {
 impl App {
     /// `who`'s tenant's calls of the last day, and this replica's counters.
     pub(crate) async fn fleet(&self, who: &Identity) -> Result<Fleet, AppError> {
-        let calls = self.store.calls(&who.tenant, MAX_CALLS).await?;
+        let calls = self.store.calls(&who.tenant, None, MAX_CALLS).await?;
         let mut fleet = summarize(&calls, now_ms());
         let m = &self.metrics;
         fleet.replica = ReplicaTotals {
@@ -85,6 +111,15 @@ impl App {
         };
         Ok(fleet)
     }
+}
+
+/// Whether a call of the log is a compaction served: a summary of an agent's prompt or history
+/// written (not a branch summary or a split turn's prefix, each a part of another), and not a
+/// gateway compaction over the budget, which went to the agent's own provider.
+fn is_compaction(call: &CallRecord) -> bool {
+    let part = call.purpose == "branch" || call.purpose == "turn_prefix";
+    let forwarded = call.endpoint.starts_with("gateway:") && call.budget_exhausted;
+    call.outcome == "ok" && !part && !forwarded
 }
 
 /// The series a call counts under.
@@ -106,7 +141,23 @@ fn summarize(calls: &[CallRecord], now: i64) -> Fleet {
         .collect();
     let mut series: BTreeMap<String, (SeriesTotals, Vec<i64>)> = BTreeMap::new();
     let mut totals = CallTotals::default();
+    let mut agents: BTreeMap<(String, String), AgentTotals> = BTreeMap::new();
     for call in calls {
+        if is_compaction(call) {
+            let key = (call.agent.clone(), call.wire.clone());
+            let entry = agents.entry(key).or_insert_with(|| AgentTotals {
+                agent: call.agent.clone(),
+                wire: call.wire.clone(),
+                ..AgentTotals::default()
+            });
+            entry.compactions += 1;
+            entry.tokens_before += call.tokens_before;
+            entry.tokens_after += call.tokens_after;
+            entry.anchors += call.anchors.unwrap_or(0);
+            entry.anchors_kept += call.anchors_kept.unwrap_or(0);
+            totals.compactions += 1;
+            totals.tokens_saved += (call.tokens_before - call.tokens_after).max(0);
+        }
         let name = series_of(call);
         if call.created_at_ms >= start && call.created_at_ms < end {
             let bucket = &mut buckets[((call.created_at_ms - start) / BUCKET_MS) as usize];
@@ -139,10 +190,14 @@ fn summarize(calls: &[CallRecord], now: i64) -> Fleet {
         })
         .collect();
     series.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.name.cmp(&b.name)));
+    let mut agents: Vec<AgentTotals> = agents.into_values().collect();
+    agents.sort_by_key(|a| std::cmp::Reverse(a.compactions));
     Fleet {
         buckets,
         series,
         totals,
+        agents,
+        recent: calls.iter().take(RECENT).cloned().collect(),
         calls_read: calls.len(),
         replica: ReplicaTotals::default(),
     }
@@ -174,6 +229,13 @@ mod tests {
             summary_fingerprint: None,
             loop_detected: false,
             budget_exhausted: false,
+            agent: "pi".into(),
+            wire: "session".into(),
+            tokens_before: 1000,
+            tokens_after: 100,
+            anchors: Some(4),
+            anchors_kept: Some(3),
+            call_id: at,
         }
     }
 
@@ -210,5 +272,53 @@ mod tests {
             ),
             (5, 1, 1, 1)
         );
+    }
+
+    #[test]
+    fn compactions_count_by_agent_and_wire_whatever_the_way_in() {
+        let now = 100 * BUCKET_MS;
+        let gateway = |agent: &str, wire: &str, budget_exhausted: bool| CallRecord {
+            endpoint: format!("gateway:{agent}"),
+            purpose: "prompt".into(),
+            agent: agent.into(),
+            wire: wire.into(),
+            budget_exhausted,
+            ..call(Some("extractive"), "ok", now, 5)
+        };
+        let calls = [
+            gateway("claude-code", "anthropic-messages", false),
+            gateway("claude-code", "anthropic-messages", false),
+            gateway("opencode", "chat-completions", false),
+            // Over the budget, the agent's own compaction went to its provider.
+            gateway("codex", "responses", true),
+            call(Some("openai:gpt"), "ok", now, 300),
+            // Part of the session compaction above, not one of its own.
+            CallRecord {
+                purpose: "turn_prefix".into(),
+                ..call(Some("openai:gpt"), "ok", now, 300)
+            },
+            call(None, "timeout", now, 300),
+        ];
+        let fleet = summarize(&calls, now);
+        let by: Vec<(&str, &str, u64)> = fleet
+            .agents
+            .iter()
+            .map(|a| (a.agent.as_str(), a.wire.as_str(), a.compactions))
+            .collect();
+        assert_eq!(
+            by,
+            [
+                ("claude-code", "anthropic-messages", 2),
+                ("opencode", "chat-completions", 1),
+                ("pi", "session", 1)
+            ]
+        );
+        assert_eq!(fleet.totals.compactions, 4);
+        assert_eq!(fleet.totals.tokens_saved, 4 * 900);
+        assert_eq!(
+            (fleet.agents[0].anchors, fleet.agents[0].anchors_kept),
+            (8, 6)
+        );
+        assert_eq!(fleet.recent.len(), calls.len());
     }
 }

@@ -14,6 +14,7 @@
 //! extract, call one function here, and map the result to a response.
 
 mod build;
+pub(crate) mod calls;
 pub(crate) mod compactions;
 mod error;
 pub(crate) mod fleet;

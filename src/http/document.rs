@@ -38,6 +38,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .merge(super::compactions::router())
         .merge(super::pins::router())
         .merge(super::recall::router())
+        .merge(super::calls::router())
 }
 
 /// The OpenAPI 3.1 description of every endpoint, from the same list as the router.

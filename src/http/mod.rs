@@ -8,6 +8,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod browser;
+mod calls;
 mod chat;
 mod compactions;
 mod console;

@@ -16,6 +16,7 @@ use super::events::{Event, Observer, Run};
 use crate::log_throttle::Throttle;
 use crate::store::behind::{Weigh, WriteBehind};
 use crate::store::{CallRecord, Store, now_ms};
+use crate::transcript::estimate_tokens;
 
 /// Rows waiting to be written, at most, and their bytes at most (with `COMPACTD_STORE_TEXT` a
 /// row holds a prompt and its summary).
@@ -157,6 +158,8 @@ impl Observer for CallLog {
             Err(error) => (None, error.label(), http_status(error), None),
         };
         let prompt_bytes = request.system_prompt.len() + request.prompt.len();
+        let (agent, wire) = run.context.endpoint.agent_and_wire();
+        let fidelity = summary.and_then(|s| s.fidelity.as_ref());
         self.queue(CallRecord {
             endpoint: run.context.endpoint.label().to_owned(),
             tenant: run.context.tenant.clone(),
@@ -178,6 +181,13 @@ impl Observer for CallLog {
             summary_fingerprint: summary.and_then(|s| super::loops::fingerprint(&s.text)),
             loop_detected: summary.is_some_and(|s| s.flags.loop_detected),
             budget_exhausted: summary.is_some_and(|s| s.flags.budget_exhausted),
+            agent: agent.to_owned(),
+            wire: wire.to_owned(),
+            tokens_before: super::replaced_tokens(request) as i64,
+            tokens_after: summary.map_or(0, |s| estimate_tokens(&s.text) as i64),
+            anchors: fidelity.map(|f| f.anchors as i64),
+            anchors_kept: fidelity.map(|f| (f.anchors - f.missing.len()) as i64),
+            call_id: 0,
         });
     }
 }

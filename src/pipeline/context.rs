@@ -9,6 +9,8 @@ pub struct Agent {
     pub name: &'static str,
     /// The endpoint the call log and recall name its compactions by (`gateway:claude-code`).
     pub endpoint: &'static str,
+    /// The wire it speaks (`anthropic-messages`, `responses`, `chat-completions`).
+    pub wire: &'static str,
 }
 
 /// The way in: which endpoint or command asked.
@@ -39,6 +41,30 @@ impl Endpoint {
             Endpoint::Cli => "cli",
             Endpoint::Gateway(agent) => agent.endpoint,
         }
+    }
+}
+
+impl Endpoint {
+    /// The agent a summary through this way in is for, and the wire it came by, as the call log
+    /// and the metrics name them. The remote endpoint is pi-family agents' (oh-my-pi's
+    /// `remoteEndpoint`); the chat wire's caller is any OpenAI client.
+    pub fn agent_and_wire(self) -> (&'static str, &'static str) {
+        match self {
+            Endpoint::Compact => ("pi-family", "remote-endpoint"),
+            Endpoint::ChatCompletions => ("openai-client", "chat-completions"),
+            Endpoint::SessionCompaction | Endpoint::BranchSummary => ("pi", "session"),
+            Endpoint::Cli => ("pi", "cli"),
+            Endpoint::Gateway(agent) => (agent.name, agent.wire),
+        }
+    }
+
+    /// Whether a summary through this way in is a compaction served as it is written (on an
+    /// agent's wire). A stored session's compaction counts when its entry is appended instead.
+    pub fn serves_on_the_wire(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Compact | Endpoint::ChatCompletions | Endpoint::Gateway(_)
+        )
     }
 }
 

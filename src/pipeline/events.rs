@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Context, Purpose, SummarizeError};
+use super::{Context, Endpoint, Purpose, SummarizeError};
 use crate::metrics::Metrics;
 use crate::summarizer::{AttemptRecord, Summary, SummaryRequest};
 
@@ -124,25 +124,52 @@ impl Observer for MetricsObserver {
             }
             Event::Finished {
                 outcome: Ok(summary),
+                request,
                 ..
-            } if !summary.flags.cached => {
-                if summary.usage.cached_input_tokens > 0 {
-                    metrics
-                        .upstream_cached_tokens
-                        .with_label_values(&[summary.model.as_str()])
-                        .inc_by(summary.usage.cached_input_tokens);
-                }
-                for (direction, tokens) in [
-                    ("input", summary.usage.input_tokens),
-                    ("output", summary.usage.output_tokens),
-                ] {
-                    metrics
-                        .upstream_tokens
-                        .with_label_values(&[summary.model.as_str(), direction])
-                        .inc_by(tokens);
+            } => {
+                count_served(metrics, run, request, summary);
+                if !summary.flags.cached {
+                    count_upstream(metrics, summary);
                 }
             }
-            Event::Finished { .. } => {}
+            _ => {}
         }
+    }
+}
+
+/// A compaction served on an agent's wire as it is written: counted with its agent and wire, and
+/// the tokens it saved. (A session's is counted when its entry is appended; a gateway compaction
+/// over the tenant's budget goes to the agent's own provider, not served.)
+fn count_served(metrics: &Metrics, run: Run<'_>, request: &SummaryRequest, summary: &Summary) {
+    let endpoint = run.context.endpoint;
+    let compaction = matches!(run.purpose, Purpose::Prompt | Purpose::History);
+    let forwarded = matches!(endpoint, Endpoint::Gateway(_)) && summary.flags.budget_exhausted;
+    if !endpoint.serves_on_the_wire() || !compaction || forwarded {
+        return;
+    }
+    let (agent, wire) = endpoint.agent_and_wire();
+    metrics.compactions.with_label_values(&[agent, wire]).inc();
+    let after = crate::transcript::estimate_tokens(&summary.text);
+    metrics
+        .tokens_saved
+        .inc_by(super::replaced_tokens(request).saturating_sub(after));
+}
+
+/// The tokens a summary took from its model.
+fn count_upstream(metrics: &Metrics, summary: &Summary) {
+    if summary.usage.cached_input_tokens > 0 {
+        metrics
+            .upstream_cached_tokens
+            .with_label_values(&[summary.model.as_str()])
+            .inc_by(summary.usage.cached_input_tokens);
+    }
+    for (direction, tokens) in [
+        ("input", summary.usage.input_tokens),
+        ("output", summary.usage.output_tokens),
+    ] {
+        metrics
+            .upstream_tokens
+            .with_label_values(&[summary.model.as_str(), direction])
+            .inc_by(tokens);
     }
 }

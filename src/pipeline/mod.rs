@@ -50,6 +50,13 @@ pub use loops::Loops;
 
 use crate::summarizer::{Chain, ChainError, ChainEvent, Summary, SummaryRequest};
 
+/// The estimated tokens of what a summary of `request` replaces: its prompt, which is the
+/// conversation but for a few lines of instructions (read as text: the conversation itself is not
+/// parsed for it, which a cache hit never does).
+pub(crate) fn replaced_tokens(request: &SummaryRequest) -> u64 {
+    crate::transcript::estimate_tokens(&request.prompt)
+}
+
 /// One stage of a run: its name and the module it lives in (under `src/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stage {

@@ -42,8 +42,14 @@ pub trait Ledger: Send + Sync {
     ) -> Result<(), StoreError>;
     /// `tenant`'s daily upstream token budget, if it has one.
     async fn budget(&self, tenant: &str) -> Result<Option<i64>, StoreError>;
-    /// A tenant's most recent calls, newest first.
-    async fn calls(&self, tenant: &str, limit: i64) -> Result<Vec<CallRecord>, StoreError>;
+    /// A tenant's most recent calls, newest first: `limit` of them, from the one before `before`
+    /// (a row's `call_id`) on, or from the newest.
+    async fn calls(
+        &self,
+        tenant: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CallRecord>, StoreError>;
     async fn create_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
     /// The key with this hash, if it exists and is not revoked.
     async fn find_key(&self, key_hash: &str) -> Result<Option<KeyRecord>, StoreError>;
@@ -74,7 +80,7 @@ macro_rules! ledger_impl {
                 let _turn = self.batch_turn().await;
                 $crate::store::within(self.deadline, async {
                     let mut tx = self.pool.begin().await?;
-                    // 20 parameters a row: 500 rows stay under both servers' parameter limits.
+                    // 26 parameters a row: 500 rows stay under both servers' parameter limits.
                     // Chunks come in a few fixed sizes so that their statements are prepared
                     // once and then found in the connection's statement cache.
                     for chunk in $crate::store::fixed_chunks(calls) {
@@ -82,7 +88,7 @@ macro_rules! ledger_impl {
                             "insert into summarization_calls (endpoint, session_id, model, outcome, status, prompt_bytes, \
                              summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
                              tenant, purpose, cached, cached_input_tokens, summary_fingerprint, loop_detected, \
-                             budget_exhausted) ",
+                             budget_exhausted, agent, wire, tokens_before, tokens_after, anchors, anchors_kept) ",
                         );
                         let text = |t: Option<&str>| t.map(|t| $crate::store::column_text(t).into_owned());
                         query.push_values(chunk, |mut row, call| {
@@ -105,7 +111,13 @@ macro_rules! ledger_impl {
                                 .push_bind(call.cached_input_tokens)
                                 .push_bind(call.summary_fingerprint.clone())
                                 .push_bind(call.loop_detected)
-                                .push_bind(call.budget_exhausted);
+                                .push_bind(call.budget_exhausted)
+                                .push_bind(call.agent.clone())
+                                .push_bind(call.wire.clone())
+                                .push_bind(call.tokens_before)
+                                .push_bind(call.tokens_after)
+                                .push_bind(call.anchors)
+                                .push_bind(call.anchors_kept);
                         });
                         query.build().execute(&mut *tx).await?;
                     }
@@ -119,16 +131,22 @@ macro_rules! ledger_impl {
             async fn calls(
                 &self,
                 tenant: &str,
+                before: Option<i64>,
                 limit: i64,
             ) -> Result<Vec<$crate::store::CallRecord>, $crate::store::StoreError> {
+                // Newest first by id: ids grow with the writes (a batch is one transaction), so
+                // a page continues exactly where the last one ended, whatever is written meanwhile.
                 $crate::store::within(self.deadline, async {
                     Ok(sqlx::query_as(
-                        "select endpoint, tenant, purpose, session_id, model, outcome, status, prompt_bytes, \
+                        "select call_id, endpoint, tenant, purpose, session_id, model, outcome, status, prompt_bytes, \
                          summary_bytes, input_tokens, output_tokens, latency_ms, prompt, summary, created_at_ms, \
-                         cached, cached_input_tokens, summary_fingerprint, loop_detected, budget_exhausted \
-                         from summarization_calls where tenant = $1 order by created_at_ms desc, call_id desc limit $2",
+                         cached, cached_input_tokens, summary_fingerprint, loop_detected, budget_exhausted, \
+                         agent, wire, tokens_before, tokens_after, anchors, anchors_kept \
+                         from summarization_calls where tenant = $1 and call_id < $2 \
+                         order by call_id desc limit $3",
                     )
                     .bind(tenant)
+                    .bind(before.unwrap_or(i64::MAX))
                     .bind(limit)
                     .fetch_all(&self.pool)
                     .await?)

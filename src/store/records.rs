@@ -162,6 +162,21 @@ pub struct CallRecord {
     pub loop_detected: bool,
     /// The tenant's daily budget was spent: the extractive summarizer answered.
     pub budget_exhausted: bool,
+    /// The agent the summary was for (`claude-code`, `codex`, `opencode`, `pi`, …; empty when
+    /// the way in does not say).
+    pub agent: String,
+    /// The wire it came by: `anthropic-messages`, `responses`, `chat-completions`,
+    /// `remote-endpoint`, `session`, `cli`.
+    pub wire: String,
+    /// Estimated tokens of what the summary replaces, and of the summary.
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    /// The fidelity gate's anchors, and how many the summary kept (none when it did not check).
+    pub anchors: Option<i64>,
+    pub anchors_kept: Option<i64>,
+    /// The row's id in the log, once written (0 before): the cursor of a page of calls.
+    #[sqlx(default)]
+    pub call_id: i64,
 }
 
 /// Entries to append to a session, checked by the caller against the session as it was loaded.

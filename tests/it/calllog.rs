@@ -23,7 +23,7 @@ on_both_backends!(
 async fn rows(store: &dyn Store, tenant: &str, count: usize) -> Vec<CallRecord> {
     let started = Instant::now();
     loop {
-        let mut rows = store.calls(tenant, 100).await.unwrap();
+        let mut rows = store.calls(tenant, None, 100).await.unwrap();
         if rows.len() >= count {
             rows.reverse();
             return rows;
@@ -167,7 +167,7 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         all.iter()
             .all(|r| r.prompt.is_none() && r.summary.is_none())
     );
-    assert!(store.calls("", 10).await.unwrap().is_empty());
+    assert!(store.calls("", None, 10).await.unwrap().is_empty());
 }
 
 async fn a_failed_call_leaves_a_row_too(store: Arc<dyn Store>) {
@@ -221,7 +221,11 @@ async fn a_burst_of_calls_keeps_every_row(store: Arc<dyn Store>) {
     }
     let started = Instant::now();
     loop {
-        let kept = store.calls("", 10 * CALLS as i64).await.unwrap().len();
+        let kept = store
+            .calls("", None, 10 * CALLS as i64)
+            .await
+            .unwrap()
+            .len();
         if kept == CALLS {
             break;
         }
@@ -262,7 +266,11 @@ async fn a_flood_of_rows_is_written_in_batches_without_a_drop(store: Arc<dyn Sto
     log.flush().await;
     assert_eq!(metrics.call_log_dropped.get(), 0);
     assert_eq!(
-        store.calls("flood", 2 * ROWS as i64).await.unwrap().len(),
+        store
+            .calls("flood", None, 2 * ROWS as i64)
+            .await
+            .unwrap()
+            .len(),
         ROWS
     );
 }

@@ -284,7 +284,7 @@ fn compact_prints_the_entry_and_write_appends_it() {
             compactd::store::SqliteStore::connect_url(&url, std::time::Duration::from_secs(5))
                 .await
                 .unwrap();
-        compactd::store::Ledger::calls(&store, "", 10)
+        compactd::store::Ledger::calls(&store, "", None, 10)
             .await
             .unwrap()
     });

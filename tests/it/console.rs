@@ -23,6 +23,8 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     // Listening beyond loopback: the console, like the API, wants a key.
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();
+    // The gateway on, for the fleet page's agents (no request here goes to its upstreams).
+    config.gateway.enabled = true;
     let app = TestApp::with_store(config, store.clone()).await;
     let driver = Driver::start();
     let console = Console {
@@ -381,6 +383,41 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     );
     console.screenshot("recall").await;
 
+    // The fleet: Claude Code's compaction at the gateway beside the remote endpoint's and the
+    // session's, each under its agent and wire.
+    let claude = crate::gateway_support::recorded("sessions/claude-code-2.1.332")
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    let served = claude
+        .request(&app.client, &format!("{}/k/{alice}", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert!(served.status().is_success());
+    crate::support::eventually("the gateway's call logged", || async {
+        let calls = api(&app, &alice, Method::GET, "/v1/calls", None).await;
+        calls["calls"]
+            .as_array()?
+            .iter()
+            .any(|c| c["agent"] == "claude-code")
+            .then_some(())
+    })
+    .await;
+    console.go("/ui/fleet").await;
+    let agents = console.text("#agent-table").await;
+    for shown in [
+        "claude-code",
+        "anthropic-messages",
+        "pi-family",
+        "remote-endpoint",
+        "session",
+    ] {
+        assert!(agents.contains(shown), "{shown}: {agents}");
+    }
+    assert!(console.text("#recent-table").await.contains("claude-code"));
+    console.screenshot("fleet-agents").await;
+
     // Another tenant's key sees none of it.
     console.click("#logout").await;
     console
@@ -411,6 +448,7 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
             .await
             .contains(made["model"].as_str().unwrap())
     );
+    assert!(!console.text("#recent-table").await.contains("claude-code"));
     // Bob's forms cannot reach it either.
     let refused = app
         .client

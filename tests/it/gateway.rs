@@ -281,7 +281,7 @@ fn base64_url(bytes: &[u8]) -> String {
 async fn rows(store: &dyn Store, tenant: &str, count: usize) -> Vec<CallRecord> {
     let started = Instant::now();
     loop {
-        let rows = store.calls(tenant, 100).await.unwrap();
+        let rows = store.calls(tenant, None, 100).await.unwrap();
         if rows.len() >= count {
             return rows;
         }

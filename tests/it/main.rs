@@ -39,6 +39,7 @@ mod boundary_replicas;
 mod browser;
 mod browser_attacks;
 mod calllog;
+mod calls;
 mod cli;
 mod conformance;
 mod connections;

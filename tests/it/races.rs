@@ -125,6 +125,13 @@ async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store
         summary_fingerprint: None,
         loop_detected: false,
         budget_exhausted: false,
+        agent: "pi-family".into(),
+        wire: "remote-endpoint".into(),
+        tokens_before: 900,
+        tokens_after: 99,
+        anchors: None,
+        anchors_kept: None,
+        call_id: 0,
     };
     store.log_calls(&[spent]).await.unwrap();
     let mut tasks = Vec::new();

@@ -21,7 +21,7 @@ on_both_backends!(
 /// in the background).
 async fn calls(store: &Arc<dyn Store>, n: usize) -> Vec<CallRecord> {
     for _ in 0..500 {
-        let rows = store.calls("", 100).await.unwrap();
+        let rows = store.calls("", None, 100).await.unwrap();
         if rows.len() >= n {
             return rows;
         }
@@ -224,7 +224,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
         .await
         .unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
-    let rows_before = store.calls("", 100).await.unwrap().len();
+    let rows_before = store.calls("", None, 100).await.unwrap().len();
     let compacted: Value = app
         .post(
             &format!("/v1/sessions/{id}/compactions"),

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 
 use super::pages::Page;
 use super::viewer::Viewer;
-use super::views::{self, Bar, Chrome, FleetPage, SeriesRow};
+use super::views::{self, AgentRow, Bar, CallRow, Chrome, FleetPage, SeriesRow};
 use crate::app::fleet;
 use crate::session::time;
 
@@ -63,9 +63,42 @@ fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
                 latency_p50: format!("{:.2} s", s.latency_p50_ms as f64 / 1000.0),
             })
             .collect(),
+        agents: fleet
+            .agents
+            .iter()
+            .map(|a| AgentRow {
+                agent: or_dash(&a.agent),
+                wire: or_dash(&a.wire),
+                compactions: views::grouped(a.compactions as i64),
+                tokens_before: views::grouped(a.tokens_before),
+                tokens_after: views::grouped(a.tokens_after),
+                fidelity: fidelity(Some(a.anchors), Some(a.anchors_kept)),
+            })
+            .collect(),
+        recent: fleet
+            .recent
+            .iter()
+            .map(|c| CallRow {
+                at: time::epoch_ms_to_iso(c.created_at_ms)[..19].replace('T', " "),
+                agent: or_dash(&c.agent),
+                wire: or_dash(&c.wire),
+                purpose: c.purpose.clone(),
+                model: c.model.clone().unwrap_or_else(|| "—".into()),
+                outcome: c.outcome.clone(),
+                tokens: format!(
+                    "{} → {}",
+                    views::grouped(c.tokens_before),
+                    views::grouped(c.tokens_after)
+                ),
+                fidelity: fidelity(c.anchors, c.anchors_kept),
+                latency: format!("{:.2} s", c.latency_ms as f64 / 1000.0),
+            })
+            .collect(),
         totals: vec![
             ("Calls", views::grouped(t.calls as i64)),
             ("Failed", views::grouped(t.failed as i64)),
+            ("Compactions served", views::grouped(t.compactions as i64)),
+            ("Tokens saved", views::grouped(t.tokens_saved)),
             (
                 "Session compactions",
                 views::grouped(t.session_compactions as i64),
@@ -95,5 +128,22 @@ fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
             ("Loops caught", whole(r.loops)),
         ],
         calls_read: fleet.calls_read,
+    }
+}
+
+/// An empty name (a call logged before compactd recorded it) as a dash.
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "—".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// `kept/anchors` of the fidelity gate, `—` when it checked nothing.
+fn fidelity(anchors: Option<i64>, kept: Option<i64>) -> String {
+    match (anchors, kept) {
+        (Some(anchors), Some(kept)) if anchors > 0 => format!("{kept}/{anchors}"),
+        _ => "—".to_owned(),
     }
 }

@@ -271,12 +271,40 @@ pub(super) struct SeriesRow {
     pub latency_p50: String,
 }
 
+/// The compactions one agent had served on one wire.
+#[derive(Debug, Clone)]
+pub(super) struct AgentRow {
+    pub agent: String,
+    pub wire: String,
+    pub compactions: String,
+    pub tokens_before: String,
+    pub tokens_after: String,
+    /// Anchors kept of anchors checked (`—` when none were).
+    pub fidelity: String,
+}
+
+/// One of the newest calls.
+#[derive(Debug, Clone)]
+pub(super) struct CallRow {
+    pub at: String,
+    pub agent: String,
+    pub wire: String,
+    pub purpose: String,
+    pub model: String,
+    pub outcome: String,
+    pub tokens: String,
+    pub fidelity: String,
+    pub latency: String,
+}
+
 #[derive(Template)]
 #[template(path = "console/fleet.html")]
 pub(super) struct FleetPage {
     pub chrome: Chrome,
     pub bars: Vec<Bar>,
     pub series: Vec<SeriesRow>,
+    pub agents: Vec<AgentRow>,
+    pub recent: Vec<CallRow>,
     /// (label, value) pairs of the tenant's call log.
     pub totals: Vec<(&'static str, String)>,
     /// (label, value) pairs of this replica's counters.

@@ -53,6 +53,13 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         summary_fingerprint: None,
         loop_detected: false,
         budget_exhausted: false,
+        agent: "claude-code".into(),
+        wire: "anthropic-messages".into(),
+        tokens_before: 1200,
+        tokens_after: 150,
+        anchors: Some(7),
+        anchors_kept: Some(6),
+        call_id: 0,
     };
     store.log_calls(std::slice::from_ref(&call)).await.unwrap();
     let second = CallRecord {
@@ -81,13 +88,35 @@ async fn the_call_log_takes_rows(store: Arc<dyn Store>) {
         })
         .collect();
     store.log_calls(&batch).await.unwrap();
-    assert_eq!(store.calls("team-c", 5000).await.unwrap().len(), 1200);
+    assert_eq!(store.calls("team-c", None, 5000).await.unwrap().len(), 1200);
     // Newest first, the tenant's only; NUL in a stored prompt is replaced, as in every column.
-    let read = store.calls("team-a", 10).await.unwrap();
+    let read = store.calls("team-a", None, 10).await.unwrap();
     assert_eq!(read.len(), 2);
     assert_eq!(read[0].prompt.as_deref(), Some("p\u{FFFD}"));
-    assert_eq!(read[1], call);
-    assert_eq!(store.calls("team-a", 1).await.unwrap().len(), 1);
+    // Every column as written; the id is the log's.
+    assert!(read[0].call_id > read[1].call_id && read[1].call_id > 0);
+    assert_eq!(
+        CallRecord {
+            call_id: 0,
+            ..read[1].clone()
+        },
+        call
+    );
+    assert_eq!(store.calls("team-a", None, 1).await.unwrap().len(), 1);
+    // A page from a call on: the ones before it, none of another tenant's.
+    let older = store
+        .calls("team-a", Some(read[0].call_id), 10)
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].call_id, read[1].call_id);
+    assert!(
+        store
+            .calls("team-a", Some(read[1].call_id), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store>) {
@@ -122,6 +151,13 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
         summary_fingerprint: fingerprint.map(str::to_owned),
         loop_detected: false,
         budget_exhausted: false,
+        agent: String::new(),
+        wire: String::new(),
+        tokens_before: 0,
+        tokens_after: 0,
+        anchors: None,
+        anchors_kept: None,
+        call_id: 0,
     };
     for call in [
         row("openai:m", false, 10, Some("f1")),
@@ -155,7 +191,7 @@ async fn budgets_cached_summaries_and_fingerprints_are_kept(store: Arc<dyn Store
             .await
             .unwrap()
     );
-    let read = store.calls("team-a", 10).await.unwrap();
+    let read = store.calls("team-a", None, 10).await.unwrap();
     assert!(read.iter().any(|r| r.cached));
 
     // Cached summaries: until they expire; a second put replaces (in one batch too).
