@@ -140,7 +140,9 @@ impl Seal {
 
 /// Whether a body may hold one of compactd's items (a cheap look before parsing it).
 pub(crate) fn may_hold_item(body: &[u8]) -> bool {
-    memchr::memmem::find(body, PREFIX.as_bytes()).is_some()
+    static SEALED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(PREFIX.as_bytes()));
+    SEALED.find(body).is_some()
 }
 
 #[cfg(test)]

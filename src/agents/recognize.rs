@@ -4,7 +4,10 @@
 //! their wire's module and name the release they were recorded from; `tests/it/gateway.rs`
 //! replays those recordings.
 
+use std::sync::LazyLock;
+
 use axum::http::HeaderMap;
+use memchr::memmem::Finder;
 use serde_json::Value;
 
 use super::anthropic_messages::{self, CLAUDE_CODE};
@@ -93,15 +96,20 @@ pub(crate) fn compaction(wire: Wire, headers: &HeaderMap, body: &Value) -> Optio
 }
 
 /// Whether a body of `wire` may be a compaction or a summarization request, by the markers'
-/// bytes alone.
+/// bytes alone. Every ordinary turn is scanned: the searchers are built once.
 pub(crate) fn may_be_compaction(wire: Wire, body: &[u8]) -> bool {
-    let rendered = (wire == Wire::ChatCompletions).then_some(RENDERED_MARKER);
-    RECOGNIZERS
+    static MARKERS: LazyLock<Vec<(Wire, Finder<'static>)>> = LazyLock::new(|| {
+        let rendered = (Wire::ChatCompletions, RENDERED_MARKER);
+        RECOGNIZERS
+            .iter()
+            .map(|r| (r.wire, r.marker))
+            .chain([rendered])
+            .map(|(wire, marker)| (wire, Finder::new(marker.as_bytes())))
+            .collect()
+    });
+    MARKERS
         .iter()
-        .filter(|r| r.wire == wire)
-        .map(|r| r.marker)
-        .chain(rendered)
-        .any(|marker| memchr::memmem::find(body, marker.as_bytes()).is_some())
+        .any(|(of, finder)| *of == wire && finder.find(body).is_some())
 }
 
 /// A compaction of `agent` over `conversation`: the agent's system and developer text left out
