@@ -90,7 +90,10 @@ pub fn new_key(tenant: &str, name: Option<&str>, now_ms: i64) -> (String, KeyRec
 /// Whether `value` (a header's bytes) holds a compactd key anywhere: `cmpd_` and 40 hex digits,
 /// whatever surrounds it (`Bearer …`, a cookie, a list). Such a header never leaves compactd.
 pub fn holds_key(value: &[u8]) -> bool {
-    memchr::memmem::find_iter(value, KEY_PREFIX.as_bytes()).any(|at| {
+    // Every header of every gateway turn is looked at: the searcher is built once.
+    static PREFIX: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(KEY_PREFIX.as_bytes()));
+    PREFIX.find_iter(value).any(|at| {
         let digits = &value[at + KEY_PREFIX.len()..];
         digits.len() >= 40 && digits[..40].iter().all(u8::is_ascii_hexdigit)
     })

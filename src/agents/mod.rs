@@ -33,6 +33,7 @@ use serde_json::Value;
 
 pub(crate) use chat_completions::ChatRequest;
 pub(crate) use gateway::Gateway;
+pub(crate) use proxy::PassedThrough;
 
 use crate::access::Identity;
 use crate::app::{App, AppError};

@@ -104,9 +104,16 @@ impl Proxy {
         let mut response = Response::new(Body::from_stream(stream));
         *response.status_mut() = status;
         *response.headers_mut() = response_headers;
+        response.extensions_mut().insert(PassedThrough);
         Ok(response)
     }
 }
+
+/// Marks an answer the upstream wrote: an agent's ordinary turn, logged at DEBUG (every turn of
+/// every agent passes through; the metrics count them, and compactions, refusals and failures
+/// are still logged at INFO and above).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PassedThrough;
 
 /// `headers` without the hop-by-hop ones (and those a `Connection` header names), and without
 /// every header that holds a compactd key (whichever header carried it, and compactd's own

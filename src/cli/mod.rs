@@ -226,7 +226,8 @@ fn invalid(error: String) -> CliError {
 /// Starts the service and runs it until SIGTERM or Ctrl-C.
 fn serve(config: ServeConfig) -> Result<(), CliError> {
     config.validate().map_err(invalid)?;
-    init_tracing(&config.logging);
+    // Held to the end: dropping it writes out the log lines still queued.
+    let _log_writer = init_tracing(&config.logging);
     let open_files = crate::http::server::raise_open_file_limit();
     tracing::debug!(open_files, "open-file limit");
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -304,18 +305,25 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received: finishing requests in flight");
 }
 
-fn init_tracing(config: &LoggingConfig) {
+/// The log, on standard error. Lines are written by a thread of their own, so that a request
+/// never waits for the terminal or the pipe (every gateway turn logs its line): it queues the
+/// line (at most 128,000 of them; past that it waits, and no line is lost).
+fn init_tracing(config: &LoggingConfig) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // A second initialisation (tests) is not an error worth reporting.
     let _ = match config.log_format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
+    guard
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

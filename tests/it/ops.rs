@@ -217,7 +217,13 @@ async fn metrics_count_compactions_savings_and_rejections() {
         metric_sample(&metrics, "compactd_summarizer_rejections_total") >= 1.0,
         "{metrics}"
     );
-    assert_eq!(metric_sample(&metrics, "compactd_compactions_total"), 1.0);
+    assert_eq!(
+        metric_sample(
+            &metrics,
+            "compactd_compactions_total{agent=\"pi\",wire=\"session\"}"
+        ),
+        1.0
+    );
     assert!(
         metric_sample(&metrics, "compactd_compaction_tokens_saved_total") > 100_000.0,
         "{metrics}"
@@ -373,6 +379,8 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         .await;
     app.get("/v1/recall/search?q=%20").await;
     app.get("/v1/recall/r_none/turns").await;
+    app.get("/v1/calls?limit=5").await;
+    app.get("/v1/calls?before=x").await;
     let count =
         json!({"model": "claude-opus-5-5", "messages": [{"role": "user", "content": "hi"}]});
     app.post("/v1/messages/count_tokens", &count).await;
