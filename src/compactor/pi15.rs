@@ -116,3 +116,42 @@ pub(super) async fn compact(
     let tokens_after = (utf16_len(&entry.summary) as u64).div_ceil(4) + prep.kept_tokens;
     Ok(finish(entry, &calls, started, tokens_after))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fidelity::anchors;
+
+    /// The split turn's prefix, framed as pi 1.5 frames it: its headings are not the user's words,
+    /// neither in the extractive summary nor in the anchors a model's summary is checked against.
+    #[test]
+    fn the_turn_prefixs_framing_is_never_content() {
+        let prompt = format!(
+            "# Conversation\n[User]: Fix the parser in src/parse.rs; it drops the last token.\n\n[Assistant tool calls]: edit(path=\"src/parse.rs\", oldText=\"a\", newText=\"b\")\n\n[Tool result]: edited\n\n# Instructions\n{TURN_PREFIX}"
+        );
+        let request = SummaryRequest::from_prompt(SYSTEM.to_owned(), prompt, 2000);
+        let summary = crate::summarizer::extractive::summarize(&request);
+        for framing in ["# Conversation", "# Instructions", "[User]:"] {
+            assert!(
+                !summary.text.contains(framing),
+                "{framing}: {}",
+                summary.text
+            );
+        }
+        assert!(
+            summary.text.contains("## Original Request"),
+            "{}",
+            summary.text
+        );
+        let anchors = anchors::of_shape(request.shape());
+        let latest = anchors
+            .iter()
+            .find(|a| a.kind == anchors::AnchorKind::LatestRequest)
+            .unwrap();
+        assert_eq!(
+            latest.text,
+            "Fix the parser in src/parse.rs; it drops the last token."
+        );
+        assert!(anchors.iter().any(|a| a.text == "src/parse.rs"));
+    }
+}

@@ -6,6 +6,9 @@
 use crate::prompts::Prompts;
 
 const CONVERSATION_OPEN: &str = "<conversation>\n";
+/// pi ≥ 1.5's turn-prefix prompt frames its conversation with headings instead of tags.
+const HEADED_CONVERSATION: &str = "# Conversation\n";
+const HEADED_INSTRUCTIONS: &str = "\n# Instructions\n";
 const CONVERSATION_CLOSE: &str = "\n</conversation>";
 const PREVIOUS_OPEN: &str = "<previous-summary>\n";
 const PREVIOUS_CLOSE: &str = "\n</previous-summary>";
@@ -99,6 +102,9 @@ pub struct Parts<'a> {
 
 impl<'a> Parts<'a> {
     pub fn parse(prompt: &'a str) -> Parts<'a> {
+        if let Some(parts) = Parts::headed(prompt) {
+            return parts;
+        }
         let Some(open) = prompt.find(CONVERSATION_OPEN) else {
             return match prompt.find("<conversation>\n</conversation>") {
                 // `<conversation>\n</conversation>`: the empty conversation of a hand-written prompt.
@@ -139,6 +145,20 @@ impl<'a> Parts<'a> {
                 instructions: "",
             },
         }
+    }
+
+    /// pi ≥ 1.5's turn-prefix prompt: the conversation under a `# Conversation` heading, the
+    /// instructions under `# Instructions` (the last one: a conversation may quote the heading).
+    /// The headings are framing, never the conversation's text.
+    fn headed(prompt: &'a str) -> Option<Parts<'a>> {
+        let conversation = prompt.strip_prefix(HEADED_CONVERSATION)?;
+        let at = conversation.rfind(HEADED_INSTRUCTIONS)?;
+        Some(Parts {
+            before: "",
+            conversation: conversation[..at].trim_end_matches('\n'),
+            previous_summary: None,
+            instructions: &conversation[at + HEADED_INSTRUCTIONS.len()..],
+        })
     }
 
     fn after_conversation(
@@ -291,6 +311,19 @@ mod tests {
             merge_split_turn("H", "P"),
             "H\n\n---\n\n**Turn Context (split turn):**\n\nP"
         );
+    }
+
+    #[test]
+    fn pi15s_headed_turn_prefix_prompt_is_taken_apart_by_its_headings() {
+        let prompt = "# Conversation\n[User]: fix the # Instructions bug\n\n[Assistant]: on it\n\n# Instructions\nThe messages above…\n\n## Original Request\n[What did the user ask for?]";
+        let parts = Parts::parse(prompt);
+        assert_eq!(
+            parts.conversation,
+            "[User]: fix the # Instructions bug\n\n[Assistant]: on it"
+        );
+        assert!(parts.instructions.starts_with("The messages above"));
+        assert_eq!(parts.asks(), Asks::TurnPrefix);
+        assert!(!parts.conversation.contains("# Conversation"));
     }
 
     #[test]
