@@ -188,6 +188,10 @@ pub struct ToolCall {
     pub id: Option<String>,
     pub name: String,
     pub arguments: Vec<(String, Value)>,
+    /// The string arguments the markup wrote as they are, not as JSON: oh-my-pi writes a string
+    /// argument of a tool whose schema it knows that way in its `<invoke>` dialects. Written back
+    /// the same way.
+    pub raw_strings: Vec<String>,
 }
 
 impl ToolCall {
@@ -196,6 +200,7 @@ impl ToolCall {
             id: None,
             name: name.into(),
             arguments,
+            raw_strings: Vec::new(),
         }
     }
 

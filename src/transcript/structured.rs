@@ -111,6 +111,7 @@ pub(crate) fn from_chat(messages: &[Value]) -> Conversation {
                             .unwrap_or_default()
                             .to_owned(),
                         arguments: arguments_of(function.get("arguments")),
+                        raw_strings: Vec::new(),
                     });
                 }
             }
@@ -185,6 +186,7 @@ pub(crate) fn from_anthropic(messages: &[Value]) -> Conversation {
                         .unwrap_or_default()
                         .to_owned(),
                     arguments: arguments_of(block.get("input")),
+                    raw_strings: Vec::new(),
                 }),
                 "tool_result" => {
                     // Results interrupt a user message: what came before is its own.
@@ -253,6 +255,7 @@ pub(crate) fn from_responses(input: &Value) -> Conversation {
                             .or_else(|| item.get("input"))
                             .or_else(|| item.get("action")),
                     ),
+                    raw_strings: Vec::new(),
                 };
                 // Calls that follow an assistant message belong to it.
                 match out.last_mut() {
@@ -333,6 +336,7 @@ fn message_of(piece: Piece<'_>) -> Message {
                 id: None,
                 name: tool.to_owned(),
                 arguments: arguments_of(Some(&arguments)),
+                raw_strings: Vec::new(),
             }],
             ..Message::new(Role::Assistant)
         },

@@ -413,3 +413,66 @@ proptest! {
         }
     }
 }
+
+/// oh-my-pi writes a string argument of a tool whose schema it knows as it is in its `<invoke>`
+/// dialects (anthropic, xml, minimax), not as JSON: such calls read with their paths, and write
+/// back to the same text.
+#[test]
+fn invoke_dialects_read_string_arguments_written_as_they_are() {
+    let mut edit = ToolCall::new(
+        "edit",
+        vec![
+            ("path".into(), json!("src/parse.rs")),
+            ("oldText".into(), json!("a")),
+            (
+                "newText".into(),
+                json!("fn f() -> Vec<String> { \"x\" } // not </parameter> here"),
+            ),
+            ("all".into(), json!(true)),
+        ],
+    );
+    edit.raw_strings = vec!["path".into(), "oldText".into(), "newText".into()];
+    let mut create = ToolCall::new(
+        "write",
+        vec![
+            ("path".into(), json!("/w/notes.md")),
+            ("content".into(), json!("# Notes\n{\"a\": 1}\n")),
+        ],
+    );
+    create.raw_strings = vec!["path".into(), "content".into()];
+    let messages = vec![
+        Message::with_text(Role::User, "Fix the parser."),
+        Message {
+            calls: vec![edit, create],
+            ..Message::with_text(Role::Assistant, "On it.")
+        },
+        Message::tool_result("edited", Some("edit".into()), false),
+        Message::tool_result("written", Some("write".into()), false),
+        Message::with_text(Role::User, "Now the tests."),
+    ];
+    for dialect in [Dialect::Anthropic, Dialect::Xml, Dialect::Minimax] {
+        let text = write(dialect, &messages);
+        assert!(
+            text.contains("<parameter name=\"path\">src/parse.rs</parameter>"),
+            "{text}"
+        );
+        let read = read_as(dialect, &text);
+        assert_eq!(write(dialect, &read.messages), text, "{}", dialect.name());
+        let calls = &read.messages[1].calls;
+        assert_eq!(calls.len(), 2, "{}: {text}", dialect.name());
+        assert_eq!(calls[0].arg("path"), Some("src/parse.rs"));
+        assert_eq!(calls[1].arg("path"), Some("/w/notes.md"));
+        assert_eq!(
+            calls[0].arg("newText"),
+            Some("fn f() -> Vec<String> { \"x\" } // not </parameter> here")
+        );
+        let changed: Vec<String> = calls
+            .iter()
+            .flat_map(files::file_ops)
+            .filter(|(op, _)| op.modifies())
+            .map(|(_, path)| path)
+            .collect();
+        assert_eq!(changed, ["src/parse.rs", "/w/notes.md"]);
+        assert_eq!(read.messages.last().unwrap().text, "Now the tests.");
+    }
+}

@@ -27,6 +27,8 @@
 //! newlines, results as `<tool_response>` blocks. MiniMax: `<minimax:tool_call>` around the
 //! invokes, results as Anthropic's.
 
+use serde_json::Value;
+
 use super::markup::{Turn, push_wrapped, turns};
 use super::markup::{escape_attribute, escape_text, json_extent, parse_json, stringify, unescape};
 use super::{Dialect, Message, Role, ToolCall, trailing};
@@ -78,7 +80,10 @@ fn write_invoke(out: &mut String, call: &ToolCall) {
         out.push_str("<parameter name=\"");
         out.push_str(&escape_attribute(key));
         out.push_str("\">");
-        out.push_str(&stringify(value));
+        match value {
+            Value::String(text) if call.raw_strings.contains(key) => out.push_str(text),
+            value => out.push_str(&stringify(value)),
+        }
         out.push_str("</parameter>");
     }
     out.push_str("</invoke>");
@@ -230,24 +235,49 @@ fn read_invokes(mut text: &str) -> Option<Vec<ToolCall>> {
     }
 }
 
-/// `<invoke name="…"><parameter name="…">JSON</parameter>…</invoke>` at the start of `text`.
+/// `<invoke name="…"><parameter name="…">VALUE</parameter>…</invoke>` at the start of `text`.
+/// A value is JSON, or — a string argument of a tool whose schema oh-my-pi knew — the text itself,
+/// which ends at the closing tag that a next parameter or the invoke's end follows (the only
+/// text such a value cannot hold).
 fn read_invoke(text: &str) -> Option<(ToolCall, usize)> {
+    const CLOSE: &str = "</parameter>";
     let after = text.strip_prefix("<invoke name=\"")?;
     let name_end = after.find("\">")?;
     let name = unescape(&after[..name_end]);
     let mut rest = &after[name_end + 2..];
     let mut arguments = Vec::new();
+    let mut raw_strings = Vec::new();
     while let Some(param) = rest.strip_prefix("<parameter name=\"") {
         let key_end = param.find("\">")?;
         let key = unescape(&param[..key_end]);
         let value_text = &param[key_end + 2..];
-        let extent = json_extent(value_text)?;
-        let value = parse_json(&value_text[..extent])?;
-        rest = value_text[extent..].strip_prefix("</parameter>")?;
+        let json = json_extent(value_text)
+            .filter(|&extent| value_text[extent..].starts_with(CLOSE))
+            .and_then(|extent| Some((parse_json(&value_text[..extent])?, extent)));
+        let (value, extent) = match json {
+            Some(json) => json,
+            None => {
+                let end = raw_value_end(value_text)?;
+                raw_strings.push(key.clone());
+                (Value::String(value_text[..end].to_owned()), end)
+            }
+        };
+        rest = value_text[extent..].strip_prefix(CLOSE)?;
         arguments.push((key, value));
     }
     let rest = rest.strip_prefix("</invoke>")?;
-    Some((ToolCall::new(name, arguments), text.len() - rest.len()))
+    let mut call = ToolCall::new(name, arguments);
+    call.raw_strings = raw_strings;
+    Some((call, text.len() - rest.len()))
+}
+
+/// Where a parameter's text written as it is ends: the first closing tag followed by another
+/// parameter or the end of the invoke.
+fn raw_value_end(text: &str) -> Option<usize> {
+    memchr::memmem::find_iter(text.as_bytes(), b"</parameter>").find(|&at| {
+        let after = &text[at + "</parameter>".len()..];
+        after.starts_with("<parameter name=\"") || after.starts_with("</invoke>")
+    })
 }
 
 /// A human turn that is tool results, read whole; `None` when it is the user's words.
