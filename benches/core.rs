@@ -121,8 +121,10 @@ fn fidelity(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(prompt.len() as u64));
     group.bench_function("anchors + check", |b| {
         b.iter(|| {
-            let anchors =
-                anchors::of_shape(&compactd::transcript::Shape::of_prompt(black_box(&prompt)));
+            let anchors = anchors::of_shape(
+                &compactd::transcript::Shape::of_prompt(black_box(&prompt)),
+                16_384,
+            );
             gate::check(black_box(&summary), &anchors)
         })
     });

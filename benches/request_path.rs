@@ -69,7 +69,7 @@ fn stages(c: &mut Criterion) {
     let (prompt, summary) = body();
     let redactor = Redactor::new(None).unwrap();
     let shape = Shape::of_prompt(&prompt);
-    let anchors = anchors::of_shape(&shape);
+    let anchors = anchors::of_shape(&shape, 16_384);
     assert_eq!(anchors.len(), 13, "12 files and the latest request");
     assert!(gate::check(&summary, &anchors).iter().all(|k| *k));
     let mut group = c.benchmark_group("request path (3 KB remoteEndpoint prompt)");
@@ -87,7 +87,7 @@ fn stages(c: &mut Criterion) {
         b.iter(|| redactor.redact(black_box(&summary), &mut Placeholders::default()))
     });
     group.bench_function("anchors", |b| {
-        b.iter(|| anchors::of_shape(black_box(&shape)))
+        b.iter(|| anchors::of_shape(black_box(&shape), 16_384))
     });
     group.bench_function("check the summary", |b| {
         b.iter(|| gate::check(black_box(&summary), &anchors))

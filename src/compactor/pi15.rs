@@ -143,7 +143,7 @@ mod tests {
             "{}",
             summary.text
         );
-        let anchors = anchors::of_shape(request.shape());
+        let anchors = anchors::of_shape(request.shape(), request.max_tokens);
         let latest = anchors
             .iter()
             .find(|a| a.kind == anchors::AnchorKind::LatestRequest)

@@ -34,6 +34,9 @@ pub enum AnchorKind {
     Constraint,
     /// Text the user pinned to the session.
     Pinned,
+    /// An earlier message of the user's, in their own words: the ledger a summary carries in its
+    /// Goal ([`super::ledger`]).
+    UserMessage,
     /// An error still unresolved at the end of the span.
     UnresolvedError,
     /// A command that failed.
@@ -45,12 +48,13 @@ pub enum AnchorKind {
 }
 
 impl AnchorKind {
-    pub const ALL: [AnchorKind; 9] = [
+    pub const ALL: [AnchorKind; 10] = [
         AnchorKind::LatestRequest,
         AnchorKind::ModifiedFile,
         AnchorKind::OpenWork,
         AnchorKind::Constraint,
         AnchorKind::Pinned,
+        AnchorKind::UserMessage,
         AnchorKind::UnresolvedError,
         AnchorKind::FailedCommand,
         AnchorKind::ReadFile,
@@ -63,7 +67,8 @@ impl AnchorKind {
             | AnchorKind::ModifiedFile
             | AnchorKind::OpenWork
             | AnchorKind::Constraint
-            | AnchorKind::Pinned => Weight::Critical,
+            | AnchorKind::Pinned
+            | AnchorKind::UserMessage => Weight::Critical,
             AnchorKind::UnresolvedError
             | AnchorKind::FailedCommand
             | AnchorKind::ReadFile
@@ -79,6 +84,7 @@ impl AnchorKind {
             AnchorKind::OpenWork => "open_work",
             AnchorKind::Constraint => "constraint",
             AnchorKind::Pinned => "pinned",
+            AnchorKind::UserMessage => "user_message",
             AnchorKind::UnresolvedError => "unresolved_error",
             AnchorKind::FailedCommand => "failed_command",
             AnchorKind::ReadFile => "read_file",
@@ -94,7 +100,8 @@ impl AnchorKind {
             AnchorKind::OpenWork => 15,
             // Standing rules are stated once and must outlive every compaction: a generous bound.
             AnchorKind::Constraint => 40,
-            AnchorKind::Pinned => usize::MAX,
+            // The ledger bounds itself (`ledger::select`).
+            AnchorKind::Pinned | AnchorKind::UserMessage => usize::MAX,
             AnchorKind::UnresolvedError | AnchorKind::FailedCommand => 5,
             AnchorKind::Identifier => 30,
         }
@@ -128,14 +135,16 @@ impl Anchor {
 /// Longest latest request kept as an anchor, in characters.
 const REQUEST_CHARS: usize = 300;
 
-/// The anchors of a summarization prompt: its conversation and previous summary.
-pub fn of_shape(shape: &Shape) -> Vec<Anchor> {
+/// The anchors of a summarization prompt, its conversation and previous summary, for a summary
+/// of at most `max_tokens`.
+pub fn of_shape(shape: &Shape, max_tokens: u64) -> Vec<Anchor> {
     let facts = Facts::extract(&shape.conversation.messages);
-    of_facts(&facts, shape.earlier_summary())
+    of_facts(&facts, shape.earlier_summary(), max_tokens)
 }
 
-/// The anchors of extracted facts and a previous summary.
-pub fn of_facts(facts: &Facts, previous_summary: Option<&str>) -> Vec<Anchor> {
+/// The anchors of extracted facts and a previous summary, for a summary of at most `max_tokens`
+/// (the ledger of the user's messages takes its share of it: [`super::ledger::room`]).
+pub fn of_facts(facts: &Facts, previous_summary: Option<&str>, max_tokens: u64) -> Vec<Anchor> {
     let mut anchors = Anchors::default();
     if let Some(request) = facts.latest_request() {
         let request = first_paragraph(request);
@@ -160,6 +169,10 @@ pub fn of_facts(facts: &Facts, previous_summary: Option<&str>) -> Vec<Anchor> {
         .collect();
     constraints.extend(facts.constraints.items.iter().cloned());
     anchors.extend(AnchorKind::Constraint, &constraints);
+    anchors.extend(
+        AnchorKind::UserMessage,
+        &super::ledger::carried(facts, previous_summary, super::ledger::room(max_tokens)),
+    );
     anchors.extend(
         AnchorKind::UnresolvedError,
         &facts

@@ -63,6 +63,11 @@ pub fn extractions_of(opening: &str) -> u64 {
 pub struct Facts {
     /// User requests (not shell commands the user ran, not bare slash commands), in order.
     pub requests: Vec<String>,
+    /// The requests' lines in the ledger of the user's messages ([`super::ledger::item`]): their
+    /// own words, without acknowledgements and messages that are all pasted text.
+    pub ledger: Vec<String>,
+    /// How many lines of `ledger` (its last) are the latest request's.
+    latest_in_ledger: usize,
     /// The user's standing rules and preferences, verbatim, in order, without those a later
     /// withdrawal lifted ([`standing`]).
     pub constraints: Ordered,
@@ -134,7 +139,12 @@ impl Facts {
                         continue;
                     }
                     facts.requests.push(text.to_owned());
-                    for (statement, sentence) in standing::of_turn(text) {
+                    let items = super::ledger::items(text);
+                    facts.latest_in_ledger = items.len();
+                    facts.ledger.extend(items);
+                    // Rules are the user's own words: a rule-like line of pasted output is not.
+                    let words = super::user_words::of(text);
+                    for (statement, sentence) in standing::of_turn(&words) {
                         facts.add_standing(statement, clip(sentence, 240));
                     }
                     for span in code_spans(text) {
@@ -145,6 +155,10 @@ impl Facts {
                 Role::Assistant => {
                     for sentence in sentences(&message.text) {
                         let lower = sentence.to_lowercase();
+                        // "The approach:" introduces what follows; it decides nothing itself.
+                        if sentence.ends_with(':') {
+                            continue;
+                        }
                         if DECISION_WORDS.iter().any(|w| lower.contains(w)) {
                             facts.decisions.push(clip(sentence, 240));
                         } else if COMPLETION_STARTS.iter().any(|w| lower.starts_with(w)) {
@@ -236,6 +250,11 @@ impl Facts {
         for span in code_spans(text) {
             self.identifiers.push(span);
         }
+    }
+
+    /// How many of the last lines of `ledger` are the latest request's.
+    pub fn latest_in_ledger(&self) -> usize {
+        self.latest_in_ledger
     }
 
     pub fn latest_request(&self) -> Option<&str> {

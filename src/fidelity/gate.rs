@@ -156,6 +156,7 @@ fn describe(kind: AnchorKind) -> &'static str {
         AnchorKind::OpenWork => "open work (in Next Steps)",
         AnchorKind::Constraint => "a constraint of the user (in Constraints & Preferences)",
         AnchorKind::Pinned => "text the user pinned, verbatim (in a ## Pinned section)",
+        AnchorKind::UserMessage => "an earlier message of the user (in Goal)",
         AnchorKind::UnresolvedError => "an unresolved error",
         AnchorKind::FailedCommand => "a command that failed",
         AnchorKind::ReadFile => "a file that was read",
@@ -183,7 +184,7 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
         text = add_items(
             &text,
             "Critical Context",
-            &[format!("Latest user request (verbatim): {request}")],
+            &[format!("{} {request}", super::ledger::LATEST_LABEL)],
         );
     }
     // Always in a Constraints section (created when missing): the next compaction carries the
@@ -195,6 +196,11 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
             None => "Constraints & Preferences".to_owned(),
         };
         text = add_items(&text, &section, &constraints);
+    }
+    // The user's earlier messages under Goal, where the next compaction reads its ledger.
+    let messages = owned(of(AnchorKind::UserMessage));
+    if !messages.is_empty() {
+        text = add_items(&text, "Goal", &messages);
     }
     let open = owned(of(AnchorKind::OpenWork));
     if !open.is_empty() {

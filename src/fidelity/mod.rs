@@ -11,10 +11,12 @@
 pub mod anchors;
 pub mod facts;
 pub mod gate;
+pub mod ledger;
 pub(crate) mod matching;
 pub mod standing;
 #[cfg(test)]
 mod tests;
+pub mod user_words;
 pub(crate) mod words;
 
 use serde::{Deserialize, Serialize};

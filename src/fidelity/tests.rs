@@ -5,7 +5,7 @@ use crate::transcript::Shape;
 
 /// The anchors of an agent's prompt.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    super::anchors::of_shape(&Shape::of_prompt(prompt))
+    super::anchors::of_shape(&Shape::of_prompt(prompt), 4096)
 }
 use super::gate::{Expectation, Unusable, append_missing, check, repair_prompt, unusable};
 use crate::prompts::Prompts;

@@ -40,7 +40,7 @@ impl Pipeline {
     ) -> Summary {
         let shape = job.request.shape();
         let facts = job.request.facts();
-        let mut anchors = anchors::of_facts(facts, shape.earlier_summary());
+        let mut anchors = anchors::of_facts(facts, shape.earlier_summary(), job.request.max_tokens);
         for extra in &job.gate.extra {
             if !anchors.iter().any(|a| a.text == extra.text) {
                 anchors.push(extra.clone());
@@ -68,7 +68,15 @@ impl Pipeline {
         let mut repair_call = false;
         let mut repaired_check = None;
         let left = deadline.saturating_duration_since(Instant::now());
-        let missing = missing_critical(&first);
+        // The user's earlier messages are appended as they wrote them, never worth a model call
+        // of their own: a model that reworded one still has the rest of what it must keep asked.
+        let worth_a_call = |kept: &[bool]| -> Vec<&Anchor> {
+            missing_critical(kept)
+                .into_iter()
+                .filter(|a| a.kind != AnchorKind::UserMessage)
+                .collect()
+        };
+        let missing = worth_a_call(&first);
         if repairable
             && !missing.is_empty()
             && summary.model != "extractive"
@@ -78,7 +86,7 @@ impl Pipeline {
             if let Some(repaired) = self.repair(run, job, &summary, &missing, deadline).await {
                 let before = missing.len();
                 let checked = check(&with_appendix(&repaired.text), &anchors);
-                let after = missing_critical(&checked).len();
+                let after = worth_a_call(&checked).len();
                 summary.usage = summary.usage.plus(repaired.usage);
                 // A repair that loses more than it restores is not taken.
                 if after <= before {

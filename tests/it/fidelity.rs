@@ -18,7 +18,7 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
 
 /// The anchors of an agent's prompt, read as compactd reads one.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    compactd::fidelity::anchors::of_shape(&compactd::transcript::Shape::of_prompt(prompt))
+    compactd::fidelity::anchors::of_shape(&compactd::transcript::Shape::of_prompt(prompt), 16_384)
 }
 
 on_both_backends!(

@@ -71,6 +71,7 @@ mod pi15_sessions;
 mod pi_extension;
 mod races;
 mod real_agents;
+mod real_rules;
 mod recall;
 mod recall_clients;
 mod recall_sessions;

@@ -119,10 +119,15 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         json!({"readFiles": plan["readFiles"], "modifiedFiles": plan["modifiedFiles"]})
     );
     let summary = entry["summary"].as_str().unwrap();
-    // Each part as the model wrote it, with what it left out appended by the fidelity gate.
+    // Each part as the model wrote it, with what it left out appended by the fidelity gate: the
+    // user's earlier messages under its Goal, the latest request in Critical Context.
     assert!(
-        summary.starts_with(
-            "## Goal\nSUMMARY PART\n\n## Critical Context\n- Latest user request (verbatim): "
+        summary.starts_with("## Goal\nSUMMARY PART\n- "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(
+            "\n- i removed them all good\n\n## Critical Context\n- Latest user request (verbatim): "
         ),
         "{summary}"
     );

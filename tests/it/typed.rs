@@ -30,7 +30,7 @@ fn must_keep(prompt: &str) -> (BTreeSet<String>, String) {
         .filter(|c| c.name == "edit" || c.name == "write")
         .filter_map(|c| c.arg("path").map(str::to_owned))
         .collect();
-    let latest = compactd::fidelity::anchors::of_shape(&shape)
+    let latest = compactd::fidelity::anchors::of_shape(&shape, 16_384)
         .into_iter()
         .find(|a| a.kind == AnchorKind::LatestRequest)
         .map(|a| a.text)

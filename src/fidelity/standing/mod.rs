@@ -10,6 +10,9 @@
 //! before every commit). Precision and recall on a labelled set of user turns are measured in
 //! `tests/it/standing_rules.rs` and reported in BENCHMARKS.md.
 
+mod grammar;
+mod lexicon;
+pub(crate) use grammar::{looks_like_code, without_code_spans};
 mod phrases;
 
 use phrases::{
@@ -90,29 +93,48 @@ pub fn of_pasted_file(text: &str) -> Vec<(Statement, &str)> {
 /// that reads as an instruction is one.
 fn of_text(text: &str, rules_file: bool) -> Vec<(Statement, &str)> {
     let mut found = Vec::new();
-    // A list under a line announcing rules, or any list of a pasted rules file: every item is
-    // a rule when it reads as an instruction.
-    let mut in_rules_list = false;
+    // A list under a line announcing rules ("Ground rules for the whole job:", "## Conventions"),
+    // or any list of a pasted rules file. A user's announcement holds for the headings and blank
+    // lines of the block they pasted under it, until a line of prose of their own.
+    let (mut announced, mut in_rules_list) = (false, false);
     for line in text.lines() {
         let trimmed = line.trim();
         let item = list_item(trimmed);
-        if item.is_none() {
-            in_rules_list = announces_rules(trimmed);
+        if item.is_none() && !trimmed.is_empty() {
+            if trimmed.starts_with('#') {
+                in_rules_list = announced || announces_rules(trimmed);
+            } else {
+                announced = announces_rules(trimmed);
+                in_rules_list = announced;
+            }
         }
-        let listed = item.is_some() && (rules_file || in_rules_list);
         // A line that introduces a list ("Ground rules for the whole job:") is not a rule itself.
-        if item.is_none() && trimmed.ends_with(':') {
+        if item.is_none() && (trimmed.ends_with(':') || trimmed.starts_with('#')) {
             continue;
         }
         for sentence in sentences(item.unwrap_or(trimmed)) {
-            let statement = classify(sentence)
-                .or_else(|| (listed && is_instruction(sentence)).then_some(Statement::Rule));
+            // An item of a list the user announced as rules is one, however it is worded; an
+            // item of a pasted file's list, when it reads as an instruction (its other lists
+            // describe the project).
+            let listed = item.is_some()
+                && ((in_rules_list && !rules_file && is_listed_rule(sentence))
+                    || ((rules_file || in_rules_list) && is_instruction(sentence)));
+            let statement = classify(sentence).or_else(|| listed.then_some(Statement::Rule));
             if let Some(statement) = statement {
                 found.push((statement, sentence));
             }
         }
     }
     found
+}
+
+/// An item of a list announced as rules that can be one: a statement of three words or more,
+/// not a question, not code.
+fn is_listed_rule(sentence: &str) -> bool {
+    let lower = normalized(sentence);
+    lower.split_whitespace().count() >= 3
+        && !lower.ends_with('?')
+        && !grammar::vetoed(&normalized(&without_code_spans(sentence)))
 }
 
 /// What `sentence` states, if it is a standing statement.
@@ -125,14 +147,17 @@ pub fn classify(sentence: &str) -> Option<Statement> {
     if is_withdrawal(&lower) {
         return Some(Statement::Withdrawal);
     }
-    if is_one_off(&lower, words) {
+    // Code the sentence quotes (`if (x) y = 1`) is a noun of it, not a line of code.
+    let spoken = normalized(&without_code_spans(sentence));
+    if is_one_off(&lower, words) || grammar::vetoed(&spoken) {
         return None;
     }
     let rule = is_prohibition(&lower)
         || is_obligation(&lower)
         || is_preference(&lower)
         || has_standing_scope(&lower)
-        || (starts_with_any(&lower, IMPERATIVES) && has_general_scope(&lower));
+        || (starts_with_any(&lower, IMPERATIVES) && has_general_scope(&lower))
+        || grammar::is_rule(&spoken);
     rule.then_some(Statement::Rule)
 }
 
@@ -172,6 +197,11 @@ fn normalized(sentence: &str) -> String {
             "ok, ",
             "okay, ",
             "oh, ",
+            "oh and ",
+            "oh ",
+            "btw ",
+            "btw, ",
+            "also, ",
             "one more thing: ",
         ] {
             if let Some(rest) = lower.trim_start().strip_prefix(lead) {
@@ -320,13 +350,30 @@ fn sentences(line: &str) -> Vec<&str> {
     out
 }
 
+/// Where one clause ends and another begins: ", and", ", but", and an afterthought tacked
+/// on ("fix the test oh and never push to main", "…, btw always run the linter").
+const JOINTS: [&str; 7] = [
+    ", and ",
+    ", but ",
+    " oh and ",
+    " oh, and ",
+    ", oh and ",
+    " btw ",
+    ", btw, ",
+];
+
 fn push_clauses<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
     let mut rest = sentence;
-    while let Some((at, joint)) = [", and ", ", but "]
-        .iter()
-        .filter_map(|j| rest.find(j).map(|at| (at, j.len())))
-        .min()
-    {
+    loop {
+        // ASCII lower case keeps every byte where it was.
+        let lower = rest.to_ascii_lowercase();
+        let Some((at, joint)) = JOINTS
+            .iter()
+            .filter_map(|j| lower.find(j).map(|at| (at, j.len())))
+            .min()
+        else {
+            break;
+        };
         push_sentence(out, &rest[..at]);
         rest = &rest[at + joint..];
     }

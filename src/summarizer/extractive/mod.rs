@@ -9,7 +9,7 @@
 mod render;
 mod template;
 
-use crate::fidelity::{Anchor, Weight, anchors, gate};
+use crate::fidelity::{Anchor, Weight, anchors, gate, ledger};
 
 use super::{Summary, SummaryRequest, TokenUsage};
 use crate::js_json::utf16_len;
@@ -26,9 +26,10 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
     let budget = (request.max_tokens.max(64) * CHARS_PER_TOKEN) as usize;
     let text = match shape.asks {
         Asks::Checkpoint { critical_context } => {
-            let anchors = anchors::of_facts(facts, previous_summary);
+            let anchors = anchors::of_facts(facts, previous_summary, request.max_tokens);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
-            let text = render::checkpoint(facts, previous_summary, critical_context, room);
+            let ledger = ledger::room(request.max_tokens);
+            let text = render::checkpoint(facts, previous_summary, critical_context, room, ledger);
             let text = keep_anchors(text, &anchors, budget);
             // The caller's own template (OpenCode's), when it asks for other headings than pi's.
             match template::requested(&shape.instructions) {
@@ -37,7 +38,7 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             }
         }
         Asks::TurnPrefix => {
-            let anchors = anchors::of_facts(facts, None);
+            let anchors = anchors::of_facts(facts, None, request.max_tokens);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
             keep_anchors(render::turn_prefix(facts, room), &anchors, budget)
         }
@@ -167,7 +168,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("**I decided to use `u32` instead**"),
+            text.contains("- I decided to use `u32` instead of `usize` for the offset."),
             "{text}"
         );
         assert!(text.contains("`cargo test`"), "{text}");

@@ -4,6 +4,9 @@
 //! dropped from the longest sections first.
 
 use crate::fidelity::facts::{Facts, clip, first_line};
+use crate::fidelity::ledger::{self, LATEST_LABEL};
+use crate::fidelity::matching::coverage;
+use crate::fidelity::user_words;
 
 fn code_list(items: &[String]) -> String {
     items
@@ -13,11 +16,13 @@ fn code_list(items: &[String]) -> String {
         .join(", ")
 }
 
-/// A section: a heading and its lines. `floor` lines are never dropped to fit the budget.
+/// A section: a heading and its lines. The lines of a section to `keep` are never dropped to fit
+/// the budget (the goal and the ledger, the rules: bounded where they are made).
 struct Section {
     heading: &'static str,
     lines: Vec<String>,
     empty: &'static str,
+    keep: bool,
 }
 
 impl Section {
@@ -26,6 +31,7 @@ impl Section {
             heading,
             lines: Vec::new(),
             empty,
+            keep: false,
         }
     }
 }
@@ -45,7 +51,12 @@ fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
             in_tag = false;
             continue;
         }
-        if in_tag || trimmed.is_empty() || trimmed == "---" {
+        // A summary's own wrapper (`<summary>`, `</summary>`) is framing, not a line of it.
+        let wrapper = trimmed.starts_with('<')
+            && trimmed.ends_with('>')
+            && !trimmed.contains(' ')
+            && trimmed.len() <= 40;
+        if in_tag || trimmed.is_empty() || trimmed == "---" || wrapper {
             continue;
         }
         if trimmed.starts_with("#") {
@@ -56,7 +67,9 @@ fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
         } else if let Some((_, lines)) = sections.last_mut() {
             lines.push(trimmed.to_owned());
         } else {
-            sections.push(("Goal".to_owned(), vec![trimmed.to_owned()]));
+            // Text before any heading (a free-form summary): its first line is the goal, the
+            // rest is carried with it.
+            sections.push((String::new(), vec![trimmed.to_owned()]));
         }
     }
     sections
@@ -72,6 +85,7 @@ pub(super) fn checkpoint(
     previous: Option<&str>,
     critical_context: bool,
     budget: usize,
+    ledger_room: usize,
 ) -> String {
     let mut goal = Section::new("## Goal", "(none stated)");
     let mut constraints = Section::new("## Constraints & Preferences", "- (none)");
@@ -83,16 +97,32 @@ pub(super) fn checkpoint(
     let mut critical = Section::new("## Critical Context", "- (none)");
 
     // Earlier summary first, so that nothing it recorded is lost; its headings are pi's or the
-    // caller's template's (OpenCode's, as compactd wrote it last time).
+    // caller's template's (OpenCode's, as compactd wrote it last time). Its Goal's first line is
+    // the goal; the rest of it is the ledger of the user's messages, carried below.
+    let mut goal_line = None;
+    let mut goal_extra = Vec::new();
     if let Some(previous) = previous {
         for (heading, lines) in previous_sections(previous) {
             let section = if heading.eq_ignore_ascii_case("additional notes") {
                 Some("critical context")
+            } else if heading.is_empty() {
+                Some("goal")
             } else {
                 super::template::pi_section(&heading)
             };
             let target = match section {
-                Some("goal") => &mut goal,
+                Some("goal") => {
+                    let mut lines = lines.into_iter().filter(|l| !is_placeholder(l)).peekable();
+                    if goal_line.is_none() {
+                        goal_line = lines.next_if(|l| !l.starts_with(['-', '*', '+']));
+                    }
+                    // The Goal's other lines are its ledger ([`ledger::of_summary`]); a section
+                    // of the same meaning under another heading ("Current Task") is carried.
+                    if !heading.eq_ignore_ascii_case("goal") {
+                        goal_extra.extend(lines);
+                    }
+                    continue;
+                }
                 Some("constraints & preferences") => &mut constraints,
                 Some("done" | "progress") => &mut done,
                 Some("key decisions") => &mut decisions,
@@ -100,7 +130,22 @@ pub(super) fn checkpoint(
                 // In Progress, Blocked and Next Steps are rewritten from the new messages.
                 _ => continue,
             };
-            let carried = lines.into_iter().filter(|l| !is_placeholder(l));
+            // What compactd rewrites from the new messages is not carried: the latest request
+            // (with the lines it spans), the last assistant message, the identifiers.
+            let mut in_request = false;
+            let carried = lines.into_iter().filter(|l| {
+                let text = l.trim_start_matches(['-', ' ']);
+                if text.starts_with(LATEST_LABEL) {
+                    in_request = true;
+                } else if ledger::CONTEXT_LABELS.iter().any(|c| l.starts_with(c)) {
+                    in_request = false;
+                }
+                !in_request
+                    && !is_placeholder(l)
+                    && !["Last assistant message:", "Identifiers:"]
+                        .iter()
+                        .any(|label| text.starts_with(label))
+            });
             if section == Some("constraints & preferences") {
                 // A rule the user withdrew since is replaced by the withdrawal below.
                 target.lines.extend(
@@ -112,15 +157,22 @@ pub(super) fn checkpoint(
         }
     }
 
-    let requests: Vec<&String> = facts.requests.iter().collect();
-    if let Some(first) = requests.first() {
-        goal.lines
-            .push(clip(first.split("\n\n").next().unwrap_or(first), 400));
-    }
-    for request in requests.iter().skip(1).rev().take(4).rev() {
-        goal.lines
-            .push(format!("- {}", clip(first_line(request), 200)));
-    }
+    // The goal, then the ledger of the user's messages in their own words (bounded, rules first).
+    let goal_line = goal_line.or_else(|| {
+        let first = facts.requests.first()?;
+        let words = user_words::of(first);
+        let paragraph = user_words::one_line(words.split("\n\n").next().unwrap_or_default());
+        (!paragraph.is_empty()).then(|| clip(&paragraph, 400))
+    });
+    goal.lines.extend(goal_line.clone());
+    goal.lines.extend(goal_extra);
+    goal.lines.extend(
+        ledger::carried(facts, previous, ledger_room)
+            .into_iter()
+            .filter(|item| goal_line.as_deref().is_none_or(|g| coverage(item, g) < 0.9))
+            .map(|item| format!("- {item}")),
+    );
+    goal.keep = true;
     // Every standing rule, verbatim: one dropped here is lost for every later compaction.
     for rule in &facts.constraints.items {
         let line = format!("- {rule}");
@@ -128,6 +180,7 @@ pub(super) fn checkpoint(
             constraints.lines.push(line);
         }
     }
+    constraints.keep = true;
     done.lines.extend(
         facts
             .modified
@@ -148,10 +201,7 @@ pub(super) fn checkpoint(
         .extend(recent_errors.iter().map(|e| format!("- {e}")));
     decisions
         .lines
-        .extend(facts.decisions.last(6).iter().map(|d| {
-            let short: String = d.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
-            format!("- **{}**: {d}", short.trim_end_matches([',', '.', ':']))
-        }));
+        .extend(facts.decisions.last(6).iter().map(|d| format!("- {d}")));
     let mut steps = Vec::new();
     if let Some(latest) = facts.latest_request() {
         steps.push(format!(
@@ -178,10 +228,9 @@ pub(super) fn checkpoint(
 
     if critical_context {
         if let Some(latest) = facts.latest_request() {
-            critical.lines.push(format!(
-                "- Latest user request (verbatim): {}",
-                clip(latest, 1500)
-            ));
+            critical
+                .lines
+                .push(format!("- {LATEST_LABEL} {}", clip(latest, 1500)));
         }
         if !facts.read.items.is_empty() {
             critical
@@ -385,7 +434,7 @@ fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> String {
     while text.chars().count() > budget {
         let Some((_, longest)) = layout
             .iter_mut()
-            .filter(|(_, s)| s.lines.len() > 1)
+            .filter(|(_, s)| s.lines.len() > 1 && !s.keep)
             .max_by_key(|(_, s)| s.lines.iter().map(String::len).sum::<usize>())
         else {
             // Only first lines are left: cut the text itself.
