@@ -164,7 +164,7 @@ pub fn of_facts(facts: &Facts, previous_summary: Option<&str>, max_tokens: u64) 
     // The rules a previous summary carried stay anchors (so a rule stated once survives every
     // later compaction), unless the user has withdrawn them since.
     let mut constraints: Vec<String> = previous
-        .items("constraints")
+        .items_where(super::gate::is_rules_heading)
         .filter(|rule| !facts.withdrawn(rule))
         .collect();
     constraints.extend(facts.constraints.items.iter().cloned());
@@ -254,9 +254,17 @@ impl<'a> Sections<'a> {
     /// The list items of the sections whose heading starts with `heading`.
     fn items(&self, heading: &str) -> impl Iterator<Item = String> + '_ {
         let heading = heading.to_owned();
+        self.items_where(move |name| name.starts_with(&heading))
+    }
+
+    /// The list items of the sections whose heading (lower case) `wanted` accepts.
+    fn items_where(
+        &self,
+        wanted: impl Fn(&str) -> bool + 'static,
+    ) -> impl Iterator<Item = String> + '_ {
         self.0
             .iter()
-            .filter(move |(name, _)| name.starts_with(&heading))
+            .filter(move |(name, _)| wanted(name))
             .flat_map(|(_, lines)| lines.iter())
             .filter_map(|line| list_item(line))
             .filter(|item| !item.eq_ignore_ascii_case("(none)") && item.len() >= 4)

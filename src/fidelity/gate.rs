@@ -120,10 +120,7 @@ pub fn check(summary: &str, anchors: &[Anchor]) -> Vec<bool> {
     let rules = anchors
         .iter()
         .any(|a| a.kind == AnchorKind::Constraint)
-        .then(|| {
-            find_section(summary, "Constraints")
-                .map(|(start, end)| Index::new(&summary[start..end]))
-        })
+        .then(|| find_rules_section(summary).map(|(start, end)| Index::new(&summary[start..end])))
         .flatten();
     anchors
         .iter()
@@ -191,10 +188,8 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
     // rules it finds there.
     let constraints = owned(of(AnchorKind::Constraint));
     if !constraints.is_empty() {
-        let section = match find_section(&text, "Constraints") {
-            Some(_) => section_name(&text, "Constraints"),
-            None => "Constraints & Preferences".to_owned(),
-        };
+        let section =
+            rules_heading(&text).unwrap_or_else(|| "Constraints & Preferences".to_owned());
         text = add_items(&text, &section, &constraints);
     }
     // The user's earlier messages under Goal, where the next compaction reads its ledger.
@@ -239,7 +234,7 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
 
 /// `summary` without the items of its Constraints section that `withdrawn` says the user lifted.
 pub fn drop_withdrawn(summary: &str, withdrawn: impl Fn(&str) -> bool) -> String {
-    let Some((start, end)) = find_section(summary, "Constraints") else {
+    let Some((start, end)) = find_rules_section(summary) else {
         return summary.to_owned();
     };
     let body: String = summary[start..end]
@@ -271,12 +266,28 @@ fn add_files(text: String, tag: &str, label: &str, files: &[&str]) -> String {
     }
 }
 
-/// The full heading of the `##` section whose heading starts with `name`.
-fn section_name(text: &str, name: &str) -> String {
+/// Whether a section's title (lower case) is where a summary keeps the user's rules: pi's
+/// "Constraints & Preferences", or a template's section of the same meaning (OpenCode's
+/// "Important Details"), which the next compaction reads its rules from.
+pub(crate) fn is_rules_heading(title: &str) -> bool {
+    title.starts_with("constraints")
+        || ["preferences", "important details", "rules"]
+            .iter()
+            .any(|w| title.contains(w))
+}
+
+/// The heading of the summary's rules section, as written.
+fn rules_heading(text: &str) -> Option<String> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("## "))
-        .find(|h| h.trim().to_lowercase().starts_with(&name.to_lowercase()))
-        .map_or_else(|| name.to_owned(), |h| h.trim().to_owned())
+        .map(str::trim)
+        .find(|h| is_rules_heading(&h.to_lowercase()))
+        .map(str::to_owned)
+}
+
+/// The byte range of the body of the summary's rules section.
+fn find_rules_section(text: &str) -> Option<(usize, usize)> {
+    find_section(text, &rules_heading(text)?)
 }
 
 /// The byte range of the body of the `##` section whose heading starts with `name`.

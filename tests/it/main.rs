@@ -78,6 +78,7 @@ mod recall_sessions;
 mod recall_upgrade;
 mod redaction;
 mod redaction_paths;
+mod rubric;
 mod savings;
 mod scale;
 mod service;

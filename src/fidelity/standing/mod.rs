@@ -381,7 +381,11 @@ fn push_clauses<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
 }
 
 fn push_sentence<'a>(out: &mut Vec<&'a str>, sentence: &'a str) {
-    let sentence = sentence.trim();
+    let mut sentence = sentence.trim();
+    // A quote the sentence opens (or closes) but does not close is the message's, not its own.
+    if sentence.matches('"').count() % 2 == 1 {
+        sentence = sentence.trim_matches('"').trim();
+    }
     if sentence.len() >= 10 {
         out.push(sentence);
     }

@@ -164,12 +164,30 @@ pub(super) fn checkpoint(
         let paragraph = user_words::one_line(words.split("\n\n").next().unwrap_or_default());
         (!paragraph.is_empty()).then(|| clip(&paragraph, 400))
     });
+    // The work in hand is the latest request that asks for something: after "ok" or "thanks",
+    // the one before it (the latest request is still quoted as written in Critical Context).
+    let in_hand = facts
+        .requests
+        .iter()
+        .rev()
+        .find_map(|r| ledger::item(r).map(|_| user_words::of(r)))
+        .or(facts.latest_request().map(str::to_owned));
+    let in_hand = in_hand.as_deref();
+    // (A request before an acknowledgement is In Progress's item, not repeated in the ledger.)
+    let in_progress_item = in_hand
+        .filter(|r| Some(*r) != facts.latest_request())
+        .map(|r| clip(first_line(r), 300));
     goal.lines.extend(goal_line.clone());
     goal.lines.extend(goal_extra);
     goal.lines.extend(
         ledger::carried(facts, previous, ledger_room)
             .into_iter()
             .filter(|item| goal_line.as_deref().is_none_or(|g| coverage(item, g) < 0.9))
+            .filter(|item| {
+                in_progress_item
+                    .as_deref()
+                    .is_none_or(|r| !r.starts_with(item.trim_end_matches('…')))
+            })
             .map(|item| format!("- {item}")),
     );
     goal.keep = true;
@@ -190,7 +208,7 @@ pub(super) fn checkpoint(
     );
     done.lines
         .extend(facts.completed.last(8).iter().map(|c| format!("- [x] {c}")));
-    if let Some(latest) = facts.latest_request() {
+    if let Some(latest) = in_hand {
         in_progress
             .lines
             .push(format!("- [ ] {}", clip(first_line(latest), 300)));
@@ -203,7 +221,7 @@ pub(super) fn checkpoint(
         .lines
         .extend(facts.decisions.last(6).iter().map(|d| format!("- {d}")));
     let mut steps = Vec::new();
-    if let Some(latest) = facts.latest_request() {
+    if let Some(latest) = in_hand {
         steps.push(format!(
             "Continue with the latest request: {}",
             clip(first_line(latest), 300)
