@@ -135,7 +135,7 @@ impl Facts {
                         continue;
                     }
                     let text = message.text.trim();
-                    if is_slash_command(text) {
+                    if is_slash_command(text) || carries_a_summary(text) || agents_prompt(text) {
                         continue;
                     }
                     facts.requests.push(text.to_owned());
@@ -354,6 +354,30 @@ fn checklist(text: &str) -> Option<Vec<String>> {
         }
     }
     any.then_some(open)
+}
+
+/// A user turn an agent writes itself, whole, to carry on after it compacted on its own:
+/// OpenCode's synthetic "Continue if you have next steps, …" (its `compaction.ts`). The user
+/// did not ask for anything in it.
+fn agents_prompt(text: &str) -> bool {
+    const PROMPTS: [&str; 1] =
+        ["continue if you have next steps, or stop and ask for clarification"];
+    let lower = text.trim().to_lowercase();
+    lower.len() <= 160 && PROMPTS.iter().any(|p| lower.starts_with(p))
+}
+
+/// A user turn that is an earlier summary the agent put there, not the user's words: one line
+/// introducing it ("The conversation history before this point was compacted into the following
+/// summary:", pi's branch summaries likewise), then the summary in `<summary>` tags, nothing else.
+fn carries_a_summary(text: &str) -> bool {
+    let Some((intro, rest)) = text.split_once("\n\n") else {
+        return false;
+    };
+    !intro.contains('\n')
+        && intro.trim_end().ends_with(':')
+        && intro.len() <= 200
+        && rest.trim_start().starts_with("<summary>")
+        && rest.trim_end().ends_with("</summary>")
 }
 
 /// `/mode`, `/compact`: an agent command, not a request about the work.

@@ -37,19 +37,31 @@ pub const LATEST_LABEL: &str = "Latest user request (verbatim):";
 /// list ("Some rules for the whole job:") is no item.
 pub fn items(text: &str) -> Vec<String> {
     let words = super::user_words::of(text);
-    let (mut listed, mut rest) = (Vec::new(), Vec::new());
-    for line in words.lines() {
-        match super::user_words::list_item(line.trim()) {
-            Some(item) if !item.is_empty() => listed.push(clip(item, ITEM_CHARS)),
-            Some(_) => {}
-            None => rest.push(line),
+    let lines: Vec<&str> = words.lines().map(str::trim).collect();
+    let listed = lines
+        .iter()
+        .any(|l| super::user_words::list_item(l).is_some());
+    let (mut items, mut run) = (Vec::new(), Vec::new());
+    let flush = |run: &mut Vec<&str>, items: &mut Vec<String>| {
+        // A lone line introducing the list after it is no item of its own.
+        let intro = listed && run.len() == 1 && run[0].ends_with(':');
+        if !intro {
+            items.extend(item(&run.join("\n")));
+        }
+        run.clear();
+    };
+    for line in lines {
+        match super::user_words::list_item(line) {
+            Some(listed) => {
+                flush(&mut run, &mut items);
+                if !listed.is_empty() {
+                    items.push(clip(listed, ITEM_CHARS));
+                }
+            }
+            None => run.push(line),
         }
     }
-    if !listed.is_empty() && rest.len() == 1 && rest[0].trim_end().ends_with(':') {
-        rest.clear();
-    }
-    let mut items: Vec<String> = item(&rest.join("\n")).into_iter().collect();
-    items.extend(listed);
+    flush(&mut run, &mut items);
     items
 }
 
@@ -291,6 +303,24 @@ mod tests {
         );
         // The rest are the most recent, in order.
         assert!(kept.contains(&items[58]) && !kept.contains(&items[10]));
+    }
+
+    #[test]
+    fn a_message_gives_its_list_items_one_each_in_order() {
+        assert_eq!(
+            items(
+                "Ground rules for the job:\n- never push to main\n- use tabs\nthen tell me what changed"
+            ),
+            [
+                "never push to main",
+                "use tabs",
+                "then tell me what changed"
+            ]
+        );
+        assert_eq!(
+            items("look at this first\n- the parser\nand this after it"),
+            ["look at this first", "the parser", "and this after it"]
+        );
     }
 
     #[test]

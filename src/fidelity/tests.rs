@@ -209,3 +209,21 @@ fn the_repair_prompt_quotes_the_answer_and_lists_what_it_left_out() {
     assert!(prompt.starts_with("<summary>\n## Goal\nx\n</summary>\n\n"));
     assert!(prompt.contains("- a file that was modified: src/parse.rs\n"));
 }
+
+#[test]
+fn an_earlier_summary_in_a_user_turn_is_not_the_users_words() {
+    let conversation = "[User]: The conversation history before this point was compacted into the following summary:\n\n<summary>\n## Goal\nold goal\n</summary>\n\n[User]: fix the tokenizer in src/lex.rs please\n\n[Assistant]: done";
+    let shape = Shape::of_prompt(&history_prompt(
+        &Prompts::builtin(),
+        conversation,
+        None,
+        None,
+    ));
+    let facts = super::facts::Facts::extract(&shape.conversation.messages);
+    assert_eq!(facts.requests, ["fix the tokenizer in src/lex.rs please"]);
+    assert!(
+        facts.ledger.iter().all(|i| !i.contains("compacted")),
+        "{:?}",
+        facts.ledger
+    );
+}

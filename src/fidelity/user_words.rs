@@ -16,7 +16,11 @@ use super::standing::{looks_like_code, without_code_spans};
 pub fn of(text: &str) -> String {
     let mut kept: Vec<String> = Vec::new();
     let mut reader = Reader::default();
-    for line in text.lines() {
+    let numbered = numbered_paragraphs(text);
+    for (index, line) in text.lines().enumerate() {
+        if numbered.contains(&index) {
+            continue;
+        }
         // A record is dropped whole, escaped text and all; other escaped text is unescaped and
         // its lines judged one by one.
         if !reader.fenced && holds_escapes(line) && !record(line.trim()) {
@@ -94,6 +98,53 @@ impl Reader {
         self.pasted_indent = pasted.then_some(indent);
         (!pasted).then_some(trimmed)
     }
+}
+
+/// The lines of paragraphs copied from a terminal or an editor: two or more lines that open with
+/// a line number and a space (`cat -n`, an editor's gutter, a diff's `+ 12 `), the numbers rising
+/// by at most three; or three or more lines padded with spaces to the same width (a terminal's
+/// screen). A numbered list of the user's (`1. …`, `2) …`) has its mark after the number.
+fn numbered_paragraphs(text: &str) -> Vec<usize> {
+    let mut pasted = Vec::new();
+    let mut paragraph: Vec<usize> = Vec::new();
+    let mut numbers: Vec<u64> = Vec::new();
+    let mut padded: Vec<usize> = Vec::new();
+    let mut close =
+        |paragraph: &mut Vec<usize>, numbers: &mut Vec<u64>, padded: &mut Vec<usize>| {
+            let rising = numbers.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] <= 3);
+            padded.sort_unstable();
+            let screen = padded.windows(3).any(|w| w[0] == w[2]);
+            if (numbers.len() >= 2 && rising) || screen {
+                pasted.append(paragraph);
+            }
+            paragraph.clear();
+            numbers.clear();
+            padded.clear();
+        };
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            close(&mut paragraph, &mut numbers, &mut padded);
+            continue;
+        }
+        paragraph.push(index);
+        if line.len() - line.trim_end().len() >= 3 {
+            padded.push(line.chars().count());
+        }
+        let trimmed = line.trim_start();
+        let trimmed = trimmed
+            .strip_prefix(['+', '-'])
+            .filter(|rest| rest.starts_with(' '))
+            .map_or(trimmed, str::trim_start);
+        let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
+        if (1..=6).contains(&digits)
+            && (trimmed.len() == digits || trimmed[digits..].starts_with([' ', '\t', '→', '|']))
+            && let Ok(number) = trimmed[..digits].parse()
+        {
+            numbers.push(number);
+        }
+    }
+    close(&mut paragraph, &mut numbers, &mut padded);
+    pasted
 }
 
 /// How a shell prompt line begins: the paragraph it opens is a terminal session.
@@ -281,6 +332,28 @@ mod tests {
         assert_eq!(
             of(turn),
             "our conventions:\n## Style\n- Use tabs.\n- Never commit secrets.\n- Prefer small PRs."
+        );
+    }
+
+    #[test]
+    fn a_file_pasted_with_its_line_numbers_is_dropped_and_a_numbered_list_kept() {
+        let turn = "remove that\n\n8 - **User Message Text Color**: now respected\ntheme token for text color.\n9 - **Tool Title**: separate colors\n11 ### Fixed\n\nplease:\n1. keep the tests\n2. drop the rest";
+        assert_eq!(
+            of(turn),
+            "remove that\nplease:\n1. keep the tests\n2. drop the rest"
+        );
+        let diff = "+ 8 - **Color**: now respected  \n theme token for text.  \n + 9 - **Tool Title**: colors\n + 10\nremove that";
+        assert_eq!(of(diff), "");
+    }
+
+    #[test]
+    fn a_terminal_screen_padded_to_its_width_is_dropped() {
+        let screen = "look at the selector\n\ndark (current)     \nlight light        \nnord nord          \n\nit broke";
+        assert_eq!(of(screen), "look at the selector\nit broke");
+        // Two lines with trailing spaces are no screen.
+        assert_eq!(
+            of("dark (current)     \nlight light        "),
+            "dark (current)\nlight light"
         );
     }
 

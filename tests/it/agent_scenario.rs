@@ -269,13 +269,15 @@ pub struct Expected {
 }
 
 /// The agent's own text, which is never the user's and never a summary's.
-pub const FRAMING: [&str; 6] = [
+pub const FRAMING: [&str; 7] = [
     "This session is being continued from a previous conversation",
     "The messages after this summary are the most recent messages",
     "<system-reminder>",
     "<local-command-",
     "<command-name>",
     "Another language model started to solve this problem",
+    // OpenCode's own prompt after it compacted by itself.
+    "Continue if you have next steps",
 ];
 
 impl Expected {

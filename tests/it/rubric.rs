@@ -109,6 +109,8 @@ fn violations(summary: &str, must: &Must) -> Vec<String> {
             || trimmed.starts_with("[User]:")
             || trimmed.starts_with("[Assistant]:")
             || trimmed.contains("- [ ] # Conversation")
+            || trimmed.contains("was compacted into the following summary")
+            || trimmed.contains("summary of a branch that this conversation came back from")
         {
             wrong.push(format!("framing: {trimmed:?}"));
         }
