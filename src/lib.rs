@@ -19,6 +19,7 @@ pub mod compactor;
 pub mod config;
 pub(crate) mod cpu;
 pub mod fidelity;
+pub mod handoff;
 pub mod http;
 pub mod js_json;
 pub(crate) mod log_throttle;

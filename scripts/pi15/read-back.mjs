@@ -21,6 +21,7 @@ const plan = prepareCompaction(manager.getBranch(), { enabled: true, keepRecentT
 console.log(JSON.stringify({
   leafType: leaf?.type,
   leafId: leaf?.id,
+  header: manager.getHeader?.() ?? null,
   roles: context.messages.map((m) => m.role),
   summary: summary?.summary ?? null,
   plan: plan ? { firstKeptEntryId: plan.firstKeptEntryId } : null,

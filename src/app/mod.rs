@@ -18,6 +18,8 @@ pub(crate) mod calls;
 pub(crate) mod compactions;
 mod error;
 pub(crate) mod fleet;
+pub(crate) mod fork;
+pub(crate) mod handoff;
 mod health;
 pub(crate) mod history;
 pub(crate) mod index;

@@ -1,6 +1,7 @@
 //! The command line: `compactd serve` (the default) runs the service; `compactd plan` and
 //! `compactd context` work on local session files; `compactd keys` manages API keys ([`keys`]).
 
+mod handoff;
 mod input;
 mod keys;
 
@@ -53,6 +54,8 @@ pub enum Command {
     Context(ContextArgs),
     /// Compact a session file with the configured summarizers; print the compaction entry.
     Compact(Box<CompactArgs>),
+    /// Hand a session file off to a new session focused on a goal: write it, print the draft.
+    Handoff(Box<handoff::HandoffArgs>),
     /// Apply the database migrations and exit.
     Migrate(Box<StorageConfig>),
     /// Create, list and revoke API keys.
@@ -159,6 +162,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
         Command::Migrate(config) => migrate(*config, out),
         Command::Healthcheck { url } => healthcheck(&url),
         Command::Keys(args) => keys::run(*args, out),
+        Command::Handoff(args) => handoff::run(*args, out),
         Command::Plan(args) => {
             let session = load(&args.session)?;
             let path = session

@@ -35,6 +35,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .merge(super::chat::router())
         .merge(super::gateway::router())
         .merge(super::sessions::router())
+        .merge(super::handoff::router())
         .merge(super::compactions::router())
         .merge(super::pins::router())
         .merge(super::recall::router())

@@ -16,6 +16,7 @@ mod document;
 mod encoding;
 pub(crate) mod error;
 mod gateway;
+mod handoff;
 mod json;
 mod middleware;
 mod ops;

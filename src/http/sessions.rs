@@ -1,4 +1,5 @@
-//! Sessions: upload a pi session file, list, read, delete, get it back as JSONL, append entries.
+//! Sessions: upload a pi session file, list, read, delete, get it back as JSONL, append entries,
+//! fork one at an entry.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,7 +12,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::json::{JsonlBody, QueryParams, SessionId};
+use super::json::{JsonBody, JsonlBody, QueryParams, SessionId};
 use crate::app::sessions::ReplaceNotice;
 use crate::session::{self, LineIssue, time};
 use crate::store::SessionRecord;
@@ -21,6 +22,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(upload, list))
         .routes(routes!(show, delete))
         .routes(routes!(entries, append))
+        .routes(routes!(fork))
 }
 
 /// A stored session as the API shows it.
@@ -222,4 +224,45 @@ pub(super) async fn append(
         unchanged: appended.unchanged,
         session: SessionView::from(&appended.record),
     }))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct ForkRequest {
+    /// The entry the fork ends at: the new session holds the path from the root to it.
+    entry_id: String,
+}
+
+/// A fork: the new session, and the one it came from.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Forked {
+    session: SessionView,
+    /// The session it was forked from (its header's `parentSession`).
+    parent_session: String,
+}
+
+/// `POST /v1/sessions/{id}/fork`: a new session holding the path to `entryId`, its header naming
+/// this one as `parentSession` (pi's `/fork`).
+#[utoipa::path(post, path = "/v1/sessions/{id}/fork", tag = "sessions", params(("id" = String, Path, description = "Session id")),
+    request_body = ForkRequest,
+    responses(
+        (status = 201, body = Forked),
+        (status = 404, body = ErrorBody),
+        (status = 422, description = "`entryId` missing or not an entry of the session", body = ErrorBody),
+    ))]
+pub(super) async fn fork(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    JsonBody(request): JsonBody<ForkRequest>,
+) -> Result<(StatusCode, Json<Forked>), ApiError> {
+    let forked = state.app.fork(&who, &id, &request.entry_id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Forked {
+            session: SessionView::from(&forked.record),
+            parent_session: id,
+        }),
+    ))
 }

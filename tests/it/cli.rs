@@ -486,3 +486,63 @@ fn keys_budget_sets_shows_and_clears_a_tenants_daily_budget() {
     assert_eq!(code, 2, "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `compactd handoff FILE --goal`: the draft printed, the new session written next to FILE with
+/// FILE as its parent and the prompt as its first user message; never over an existing file.
+#[test]
+fn handoff_writes_a_new_session_and_prints_its_draft() {
+    let dir = temp_dir("handoff");
+    let file = dir.join("before.jsonl");
+    std::fs::copy(fixture_path("before-compaction.jsonl"), &file).unwrap();
+    let goal = "Fix the bash execution queueing in agent-session.ts";
+    let (code, draft, err) = compactd(&["handoff", file.to_str().unwrap(), "--goal", goal], None);
+    assert_eq!(code, 0, "{err}");
+    let prompt = draft["prompt"].as_str().unwrap();
+    assert!(prompt.starts_with(goal), "{prompt}");
+    let named: Vec<&str> = draft["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        named.iter().any(|p| p.ends_with("agent-session.ts")),
+        "{named:?}"
+    );
+    assert!(
+        !draft["leftOut"]["files"].as_array().unwrap().is_empty(),
+        "{draft}"
+    );
+    let written = std::path::PathBuf::from(draft["session"].as_str().unwrap());
+    assert_eq!(written.parent(), Some(dir.as_path()));
+    let text = std::fs::read_to_string(&written).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let parent = std::fs::canonicalize(&file).unwrap();
+    assert_eq!(lines[0]["parentSession"], parent.to_str().unwrap());
+    assert_eq!(lines[1]["message"]["content"][0]["text"], prompt);
+    // The original is untouched, and an existing file is never overwritten.
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(fixture_path("before-compaction.jsonl")).unwrap()
+    );
+    let (code, _, err) = compactd(
+        &[
+            "handoff",
+            file.to_str().unwrap(),
+            "--goal",
+            goal,
+            "--out",
+            written.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot write"), "{err}");
+    let (code, _, err) = compactd(&["handoff", file.to_str().unwrap(), "--goal", " "], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("--goal"), "{err}");
+}

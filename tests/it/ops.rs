@@ -322,6 +322,20 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         )
         .await;
     assert_eq!(branch.status(), StatusCode::CREATED);
+    let forked = app
+        .post(
+            &format!("/v1/sessions/{id}/fork"),
+            &json!({"entryId": "d0c5d0c5"}),
+        )
+        .await;
+    assert_eq!(forked.status(), StatusCode::CREATED);
+    let handed = app
+        .post(
+            &format!("/v1/sessions/{id}/handoff"),
+            &json!({"goal": "Update the docs."}),
+        )
+        .await;
+    assert_eq!(handed.status(), StatusCode::CREATED);
     assert_eq!(
         app.delete(&format!("/v1/sessions/{id}/pins/{pin_id}"))
             .await

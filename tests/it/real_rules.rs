@@ -333,3 +333,92 @@ async fn real_rules_survive_six_compactions_behind_a_lossy_model() {
     let (in_constraints, stated) = rules_survive_six_compactions("openai:gpt-test").await;
     assert!(in_constraints * 10 >= stated * 7, "{in_constraints}");
 }
+
+/// How a user may wrap a rule in a message of their own: `{r}` the rule, `{t}` a one-off task.
+const FRAMES: [&str; 9] = [
+    "{r}",
+    "Please remember: {r}",
+    "From now on: {r}",
+    "{t}. Oh and {r}",
+    "{t}, btw {r}",
+    "Rules for this repo:\n- {r}\n- Keep the changelog current.",
+    "two things:\n1) {r}\n2) {t}",
+    "Here's what our CLAUDE.md says:\n\n```markdown\n* {r}\n```\n\nthanks",
+    "{t}\n\nAlso, one standing thing. {r}",
+];
+/// Quotes around the rule and the mark that ends it, as people of other locales write them.
+const QUOTES: [(&str, &str); 5] = [
+    ("", ""),
+    ("“", "”"),
+    ("«\u{a0}", "\u{a0}»"),
+    ("\"", "\""),
+    ("'", "'"),
+];
+const ENDS: [&str; 6] = ["", ".", "!", "。", " !", ";"];
+
+/// A real rule in a generated message, with tasks and pasted output around it, compacted once by
+/// the extractive summarizer: its key is in the summary, and no tool output is in Constraints.
+fn wrapped_rule_survives(
+    rule: &Rule,
+    frame: &str,
+    quote: (&str, &str),
+    end: &str,
+    task: &str,
+    output: &str,
+) {
+    let text = rule.text.trim_end_matches(['.', '!', ';']);
+    let lowered = match frame.find("{r}") {
+        Some(at) if at > 0 && !frame[..at].ends_with('\n') && !frame[..at].ends_with(": ") => {
+            let mut chars = text.chars();
+            chars
+                .next()
+                .map_or(String::new(), |c| c.to_lowercase().chain(chars).collect())
+        }
+        _ => text.to_owned(),
+    };
+    let stated = format!("{}{lowered}{}{end}", quote.0, quote.1);
+    let message = frame.replace("{r}", &stated).replace("{t}", task);
+    let turns = [
+        task.to_owned(),
+        message,
+        format!("the tests fail now:\n```\n{output}\n```\nwhat now?"),
+        "Update the docs for the new flag.".to_owned(),
+    ];
+    let prompts = compactd::prompts::Prompts::builtin();
+    let prompt =
+        compactd::transcript::prompt::history_prompt(&prompts, &serialized(&turns), None, None);
+    let summary = compactd::summarizer::extractive::summarize(
+        &compactd::summarizer::SummaryRequest::from_prompt(prompts.system.clone(), prompt, 13_107),
+    )
+    .text;
+    assert!(
+        summary.to_lowercase().contains(&rule.key.to_lowercase()),
+        "lost {:?} stated as {:?}:\n{summary}",
+        rule.key,
+        turns[1]
+    );
+    let constraints = section(&summary, "Constraints & Preferences");
+    assert!(
+        !constraints.contains(output.lines().next().unwrap()),
+        "{summary}"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+    #[test]
+    fn a_real_rule_however_it_is_wrapped_survives_a_compaction(
+        rule in 0..167usize,
+        frame in 0..FRAMES.len(),
+        quote in 0..QUOTES.len(),
+        end in 0..ENDS.len(),
+        task in 0..70usize,
+        output in 0..50usize,
+    ) {
+        let rules: Vec<Rule> = lines("rules.jsonl");
+        let negatives: Vec<Negative> = lines("negatives.jsonl");
+        let looks = Looks::of(&negatives);
+        let output: Vec<&str> = looks.output.iter().cycle().skip(output).take(3).map(|n| n.text.as_str()).collect();
+        wrapped_rule_survives(&rules[rule], FRAMES[frame], QUOTES[quote], ENDS[end], &looks.task(task), &output.join("\n"));
+    }
+}

@@ -218,8 +218,26 @@ fn suggestion(words: &[&str]) -> bool {
     words.first() == Some(&"try") && words.get(1).is_some_and(|w| *w != "to")
 }
 
-/// `line` with each backtick span replaced by a placeholder word.
+/// `line` with each backtick span replaced by a placeholder word and each markdown link by its
+/// text: what a sentence quotes or links is a noun of it, not code.
 pub(crate) fn without_code_spans(line: &str) -> String {
+    without_links(&spans_replaced(line))
+}
+
+/// `[text](target)` written as `text`.
+fn without_links(line: &str) -> String {
+    let mut out = line.to_owned();
+    while let Some(mid) = out.find("](") {
+        let (Some(open), Some(close)) = (out[..mid].rfind('['), out[mid..].find(')')) else {
+            break;
+        };
+        let text = out[open + 1..mid].to_owned();
+        out.replace_range(open..mid + close + 1, &text);
+    }
+    out
+}
+
+fn spans_replaced(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     for (i, part) in line.split('`').enumerate() {
         // Odd parts are inside a span, when the span is closed.
@@ -235,7 +253,33 @@ pub(crate) fn without_code_spans(line: &str) -> String {
 /// A line of code: a statement's end, an arrow, an assignment, a call with no space in it.
 pub(crate) fn looks_like_code(text: &str) -> bool {
     let text = text.trim_end();
-    text.ends_with(';')
+    // A statement ends with `;`; so may a sentence of prose, which runs longer and holds none of
+    // a statement's brackets or assignment.
+    let bytes = text.as_bytes();
+    let assigns = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'='
+            && i > 0
+            && !b"<>!=".contains(&bytes[i - 1])
+            && bytes.get(i + 1).is_none_or(|n| *n != b'=')
+    });
+    // Two sentences of prose (". " and a capital after it) are no statement.
+    let sentences = text.contains(". ")
+        && text
+            .split(". ")
+            .skip(1)
+            .any(|s| s.starts_with(char::is_alphabetic));
+    let statement = text.ends_with(';')
+        && !sentences
+        && (text.split_whitespace().count() <= 2
+            || assigns
+            || text.contains(['[', '{'])
+            || text
+                .as_bytes()
+                .windows(2)
+                .any(|w| w[1] == b'(' && (w[0].is_ascii_alphanumeric() || w[0] == b'_'))
+            || (text.starts_with("import ") && text.contains(" from "))
+            || text.starts_with("export "));
+    statement
         || text.ends_with('{')
         || ["=>", " = ", "::", "();", "){", ") {"]
             .iter()
@@ -256,7 +300,11 @@ fn conversational(text: &str, first: &str) -> bool {
     ];
     const WITH_COMMA: &[&str] = &["no", "wait", "now", "so", "well", "right", "actually"];
     ALWAYS.contains(&first)
-        || (WITH_COMMA.contains(&first) && text[first.len()..].trim_start().starts_with(','))
+        || (WITH_COMMA.contains(&first)
+            // The word as it stands in the text (a quote mark may open the text before it).
+            && text
+                .find(first)
+                .is_some_and(|at| text[at + first.len()..].trim_start().starts_with(',')))
 }
 
 /// The words before a clause that gives a reason ("because it …", "since …", "so that …").

@@ -1,0 +1,263 @@
+//! Handoff (issue 57, Amp's way): instead of compacting a long thread, start a new one focused
+//! on one goal, whose first prompt carries only what the old thread holds that this goal needs.
+//! This is the extractive draft, without a model: the thread is split into its turns (a user
+//! request and the work that answered it), each turn is scored by the words it shares with the
+//! goal, and a file is relevant when a relevant turn changed or read it, or its path names a
+//! word of the goal. A file only the other work touched is left out, and said to be. The user's
+//! standing rules go along whatever the goal (they hold for the whole job), with the errors still
+//! open and the commands that checked the relevant work.
+
+use std::collections::HashSet;
+
+use crate::fidelity::facts::{Facts, clip, first_line};
+use crate::transcript::{Message, Role};
+
+/// A file the draft names, and why it matters to the goal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelevantFile {
+    pub path: String,
+    pub why: String,
+    /// Changed (not only read) in the thread.
+    pub changed: bool,
+}
+
+/// The draft of a new thread's first prompt.
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    pub prompt: String,
+    pub files: Vec<RelevantFile>,
+    /// Files the thread touched that the goal does not need.
+    pub left_out_files: Vec<String>,
+    /// How many of the thread's requests the goal does not need.
+    pub left_out_requests: usize,
+}
+
+/// Words that say nothing about what a turn is about.
+const STOP: [&str; 40] = [
+    "the", "and", "for", "with", "that", "this", "from", "into", "then", "than", "now", "also",
+    "add", "make", "fix", "use", "let", "can", "you", "our", "its", "all", "any", "not", "but",
+    "are", "was", "were", "has", "have", "had", "will", "should", "would", "could", "please",
+    "file", "files", "code", "work",
+];
+
+/// The content words of `text`: lower case, three letters or more, no stop word, no number; a
+/// name's parts count one by one (`parse_header`, `queueMessage`, `agent-session`).
+fn words(text: &str) -> HashSet<String> {
+    let mut parts = Vec::new();
+    for token in text.split(|c: char| !c.is_alphanumeric()) {
+        // camelCase: a capital after a lower-case letter starts a part.
+        let mut start = 0;
+        let chars: Vec<(usize, char)> = token.char_indices().collect();
+        for pair in chars.windows(2) {
+            if pair[0].1.is_lowercase() && pair[1].1.is_uppercase() {
+                parts.push(&token[start..pair[1].0]);
+                start = pair[1].0;
+            }
+        }
+        parts.push(&token[start..]);
+    }
+    parts
+        .into_iter()
+        .filter(|w| w.chars().count() >= 3 && !w.chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_lowercase)
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// The words a path is known by: its file's name and the directory holding it (the rest is
+/// where every file of the project lives).
+fn path_words(path: &str) -> HashSet<String> {
+    let mut parts = path.rsplit(['/', '\\']).filter(|p| !p.is_empty());
+    let name = parts.next().unwrap_or_default();
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    let dir = parts.next().unwrap_or_default();
+    words(&format!("{stem} {dir}"))
+}
+
+/// Plural and verb endings off: "parsers", "parsing" and "parser" meet at "pars".
+fn stem(word: &str) -> String {
+    for suffix in ["ing", "ers", "er", "es", "ed", "s"] {
+        if let Some(stem) = word.strip_suffix(suffix)
+            && stem.chars().count() >= 3
+        {
+            return stem.to_owned();
+        }
+    }
+    word.to_owned()
+}
+
+/// One turn: a user request and the messages that answered it.
+struct Turn<'m> {
+    request: Option<&'m str>,
+    messages: &'m [Message],
+}
+
+fn turns(messages: &[Message]) -> Vec<Turn<'_>> {
+    let starts: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::User)
+        .map(|(i, _)| i)
+        .collect();
+    let mut turns = Vec::new();
+    if starts.first().is_none_or(|&s| s > 0) {
+        let end = starts.first().copied().unwrap_or(messages.len());
+        turns.push(Turn {
+            request: None,
+            messages: &messages[..end],
+        });
+    }
+    for (n, &start) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).copied().unwrap_or(messages.len());
+        turns.push(Turn {
+            request: Some(messages[start].text.as_str()),
+            messages: &messages[start..end],
+        });
+    }
+    turns
+}
+
+/// Commands that check work rather than do it.
+fn verifies(command: &str) -> bool {
+    let lower = command.to_lowercase();
+    [
+        "test", "check", "lint", "clippy", "build", "verify", "pytest", "vet",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
+/// The draft for `goal` from a thread's `messages`, with the rules its earlier summaries carried
+/// (`carried_rules`) and the id of the thread it hands off from.
+pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &str) -> Draft {
+    let goal = goal.trim();
+    let wanted = words(goal);
+    let whole = Facts::extract(messages);
+    let mut files: Vec<(RelevantFile, usize)> = Vec::new();
+    let mut touched: Vec<String> = Vec::new();
+    let mut commands: Vec<String> = Vec::new();
+    let mut left_out_requests = 0;
+    for turn in turns(messages) {
+        let facts = Facts::extract(turn.messages);
+        let about = turn.request.map(words).unwrap_or_default();
+        let shared = about.intersection(&wanted).count();
+        if turn.request.is_some() && shared == 0 {
+            left_out_requests += 1;
+        }
+        let what = turn.request.map_or_else(
+            || "before the first request".to_owned(),
+            |r| format!("“{}”", clip(first_line(r), 120)),
+        );
+        for (path, changed) in facts
+            .modified
+            .items
+            .iter()
+            .map(|p| (p, true))
+            .chain(facts.read.items.iter().map(|p| (p, false)))
+        {
+            if !touched.contains(path) {
+                touched.push(path.clone());
+            }
+            let named = path_words(path).intersection(&wanted).count();
+            let score = shared + 2 * named;
+            if score == 0 {
+                continue;
+            }
+            let why = format!("{} for {what}", if changed { "changed" } else { "read" });
+            match files.iter_mut().find(|(f, _)| &f.path == path) {
+                Some((file, best)) => {
+                    file.changed |= changed;
+                    if score > *best {
+                        *best = score;
+                        file.why = why;
+                    }
+                }
+                None => files.push((
+                    RelevantFile {
+                        path: path.clone(),
+                        why,
+                        changed,
+                    },
+                    score,
+                )),
+            }
+        }
+        if shared > 0 {
+            commands.extend(facts.commands.items.iter().filter(|c| verifies(c)).cloned());
+        }
+    }
+    // Only files about as relevant as the most relevant one (a word shared by chance is not
+    // enough beside files the goal names); changed ones first, then by relevance.
+    let best = files.iter().map(|(_, score)| *score).max().unwrap_or(0);
+    files.retain(|(_, score)| *score * 3 >= best);
+    files.sort_by_key(|(f, score)| (!f.changed, std::cmp::Reverse(*score)));
+    let files: Vec<RelevantFile> = files.into_iter().map(|(f, _)| f).collect();
+    let left_out_files = touched
+        .into_iter()
+        .filter(|t| !files.iter().any(|f| &f.path == t))
+        .collect();
+    let mut rules: Vec<String> = carried_rules
+        .iter()
+        .filter(|r| !whole.withdrawn(r))
+        .cloned()
+        .collect();
+    for rule in &whole.constraints.items {
+        if !rules.contains(rule) {
+            rules.push(rule.clone());
+        }
+    }
+    commands.dedup();
+    let mut seen = HashSet::new();
+    commands.retain(|c| seen.insert(c.clone()));
+    let errors: Vec<&str> = whole.recent_errors();
+    let prompt = prompt(goal, &files, &rules, &errors, &commands, from);
+    Draft {
+        prompt,
+        files,
+        left_out_files,
+        left_out_requests,
+    }
+}
+
+fn prompt(
+    goal: &str,
+    files: &[RelevantFile],
+    rules: &[String],
+    errors: &[&str],
+    commands: &[String],
+    from: &str,
+) -> String {
+    let mut out = format!("{goal}\n");
+    let mut section = |heading: &str, lines: Vec<String>| {
+        if !lines.is_empty() {
+            out.push_str(&format!("\n## {heading}\n"));
+            for line in lines {
+                out.push_str(&format!("- {line}\n"));
+            }
+        }
+    };
+    section(
+        "Relevant files",
+        files
+            .iter()
+            .map(|f| format!("`{}`: {}", f.path, f.why))
+            .collect(),
+    );
+    section("Rules still in force", rules.to_vec());
+    section("Open errors", errors.iter().map(|e| clip(e, 300)).collect());
+    section(
+        "Verify with",
+        commands
+            .iter()
+            .rev()
+            .take(5)
+            .rev()
+            .map(|c| format!("`{}`", clip(c, 200)))
+            .collect(),
+    );
+    out.push_str(&format!(
+        "\n(Handed off from session {from}: its full history stays there.)\n"
+    ));
+    out
+}

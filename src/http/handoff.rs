@@ -1,0 +1,104 @@
+//! Handoff (issue 57): `POST /v1/sessions/{id}/handoff {goal, leafId?}` answers the draft of a
+//! new thread's first prompt for that goal and creates the new session starting with it.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use super::json::{JsonBody, SessionId};
+use super::sessions::SessionView;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(handoff))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct HandoffRequest {
+    /// What the new thread is for (at most 4,000 characters).
+    goal: String,
+    /// Hand off from the path to this entry (the session's leaf by default).
+    leaf_id: Option<String>,
+}
+
+/// A file the draft names.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct FileView {
+    path: String,
+    /// Why it matters to the goal: changed or read, for which request.
+    why: String,
+    changed: bool,
+}
+
+/// What the thread held that the draft leaves out.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LeftOut {
+    files: Vec<String>,
+    /// Requests of the thread that share nothing with the goal.
+    requests: usize,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Handoff {
+    /// The new thread's first prompt: the goal, then what the old thread holds that it needs.
+    prompt: String,
+    files: Vec<FileView>,
+    left_out: LeftOut,
+    /// The new session: a pi v3 file (`GET /v1/sessions/{id}/entries`) whose first user message
+    /// is `prompt` and whose header names the old one as `parentSession`.
+    session: SessionView,
+    parent_session: String,
+    /// `extractive`: drafted from the thread without a model.
+    drafted_by: &'static str,
+}
+
+/// `POST /v1/sessions/{id}/handoff`: hand the session off to a new one focused on `goal`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/handoff", tag = "sessions", params(("id" = String, Path, description = "Session id")),
+    request_body = HandoffRequest,
+    responses(
+        (status = 201, body = Handoff),
+        (status = 404, body = ErrorBody),
+        (status = 422, description = "`goal` missing or too long, `leafId` not an entry", body = ErrorBody),
+    ))]
+pub(super) async fn handoff(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    JsonBody(request): JsonBody<HandoffRequest>,
+) -> Result<(StatusCode, Json<Handoff>), ApiError> {
+    let (draft, uploaded) = state
+        .app
+        .handoff(&who, &id, &request.goal, request.leaf_id.as_deref())
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Handoff {
+            prompt: draft.prompt,
+            files: draft
+                .files
+                .into_iter()
+                .map(|f| FileView {
+                    path: f.path,
+                    why: f.why,
+                    changed: f.changed,
+                })
+                .collect(),
+            left_out: LeftOut {
+                files: draft.left_out_files,
+                requests: draft.left_out_requests,
+            },
+            session: SessionView::from(&uploaded.record),
+            parent_session: id,
+            drafted_by: "extractive",
+        }),
+    ))
+}

@@ -1,0 +1,267 @@
+//! Handoff (issue 57): a generated session of several hundred turns working on two features,
+//! compacted several times, handed off with a goal about one of them. The draft names every file
+//! of that feature and none that only the other touched, the rule still in force and the open
+//! error; the new session's header names the old one, its first user message is the prompt, and
+//! the pinned pi opens it. Another tenant's session is 404; a bad goal says what is wrong.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use compactd::store::Store;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+
+on_both_backends!(a_handoff_carries_one_features_files_rules_and_open_error);
+
+const PARSER: [&str; 3] = [
+    "src/parser/lexer.rs",
+    "src/parser/ast.rs",
+    "tests/parser_tabs.rs",
+];
+const BILLING: [&str; 3] = [
+    "src/billing/invoice.rs",
+    "src/billing/tax.rs",
+    "tests/invoice_rounding.rs",
+];
+const RULE: &str = "Never call unwrap() in library code.";
+const ERROR: &str = "error[E0308]: mismatched types in the tab branch of next_token";
+
+/// The entries of turns `from..to` after `parent`: even turns on the parser's tab handling, odd
+/// ones on invoice rounding, each an edit of one of its feature's files and a test run; the
+/// first states the rule, the last one's test run fails.
+fn turns(from: usize, to: usize, last: usize, parent: Option<&str>) -> (String, String) {
+    let mut lines = String::new();
+    let mut parent = parent.map(str::to_owned);
+    let mut push = |id: String, message: Value, lines: &mut String| {
+        let entry = json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z", "message": message});
+        lines.push_str(&entry.to_string());
+        lines.push('\n');
+        parent = Some(id);
+    };
+    for turn in from..to {
+        let parser = turn % 2 == 0;
+        let (files, request, test) = if parser {
+            (
+                PARSER,
+                format!("Make the parser's tokenizer handle tabs in case {turn}."),
+                "cargo test -p parser",
+            )
+        } else {
+            (
+                BILLING,
+                format!("Round invoice totals to cents for customer {turn}."),
+                "cargo test -p billing",
+            )
+        };
+        let request = if turn == 0 {
+            format!("{RULE} {request}")
+        } else {
+            request
+        };
+        let file = files[turn / 2 % 3];
+        push(
+            format!("t{turn}u"),
+            json!({"role": "user", "content": request, "timestamp": 1}),
+            &mut lines,
+        );
+        push(
+            format!("t{turn}a"),
+            json!({"role": "assistant", "content": [
+            {"type": "toolCall", "id": format!("c{turn}e"), "name": "edit", "arguments": {"path": file, "oldText": "a", "newText": "b"}},
+            {"type": "toolCall", "id": format!("c{turn}t"), "name": "bash", "arguments": {"command": test}},
+        ], "provider": "p", "model": "m", "stopReason": "toolUse", "timestamp": 2}),
+            &mut lines,
+        );
+        push(
+            format!("t{turn}r"),
+            json!({"role": "toolResult", "toolCallId": format!("c{turn}e"), "toolName": "edit",
+            "content": [{"type": "text", "text": "Edited."}], "isError": false, "timestamp": 3}),
+            &mut lines,
+        );
+        let failed = turn + 2 >= last && parser;
+        let output = if failed {
+            format!("{ERROR}\nCommand exited with code 101")
+        } else {
+            "test result: ok. 12 passed".to_owned()
+        };
+        push(
+            format!("t{turn}b"),
+            json!({"role": "toolResult", "toolCallId": format!("c{turn}t"), "toolName": "bash",
+            "content": [{"type": "text", "text": output}], "isError": failed, "timestamp": 4}),
+            &mut lines,
+        );
+        push(
+            format!("t{turn}d"),
+            json!({"role": "assistant", "content": [{"type": "text", "text": format!("Done with turn {turn}.")}],
+            "provider": "p", "model": "m", "stopReason": "stop", "timestamp": 5}),
+            &mut lines,
+        );
+    }
+    (lines, parent.unwrap())
+}
+
+async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dyn Store>) {
+    let mut keys = Vec::new();
+    for tenant in ["a", "b"] {
+        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
+        store.create_key(&record).await.unwrap();
+        keys.push(key);
+    }
+    let app = TestApp::handlers_with_store(crate::support::config(), store);
+    let mine = |request: reqwest::RequestBuilder| request.bearer_auth(&keys[0]);
+    // 320 turns, four compactions between stretches of 80.
+    const STRETCH: usize = 80;
+    const LAST: usize = 4 * STRETCH;
+    let header = json!({"type": "session", "version": 3, "id": "two-features", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/repo"});
+    let (first, _) = turns(0, STRETCH, LAST, None);
+    let uploaded: Value = app
+        .send(mine(
+            app.client
+                .post(format!("{}/v1/sessions", app.url))
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                .body(format!("{header}\n{first}")),
+        ))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = uploaded["id"].as_str().unwrap().to_owned();
+    for stretch in 1..4 {
+        let compacted = app
+            .send(mine(
+                app.client
+                    .post(format!("{}/v1/sessions/{id}/compactions", app.url))
+                    .json(&json!({"keepRecentTokens": 2000})),
+            ))
+            .await;
+        assert_eq!(compacted.status(), StatusCode::CREATED);
+        let leaf: Value = compacted.json().await.unwrap();
+        let (more, _) = turns(
+            stretch * STRETCH,
+            (stretch + 1) * STRETCH,
+            LAST,
+            leaf["entry"]["id"].as_str(),
+        );
+        let appended = app
+            .send(mine(
+                app.client
+                    .post(format!("{}/v1/sessions/{id}/entries", app.url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                    .body(more),
+            ))
+            .await;
+        assert_eq!(appended.status(), StatusCode::OK);
+    }
+
+    let goal = "Finish tab handling in the parser's tokenizer.";
+    let handoff = |key: &str, body: Value| {
+        app.client
+            .post(format!("{}/v1/sessions/{id}/handoff", app.url))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    let response = app.send(handoff(&keys[0], json!({"goal": goal}))).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let draft: Value = response.json().await.unwrap();
+    let prompt = draft["prompt"].as_str().unwrap();
+    if std::env::var_os("HANDOFF_REPORT").is_some() {
+        println!("{}", serde_json::to_string_pretty(&draft).unwrap());
+    }
+    assert!(prompt.starts_with(goal), "the goal first:\n{prompt}");
+    let named: Vec<&str> = draft["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for file in PARSER {
+        assert!(named.contains(&file), "{file} missing: {named:?}");
+        assert!(prompt.contains(file), "{prompt}");
+    }
+    for file in BILLING {
+        assert!(
+            !named.contains(&file),
+            "{file} is the other feature's: {named:?}"
+        );
+        assert!(!prompt.contains(file), "{prompt}");
+        assert!(
+            draft["leftOut"]["files"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(file))
+        );
+    }
+    assert!(
+        prompt.contains(RULE),
+        "the rule is still in force:\n{prompt}"
+    );
+    assert!(prompt.contains(ERROR), "the open error:\n{prompt}");
+    assert!(prompt.contains("cargo test -p parser") && !prompt.contains("cargo test -p billing"));
+    assert!(draft["leftOut"]["requests"].as_u64().unwrap() >= (LAST / 2) as u64);
+
+    // The new session: its header names the old one, its one entry is the prompt.
+    assert_eq!(draft["parentSession"], id.as_str());
+    let child = draft["session"]["id"].as_str().unwrap();
+    let file = app
+        .send(mine(
+            app.client
+                .get(format!("{}/v1/sessions/{child}/entries", app.url)),
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = file
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["parentSession"], id.as_str());
+    assert_eq!(lines[0]["cwd"], "/repo");
+    assert_eq!(lines[1]["message"]["role"], "user");
+    assert_eq!(lines[1]["message"]["content"][0]["text"], prompt);
+
+    // Another tenant's session is none; a goal must say something.
+    let theirs = app.send(handoff(&keys[1], json!({"goal": goal}))).await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    for body in [json!({"goal": "  "}), json!({"goal": "x".repeat(4001)})] {
+        let response = app.send(handoff(&keys[0], body)).await;
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["param"], "goal", "{error}");
+    }
+    let response = app
+        .send(handoff(&keys[0], json!({"goal": goal, "leafId": "nope"})))
+        .await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    // The pinned pi opens the new session with the prompt as its first user message.
+    compactd::needs!(Agents);
+    let on_disk = std::env::temp_dir().join(format!(
+        "compactd-handoff-{}-{child}.jsonl",
+        std::process::id()
+    ));
+    std::fs::write(&on_disk, &file).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
+    let out = std::process::Command::new(compactd::test_tiers::agents_bin().join("node22"))
+        .arg(script)
+        .arg(&on_disk)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read["roles"], json!(["user"]));
+    assert_eq!(read["header"]["parentSession"], id.as_str());
+    let first = &read["context"]["messages"][0]["content"];
+    let text = first
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| first[0]["text"].as_str().unwrap().to_owned());
+    assert_eq!(text, prompt);
+}
