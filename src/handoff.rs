@@ -42,7 +42,7 @@ const STOP: [&str; 40] = [
 
 /// The content words of `text`: lower case, three letters or more, no stop word, no number; a
 /// name's parts count one by one (`parse_header`, `queueMessage`, `agent-session`).
-fn words(text: &str) -> HashSet<String> {
+pub(crate) fn words(text: &str) -> HashSet<String> {
     let mut parts = Vec::new();
     for token in text.split(|c: char| !c.is_alphanumeric()) {
         // camelCase: a capital after a lower-case letter starts a part.

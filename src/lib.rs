@@ -34,6 +34,7 @@ pub mod store;
 pub mod summarizer;
 #[doc(hidden)]
 pub mod test_tiers;
+pub mod threads;
 pub mod transcript;
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub(crate) mod recall;
 pub(crate) mod recall_writer;
 pub(crate) mod sessions;
 mod stored_path;
+pub(crate) mod threads;
 pub(crate) mod tree_view;
 pub(crate) mod wire;
 

@@ -36,6 +36,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .merge(super::gateway::router())
         .merge(super::sessions::router())
         .merge(super::handoff::router())
+        .merge(super::threads::router())
         .merge(super::compactions::router())
         .merge(super::pins::router())
         .merge(super::recall::router())

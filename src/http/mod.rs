@@ -25,6 +25,7 @@ mod recall;
 mod remote_endpoint;
 pub mod server;
 mod sessions;
+mod threads;
 
 use std::future::Future;
 use std::num::NonZeroUsize;

@@ -204,6 +204,22 @@ pub(super) mod mcp {
         pub limit: Option<i64>,
     }
 
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct ThreadArgs {
+        /// The thread: a stored session's id.
+        pub thread: String,
+        /// What to find out from it.
+        pub question: String,
+    }
+
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct HandoffArgs {
+        /// The thread to hand off from: a stored session's id.
+        pub thread: String,
+        /// What the new thread is for.
+        pub goal: String,
+    }
+
     #[derive(Clone)]
     pub(crate) struct RecallServer {
         app: App,
@@ -285,6 +301,52 @@ pub(super) mod mcp {
             let page = super::page(args.recall_id, read);
             Ok(serde_json::to_string(&page).unwrap_or_default())
         }
+
+        #[tool(
+            description = "Answer a question from another thread (a stored session), however \
+            long: its entries are searched and the relevant ones quoted with their entry ids, \
+            the most recent first; an earlier entry a later one revised is marked superseded, \
+            and a tool call whose result was an error is marked failed."
+        )]
+        async fn read_thread(
+            &self,
+            Parameters(args): Parameters<ThreadArgs>,
+            Extension(parts): Extension<axum::http::request::Parts>,
+        ) -> Result<String, ErrorData> {
+            let reading = self
+                .app
+                .read_thread(caller(&parts)?, &args.thread, &args.question)
+                .await
+                .map_err(tool_error)?;
+            Ok(
+                serde_json::json!({"answer": reading.answer, "citations": reading.cited})
+                    .to_string(),
+            )
+        }
+
+        #[tool(
+            description = "Hand a thread (a stored session) off to a new one focused on a goal: \
+            returns the new thread's first prompt (the goal, the files that matter with why, \
+            the rules in force, open errors, commands that verify the work) and the new \
+            session's id."
+        )]
+        async fn handoff(
+            &self,
+            Parameters(args): Parameters<HandoffArgs>,
+            Extension(parts): Extension<axum::http::request::Parts>,
+        ) -> Result<String, ErrorData> {
+            let (draft, uploaded) = self
+                .app
+                .handoff(caller(&parts)?, &args.thread, &args.goal, None)
+                .await
+                .map_err(tool_error)?;
+            Ok(serde_json::json!({
+                "prompt": draft.prompt,
+                "session": uploaded.record.session_id,
+                "leftOutFiles": draft.left_out_files,
+            })
+            .to_string())
+        }
     }
 
     #[tool_handler(router = self.tool_router)]
@@ -294,7 +356,8 @@ pub(super) mod mcp {
                 .with_instructions(
                     "compactd keeps what your context's compaction summarized away. When a \
                      summary ends with a recall id and you need a detail it lacks, search with \
-                     recall_search and read with recall_read.",
+                     recall_search and read with recall_read. read_thread answers a question \
+                     from another thread; handoff starts a focused new thread for a goal.",
                 )
         }
     }

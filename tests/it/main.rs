@@ -94,6 +94,7 @@ mod standing_gateway;
 mod standing_rules;
 mod streaming;
 mod support;
+mod threads;
 mod typed;
 mod upstream;
 

@@ -176,8 +176,9 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     let client = mcp(&app.url, &alice).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names.len(), 2);
+    assert_eq!(names.len(), 4);
     assert!(names.contains(&"recall_search") && names.contains(&"recall_read"));
+    assert!(names.contains(&"read_thread") && names.contains(&"handoff"));
     assert!(
         tools
             .iter()
@@ -300,6 +301,9 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         String::from_utf8_lossy(&output.stderr)
     );
     let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(answer["tools"], json!(["recall_read", "recall_search"]));
+    assert_eq!(
+        answer["tools"],
+        json!(["handoff", "read_thread", "recall_read", "recall_search"])
+    );
     assert_eq!(answer["text"].as_str(), Some(expected.as_str()));
 }

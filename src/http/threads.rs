@@ -1,0 +1,84 @@
+//! Thread references (issue 57): `POST /v1/threads/read {thread, question}` answers a question
+//! from one of the caller's stored sessions, quoting and citing its entries.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use super::json::JsonBody;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(read))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct ReadRequest {
+    /// A stored session's id (the caller's tenant's).
+    thread: String,
+    /// What to find out from it (at most 2,000 characters).
+    question: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct HitView {
+    entry_id: String,
+    role: String,
+    text: String,
+    /// A later entry that revises this one.
+    revised_by: Option<String>,
+    /// A tool call whose result was an error (or that result).
+    failed: bool,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ThreadAnswer {
+    /// The relevant entries quoted, the most recent first, within 4,000 characters.
+    answer: String,
+    /// The entries the answer rests on.
+    citations: Vec<String>,
+    hits: Vec<HitView>,
+    /// Entries searched.
+    searched: usize,
+}
+
+/// `POST /v1/threads/read`: answer `question` from the thread, citing its entries.
+#[utoipa::path(post, path = "/v1/threads/read", tag = "sessions", request_body = ReadRequest,
+    responses(
+        (status = 200, body = ThreadAnswer),
+        (status = 404, description = "No such session of the caller's", body = ErrorBody),
+        (status = 422, description = "`question` or `thread` missing or too long", body = ErrorBody),
+    ))]
+pub(super) async fn read(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(request): JsonBody<ReadRequest>,
+) -> Result<Json<ThreadAnswer>, ApiError> {
+    let reading = state
+        .app
+        .read_thread(&who, &request.thread, &request.question)
+        .await?;
+    Ok(Json(ThreadAnswer {
+        answer: reading.answer,
+        citations: reading.cited,
+        hits: reading
+            .hits
+            .into_iter()
+            .map(|h| HitView {
+                entry_id: h.id,
+                role: h.role,
+                text: h.text,
+                revised_by: h.revised_by,
+                failed: h.failed,
+            })
+            .collect(),
+        searched: reading.searched,
+    }))
+}

@@ -1,0 +1,165 @@
+//! Thread references (issue 57): `POST /v1/threads/read {thread, question}` on a session longer
+//! than a model's window, where a decision was made and later reverted: the answer puts the later
+//! one first and cites its entry, names the earlier as superseded, says which tool call failed,
+//! and stays within its budget; another tenant's thread is 404.
+
+use std::sync::Arc;
+
+use compactd::store::Store;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+
+on_both_backends!(a_thread_read_answers_with_the_later_decision_and_cites_it);
+
+/// The session's messages: the decision, a thousand turns of other work, its reversal, a tool
+/// call that failed, more work.
+fn session() -> (String, usize) {
+    let mut messages = vec![
+        json!({"role": "user", "content": "For the job queue, use PostgreSQL with SKIP LOCKED."}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "OK: the job queue will use PostgreSQL with SKIP LOCKED."}]}),
+    ];
+    let filler = |messages: &mut Vec<Value>, from: usize, to: usize| {
+        for i in from..to {
+            messages.push(json!({"role": "user", "content": format!("Refactor the module m{i} of the renderer and report what changed. {}", "The renderer has grown over the years. ".repeat(4))}));
+            messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("Split m{i} into two files. {}", "The tests pass after the split. ".repeat(8))}]}));
+        }
+    };
+    filler(&mut messages, 0, 1000);
+    messages.push(json!({"role": "user", "content": "Actually, revert that: the job queue should use Redis streams instead of PostgreSQL."}));
+    messages.push(json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "cargo add redis --features streams"}}]}));
+    messages.push(json!({"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "content": [{"type": "text", "text": "error: network unreachable"}], "isError": true}));
+    filler(&mut messages, 1000, 1200);
+    let header = json!({"type": "session", "version": 3, "id": "queue", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"});
+    let mut file = format!("{header}\n");
+    let mut parent: Option<String> = None;
+    for (i, message) in messages.iter().enumerate() {
+        let id = format!("e{i:05}");
+        file.push_str(&json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z", "message": message}).to_string());
+        file.push('\n');
+        parent = Some(id);
+    }
+    (file, messages.len())
+}
+
+async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<dyn Store>) {
+    let mut keys = Vec::new();
+    for tenant in ["a", "b"] {
+        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
+        store.create_key(&record).await.unwrap();
+        keys.push(key);
+    }
+    let app = TestApp::with_store(crate::support::config(), store).await;
+    let (file, count) = session();
+    // Larger than a model's window: ~150k tokens at 4 characters a token.
+    assert!(file.len() > 600_000, "{}", file.len());
+    let uploaded: Value = app
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions", app.url))
+                .bearer_auth(&keys[0])
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                .body(file),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = uploaded["id"].as_str().unwrap();
+    let read = |key: &str, body: Value| {
+        app.client
+            .post(format!("{}/v1/threads/read", app.url))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    let question = "Which backend does the job queue use?";
+    let response = app
+        .send(read(&keys[0], json!({"thread": id, "question": question})))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["searched"], count);
+    let text = answer["answer"].as_str().unwrap();
+    assert!(text.chars().count() <= 4000, "within its budget");
+    // The reversal (entry 2002) is what holds, cited first; the decision it reverted is cited as
+    // superseded.
+    let cited: Vec<&str> = answer["citations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(cited.first(), Some(&"e02002"), "{answer:#}");
+    assert!(
+        text.starts_with("- The thread's latest on this — entry e02002"),
+        "{text}"
+    );
+    assert!(text.contains("Redis streams"), "{text}");
+    let hits = answer["hits"].as_array().unwrap();
+    let decision = hits
+        .iter()
+        .find(|h| h["entryId"] == "e00000")
+        .expect("the decision is found");
+    assert!(decision["revisedBy"].is_string(), "{decision}");
+    assert!(cited.contains(&"e00000"));
+    // A call is trusted only when its result shows it worked.
+    if let Some(call) = hits.iter().find(|h| h["entryId"] == "e02003") {
+        assert_eq!(call["failed"], true, "{call}");
+    }
+
+    // The same over MCP (the tools Claude Code, Codex and OpenCode are given), and a handoff.
+    let client = crate::recall::mcp(&app.url, &keys[0]).await.unwrap();
+    let over_mcp = crate::recall::call(
+        &client,
+        "read_thread",
+        json!({"thread": id, "question": question}),
+    )
+    .await;
+    assert_eq!(over_mcp["citations"], answer["citations"]);
+    let handed = crate::recall::call(
+        &client,
+        "handoff",
+        json!({"thread": id, "goal": "Move the job queue to Redis streams"}),
+    )
+    .await;
+    assert!(
+        handed["prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("Move the job queue to Redis streams"),
+        "{handed}"
+    );
+    assert!(handed["session"].is_string());
+    client.cancel().await.unwrap();
+    let client = crate::recall::mcp(&app.url, &keys[1]).await.unwrap();
+    let refused = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("read_thread").with_arguments(
+                json!({"thread": id, "question": question})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await;
+    assert!(refused.is_err() || refused.unwrap().is_error == Some(true));
+    client.cancel().await.unwrap();
+
+    // Another tenant's thread is no thread; a question must say something.
+    let theirs = app
+        .send(read(&keys[1], json!({"thread": id, "question": question})))
+        .await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    for body in [
+        json!({"thread": id, "question": "  "}),
+        json!({"thread": id, "question": "x".repeat(2001)}),
+    ] {
+        let response = app.send(read(&keys[0], body)).await;
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            response.json::<Value>().await.unwrap()["error"]["param"],
+            "question"
+        );
+    }
+}
