@@ -336,6 +336,13 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         )
         .await;
     assert_eq!(handed.status(), StatusCode::CREATED);
+    let answered = app
+        .post(
+            "/v1/threads/read",
+            &json!({"thread": id, "question": "What about the docs?"}),
+        )
+        .await;
+    assert_eq!(answered.status(), StatusCode::OK);
     assert_eq!(
         app.delete(&format!("/v1/sessions/{id}/pins/{pin_id}"))
             .await
