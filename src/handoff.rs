@@ -134,14 +134,27 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     let goal = goal.trim();
     let wanted = words(goal);
     let whole = Facts::extract(messages);
+    // A word of the goal the thread's requests say often (the project's own name, "session" in
+    // a session manager's thread) tells little about which turns are the goal's: each shared
+    // word weighs by how rare it is among the requests (in tenths, to keep scores whole).
+    let thread_turns = turns(messages);
+    let requests: Vec<HashSet<String>> = thread_turns
+        .iter()
+        .filter_map(|t| t.request.map(words))
+        .collect();
+    let weight = |word: &String| -> usize {
+        let df = requests.iter().filter(|r| r.contains(word)).count().max(1);
+        let n = requests.len().max(1) as f64;
+        ((n / df as f64).ln() * 10.0).round() as usize + 1
+    };
     let mut files: Vec<(RelevantFile, usize)> = Vec::new();
     let mut touched: Vec<String> = Vec::new();
     let mut commands: Vec<String> = Vec::new();
     let mut left_out_requests = 0;
-    for turn in turns(messages) {
+    for turn in thread_turns {
         let facts = Facts::extract(turn.messages);
         let about = turn.request.map(words).unwrap_or_default();
-        let shared = about.intersection(&wanted).count();
+        let shared: usize = about.intersection(&wanted).map(weight).sum();
         if turn.request.is_some() && shared == 0 {
             left_out_requests += 1;
         }
@@ -160,7 +173,8 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
                 touched.push(path.clone());
             }
             let named = path_words(path).intersection(&wanted).count();
-            let score = shared + 2 * named;
+            // A file the goal names by its name weighs as the rarest word would.
+            let score = shared + named * weight(&String::new()).max(10);
             if score == 0 {
                 continue;
             }
@@ -187,10 +201,12 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
             commands.extend(facts.commands.items.iter().filter(|c| verifies(c)).cloned());
         }
     }
-    // Only files about as relevant as the most relevant one (a word shared by chance is not
-    // enough beside files the goal names); changed ones first, then by relevance.
+    // Files the goal names, and files about as relevant as the most relevant one (a word shared
+    // by chance is not enough beside them); changed ones first, then by relevance.
     let best = files.iter().map(|(_, score)| *score).max().unwrap_or(0);
-    files.retain(|(_, score)| *score * 3 >= best);
+    files.retain(|(f, score)| {
+        *score * 3 >= best || path_words(&f.path).intersection(&wanted).next().is_some()
+    });
     files.sort_by_key(|(f, score)| (!f.changed, std::cmp::Reverse(*score)));
     let files: Vec<RelevantFile> = files.into_iter().map(|(f, _)| f).collect();
     let left_out_files = touched
