@@ -91,3 +91,17 @@ fn rule_detection_on_held_out_turns() {
     assert!(precision >= 0.75, "precision {precision:.3}");
     assert!(recall >= 0.6, "recall {recall:.3}");
 }
+
+/// A sentence opened by a quote mark of another locale is read, not a panic (a property test
+/// of `real_rules.rs` found one).
+#[test]
+fn a_quoted_sentence_opening_with_a_comma_word_is_read() {
+    for text in [
+        "“no, tests, no merge”",
+        "«now, always rebase»",
+        "„so, keep it short“",
+    ] {
+        let _ = standing::of_turn(text);
+    }
+    assert!(!standing::of_turn("“Never push to main.”").is_empty());
+}

@@ -496,19 +496,3 @@ mod tests {
         );
     }
 }
-
-#[cfg(test)]
-mod quoted {
-    /// A sentence opened by a quote mark of another locale is read, not a panic.
-    #[test]
-    fn a_quoted_sentence_opening_with_a_comma_word_is_read() {
-        for text in [
-            "“no, tests, no merge”",
-            "«now, always rebase»",
-            "„so, keep it short“",
-        ] {
-            let _ = super::of_turn(text);
-        }
-        assert!(!super::of_turn("“Never push to main.”").is_empty());
-    }
-}
