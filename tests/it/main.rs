@@ -65,6 +65,7 @@ mod javascript;
 mod layers;
 mod local_model;
 mod long_history;
+mod mcp_agents;
 mod model_provider;
 mod ops;
 mod owned_pg;

@@ -15,7 +15,7 @@ on_both_backends!(a_thread_read_answers_with_the_later_decision_and_cites_it);
 
 /// The session's messages: the decision, a thousand turns of other work, its reversal, a tool
 /// call that failed, more work.
-fn session() -> (String, usize) {
+pub fn session() -> (String, usize) {
     let mut messages = vec![
         json!({"role": "user", "content": "For the job queue, use PostgreSQL with SKIP LOCKED."}),
         json!({"role": "assistant", "content": [{"type": "text", "text": "OK: the job queue will use PostgreSQL with SKIP LOCKED."}]}),
