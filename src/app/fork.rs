@@ -32,15 +32,21 @@ impl App {
     }
 }
 
-/// The JSONL of the fork: the parent's header renamed, then the path's entries as stored.
-pub(crate) fn forked_file(header: &Header, parent: &str, path: &[&Entry]) -> String {
+/// The header line of a session made from `header`'s (a fork, a handoff): the parent's fields
+/// with a new id and time, version 3, and `parentSession` naming `parent`.
+pub(crate) fn child_header(header: &Header, parent: &str) -> String {
     let mut fields: Map<String, Value> = serde_json::from_str(&header.raw).unwrap_or_default();
     fields.insert("type".into(), "session".into());
     fields.insert("version".into(), 3.into());
     fields.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
     fields.insert("timestamp".into(), crate::session::time::now_iso().into());
     fields.insert("parentSession".into(), parent.into());
-    let mut file = Value::Object(fields).to_string();
+    Value::Object(fields).to_string()
+}
+
+/// The JSONL of the fork: the parent's header renamed, then the path's entries as stored.
+pub(crate) fn forked_file(header: &Header, parent: &str, path: &[&Entry]) -> String {
+    let mut file = child_header(header, parent);
     file.push('\n');
     for entry in path {
         file.push_str(&entry.raw);

@@ -2,7 +2,7 @@
 //! ([`crate::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::sessions::Uploaded;
 use super::{App, AppError};
@@ -91,29 +91,16 @@ pub(crate) fn handoff_of(
 /// A pi v3 session whose header names `parent` and whose one entry is the user's first message,
 /// `prompt`.
 pub(crate) fn handoff_file(header: &Header, parent: &str, prompt: &str) -> String {
-    let old: Map<String, Value> = serde_json::from_str(&header.raw).unwrap_or_default();
-    let now = crate::session::time::now_iso();
-    let mut new = json!({
-        "type": "session",
-        "version": 3,
-        "id": uuid::Uuid::new_v4().to_string(),
-        "timestamp": now,
-        "cwd": old.get("cwd").cloned().unwrap_or(Value::String(String::new())),
-        "parentSession": parent,
-    });
-    if let Some(title) = old.get("title") {
-        new["title"] = title.clone();
-    }
     let message = json!({
         "type": "message",
-        "id": format!("{:08x}", fastrand::u32(..)),
+        "id": crate::session::new_entry_id(&std::collections::HashSet::new()),
         "parentId": null,
-        "timestamp": now,
+        "timestamp": crate::session::time::now_iso(),
         "message": {
             "role": "user",
             "content": [{"type": "text", "text": prompt}],
             "timestamp": crate::store::now_ms(),
         },
     });
-    format!("{new}\n{message}\n")
+    format!("{}\n{message}\n", super::fork::child_header(header, parent))
 }

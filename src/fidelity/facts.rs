@@ -139,11 +139,12 @@ impl Facts {
                         continue;
                     }
                     facts.requests.push(text.to_owned());
-                    let items = super::ledger::items(text);
+                    // The ledger and the rules are the user's own words: a rule-like line of
+                    // pasted output is not.
+                    let words = super::user_words::of(text);
+                    let items = super::ledger::items_of_words(&words);
                     facts.latest_in_ledger = items.len();
                     facts.ledger.extend(items);
-                    // Rules are the user's own words: a rule-like line of pasted output is not.
-                    let words = super::user_words::of(text);
                     for (statement, sentence) in standing::of_turn(&words) {
                         facts.add_standing(statement, clip(sentence, 240));
                     }

@@ -36,7 +36,12 @@ pub const LATEST_LABEL: &str = "Latest user request (verbatim):";
 /// outlives a clipped message), the rest of its words as one line; a lone line introducing the
 /// list ("Some rules for the whole job:") is no item.
 pub fn items(text: &str) -> Vec<String> {
-    let words = super::user_words::of(text);
+    items_of_words(&super::user_words::of(text))
+}
+
+/// [`items`] of a message's words already told apart from what was pasted
+/// ([`super::user_words::of`]).
+pub fn items_of_words(words: &str) -> Vec<String> {
     let lines: Vec<&str> = words.lines().map(str::trim).collect();
     let listed = lines
         .iter()
@@ -238,7 +243,8 @@ pub fn select(items: Vec<String>, room: usize) -> Vec<String> {
     }
     let last = items.len() - 1;
     let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by_key(|&i| {
+    // The rank classifies the item: once each, not at every comparison.
+    order.sort_by_cached_key(|&i| {
         let pinned = i == 0 || i == last;
         (
             std::cmp::Reverse((pinned, rank(&items[i]))),

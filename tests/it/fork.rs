@@ -52,12 +52,7 @@ fn branch_entry(file: &str) -> (String, Vec<String>) {
 }
 
 async fn a_fork_holds_the_path_to_its_entry_and_names_its_parent(store: Arc<dyn Store>) {
-    let mut keys = Vec::new();
-    for tenant in ["a", "b"] {
-        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
-        store.create_key(&record).await.unwrap();
-        keys.push(key);
-    }
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
     let app = TestApp::handlers_with_store(crate::support::config(), store);
     let as_key = |key: &str, request: reqwest::RequestBuilder| request.bearer_auth(key);
     let uploaded: Value = app
@@ -129,19 +124,7 @@ async fn a_fork_holds_the_path_to_its_entry_and_names_its_parent(store: Arc<dyn 
         "compactd-fork-{}-{child}.jsonl",
         std::process::id()
     ));
-    std::fs::write(&on_disk, &file).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
-    let out = std::process::Command::new(compactd::test_tiers::agents_bin().join("node22"))
-        .arg(script)
-        .arg(&on_disk)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = crate::pi15::pi_reads_back(&on_disk, &file);
     assert_eq!(read["leafId"], entry.as_str());
     assert_eq!(read["header"]["parentSession"], parent.as_str());
 }

@@ -4,7 +4,6 @@
 //! error; the new session's header names the old one, its first user message is the prompt, and
 //! the pinned pi opens it. Another tenant's session is 404; a bad goal says what is wrong.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use compactd::store::Store;
@@ -103,12 +102,7 @@ fn turns(from: usize, to: usize, last: usize, parent: Option<&str>) -> (String, 
 }
 
 async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dyn Store>) {
-    let mut keys = Vec::new();
-    for tenant in ["a", "b"] {
-        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
-        store.create_key(&record).await.unwrap();
-        keys.push(key);
-    }
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
     let app = TestApp::handlers_with_store(crate::support::config(), store);
     let mine = |request: reqwest::RequestBuilder| request.bearer_auth(&keys[0]);
     // 320 turns, four compactions between stretches of 80.
@@ -243,19 +237,7 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
         "compactd-handoff-{}-{child}.jsonl",
         std::process::id()
     ));
-    std::fs::write(&on_disk, &file).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
-    let out = std::process::Command::new(compactd::test_tiers::agents_bin().join("node22"))
-        .arg(script)
-        .arg(&on_disk)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = crate::pi15::pi_reads_back(&on_disk, &file);
     assert_eq!(read["roles"], json!(["user"]));
     assert_eq!(read["header"]["parentSession"], id.as_str());
     let first = &read["context"]["messages"][0]["content"];

@@ -277,19 +277,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
         .text()
         .await
         .unwrap();
-    std::fs::write(&file, text).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
-    let out = std::process::Command::new(agents_bin().join("node22"))
-        .arg(script)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = pi_reads_back(&file, &text);
     assert_eq!(read["leafType"], "compaction");
     assert_eq!(read["leafId"], entry["id"]);
     assert_eq!(
@@ -311,4 +299,22 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
         .unwrap();
     assert_eq!(ours["messages"], read["context"]["messages"]);
     assert_eq!(ours["thinkingLevel"], read["context"]["thinkingLevel"]);
+}
+
+/// What the pinned pi (1.6.0) makes of the session file `text`, written at `file`:
+/// `scripts/pi15/read-back.mjs`'s answer (leaf, header, rebuilt context, plan).
+pub fn pi_reads_back(file: &Path, text: &str) -> Value {
+    std::fs::write(file, text).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi15/read-back.mjs");
+    let out = std::process::Command::new(agents_bin().join("node22"))
+        .arg(script)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -284,3 +284,14 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A key of each of `tenants`, stored in `store`, in order.
+pub async fn tenant_keys(store: &dyn compactd::store::Store, tenants: &[&str]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for tenant in tenants {
+        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
+        store.create_key(&record).await.unwrap();
+        keys.push(key);
+    }
+    keys
+}

@@ -44,12 +44,7 @@ pub fn session() -> (String, usize) {
 }
 
 async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<dyn Store>) {
-    let mut keys = Vec::new();
-    for tenant in ["a", "b"] {
-        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
-        store.create_key(&record).await.unwrap();
-        keys.push(key);
-    }
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
     let app = TestApp::with_store(crate::support::config(), store).await;
     let (file, count) = session();
     // Larger than a model's window: ~150k tokens at 4 characters a token.
