@@ -30,6 +30,15 @@ pub struct Draft {
     pub left_out_files: Vec<String>,
     /// How many of the thread's requests the goal does not need.
     pub left_out_requests: usize,
+    /// The user's rules still in force, word for word.
+    pub rules: Vec<String>,
+    /// Errors still open at the end of the thread.
+    pub errors: Vec<String>,
+    /// Commands that checked the goal's work, oldest first.
+    pub commands: Vec<String>,
+    /// The goal's turns of the thread in pi's text form, in thread order: what a model drafting
+    /// the prompt reads ([`model_prompt`]).
+    pub turns: Vec<String>,
 }
 
 /// Words that say nothing about what a turn is about.
@@ -151,6 +160,7 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     let mut touched: Vec<String> = Vec::new();
     let mut commands: Vec<String> = Vec::new();
     let mut left_out_requests = 0;
+    let mut relevant_turns = Vec::new();
     for turn in thread_turns {
         let facts = Facts::extract(turn.messages);
         let about = turn.request.map(words).unwrap_or_default();
@@ -198,6 +208,10 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
             }
         }
         if shared > 0 {
+            relevant_turns.push(crate::transcript::write(
+                crate::transcript::Dialect::Pi,
+                turn.messages,
+            ));
             commands.extend(facts.commands.items.iter().filter(|c| verifies(c)).cloned());
         }
     }
@@ -226,21 +240,70 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     commands.dedup();
     let mut seen = HashSet::new();
     commands.retain(|c| seen.insert(c.clone()));
-    let errors: Vec<&str> = whole.recent_errors();
+    let errors: Vec<String> = whole
+        .recent_errors()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let prompt = prompt(goal, &files, &rules, &errors, &commands, from);
     Draft {
         prompt,
         files,
         left_out_files,
         left_out_requests,
+        rules,
+        errors,
+        commands,
+        turns: relevant_turns,
     }
+}
+
+/// What a model drafting the prompt for `goal` is asked: `instructions`, the goal, what the
+/// extractive `draft` found, and the goal's turns of the thread within `budget` characters (the
+/// latest kept when they do not all fit: they hold the state the new thread starts from).
+pub fn model_prompt(instructions: &str, goal: &str, draft: &Draft, budget: usize) -> String {
+    let mut found = prompt(
+        goal,
+        &draft.files,
+        &draft.rules,
+        &draft.errors,
+        &draft.commands,
+        "",
+    );
+    // The extractive draft's closing line is for the user, not the model.
+    if let Some(end) = found.rfind("\n(Handed off from session") {
+        found.truncate(end + 1);
+    }
+    let mut room = budget.saturating_sub(instructions.len() + found.len());
+    let mut kept: Vec<&str> = Vec::new();
+    for turn in draft.turns.iter().rev() {
+        let turn = turn.as_str();
+        if turn.len() + 2 > room {
+            if kept.is_empty() {
+                // The latest turn alone is too long: its end, which is where it got to.
+                let mut start = turn.len().saturating_sub(room);
+                while !turn.is_char_boundary(start) {
+                    start += 1;
+                }
+                kept.push(&turn[start..]);
+            }
+            break;
+        }
+        room -= turn.len() + 2;
+        kept.push(turn);
+    }
+    kept.reverse();
+    format!(
+        "## Goal of the new thread\n{goal}\n\n## What compactd found for it\n{found}\n<thread>\n{}\n</thread>\n\n{instructions}",
+        kept.join("\n\n")
+    )
 }
 
 fn prompt(
     goal: &str,
     files: &[RelevantFile],
     rules: &[String],
-    errors: &[&str],
+    errors: &[String],
     commands: &[String],
     from: &str,
 ) -> String {
@@ -275,5 +338,50 @@ fn prompt(
     out.push_str(&format!(
         "\n(Handed off from session {from}: its full history stays there.)\n"
     ));
+    out
+}
+
+/// A model's draft `text` completed with what the extractive `draft` found and the model left
+/// out: the goal first, and every relevant file, rule and open error, each under its heading.
+/// The model chooses the words; what the new thread needs is not left to it.
+pub fn completed(text: &str, goal: &str, draft: &Draft) -> String {
+    let plain = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let mut out = text.trim().to_owned();
+    if !plain(&out).contains(&plain(goal)) {
+        out = format!("{goal}\n\n{out}");
+    }
+    let files: Vec<String> = draft
+        .files
+        .iter()
+        .filter(|f| !out.contains(&f.path))
+        .map(|f| format!("`{}`: {}", f.path, f.why))
+        .collect();
+    let flat = plain(&out);
+    let rules: Vec<String> = draft
+        .rules
+        .iter()
+        .filter(|r| !flat.contains(&plain(r)))
+        .cloned()
+        .collect();
+    let errors: Vec<String> = draft
+        .errors
+        .iter()
+        .map(|e| clip(e, 300))
+        .filter(|e| !flat.contains(&plain(e)))
+        .collect();
+    for (heading, items) in [
+        ("Relevant files", files),
+        ("Rules still in force", rules),
+        ("Open errors", errors),
+    ] {
+        if !items.is_empty() {
+            out = crate::fidelity::gate::add_items(&out, heading, &items);
+        }
+    }
     out
 }

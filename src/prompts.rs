@@ -22,12 +22,16 @@ pub struct Prompts {
     pub branch_preamble: String,
     /// Instructions for the 2–3 sentence short summary.
     pub short_summary: String,
+    /// Instructions for drafting a handoff's first prompt (`/v1/sessions/{id}/handoff`).
+    pub handoff: String,
+    /// Instructions for answering a question about a thread (`read_thread`).
+    pub read_thread: String,
 }
 
 /// (file name, built-in text, field setter)
 type Slot = (&'static str, &'static str, fn(&mut Prompts) -> &mut String);
 
-const SLOTS: [Slot; 7] = [
+const SLOTS: [Slot; 9] = [
     ("system.md", include_str!("../prompts/system.md"), |p| {
         &mut p.system
     }),
@@ -55,6 +59,14 @@ const SLOTS: [Slot; 7] = [
         include_str!("../prompts/short-summary.md"),
         |p| &mut p.short_summary,
     ),
+    ("handoff.md", include_str!("../prompts/handoff.md"), |p| {
+        &mut p.handoff
+    }),
+    (
+        "read-thread.md",
+        include_str!("../prompts/read-thread.md"),
+        |p| &mut p.read_thread,
+    ),
 ];
 
 impl Default for Prompts {
@@ -74,6 +86,8 @@ impl Prompts {
             branch: String::new(),
             branch_preamble: String::new(),
             short_summary: String::new(),
+            handoff: String::new(),
+            read_thread: String::new(),
         };
         for (_, text, field) in SLOTS {
             *field(&mut prompts) = text.trim_end().to_owned();

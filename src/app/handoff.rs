@@ -7,9 +7,11 @@ use serde_json::json;
 use super::sessions::Uploaded;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::fidelity::AnchorKind;
+use crate::fidelity::{Anchor, AnchorKind};
 use crate::handoff::Draft;
+use crate::pipeline::{Context, Endpoint, Job, Purpose};
 use crate::session::{Header, Session};
+use crate::summarizer::SummaryRequest;
 
 /// Longest goal, in characters: a goal is a sentence or a paragraph, not a document.
 pub(crate) const MAX_GOAL_CHARS: usize = 4000;
@@ -23,17 +25,95 @@ impl App {
         id: &str,
         goal: &str,
         leaf_id: Option<&str>,
-    ) -> Result<(Draft, Uploaded), AppError> {
+    ) -> Result<(Drafted, Uploaded), AppError> {
         let goal = checked_goal(goal)?;
         let loaded = self.load(who, id).await?;
+        let header = loaded.session.header.clone();
         let (leaf_id, parent) = (leaf_id.map(str::to_owned), id.to_owned());
-        let (draft, file) = crate::cpu::off_runtime(move || {
-            handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref())
-        })
-        .await??;
+        let draft = {
+            let (goal, parent) = (goal.clone(), parent.clone());
+            crate::cpu::off_runtime(move || {
+                handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref())
+            })
+            .await??
+        };
+        let context = self
+            .pipeline_context(who, Endpoint::Handoff)
+            .for_session(id);
+        let drafted = self.drafted(&context, &goal, draft).await?;
+        let file = handoff_file(&header, &parent, &drafted.draft.prompt);
         let uploaded = self.upload(who, file, false).await?;
-        Ok((draft, uploaded))
+        Ok((drafted, uploaded))
     }
+
+    /// `draft` with its prompt written by the configured model, through the pipeline like every
+    /// summary (redacted, budgeted, cached, its rules, changed files and open errors checked by
+    /// the gate and repaired), then completed with whatever of the extractive draft's findings
+    /// it still lacks. Without a model (or past the tenant's budget), the extractive draft.
+    pub(crate) async fn drafted(
+        &self,
+        context: &Context,
+        goal: &str,
+        mut draft: Draft,
+    ) -> Result<Drafted, AppError> {
+        if self.pipeline.chain.names().first().map(String::as_str) != Some("extractive") {
+            let prompt =
+                crate::handoff::model_prompt(&self.prompts.handoff, goal, &draft, PROMPT_CHARS);
+            let max_tokens = self.max_tokens(None, &prompt);
+            let request = SummaryRequest::plain(self.prompts.system.clone(), prompt, max_tokens);
+            let mut job = Job::new(Purpose::Handoff, request);
+            job.gate.extra = goal_anchors(&draft);
+            let summary = self.pipeline.summarize_job(context, job).await?;
+            // The extractive link of the chain summarizes; it does not draft a handoff: its own
+            // draft is the one.
+            if summary.model != "extractive" {
+                let mut prompt = crate::handoff::completed(&summary.text, goal, &draft);
+                if let Some(redactor) = self.pipeline.redactor() {
+                    prompt = redactor.redact(&prompt, &mut Default::default());
+                }
+                draft.prompt = prompt;
+                return Ok(Drafted {
+                    draft,
+                    drafted_by: summary.model,
+                });
+            }
+        }
+        Ok(Drafted {
+            draft,
+            drafted_by: "extractive".to_owned(),
+        })
+    }
+}
+
+/// Longest prompt a model drafting a handoff is sent, in characters (about 12k tokens): the
+/// goal's turns beyond it are the oldest, and their findings are in the draft already.
+const PROMPT_CHARS: usize = 48_000;
+
+/// A handoff's draft and who wrote its prompt.
+#[derive(Debug, Clone)]
+pub(crate) struct Drafted {
+    pub(crate) draft: Draft,
+    /// `provider:model`, or `extractive`.
+    pub(crate) drafted_by: String,
+}
+
+/// What the gate checks a model's draft against: the rules still in force, the files the goal's
+/// work changed, its open errors.
+fn goal_anchors(draft: &Draft) -> Vec<Anchor> {
+    let rules = draft
+        .rules
+        .iter()
+        .map(|r| Anchor::new(AnchorKind::Constraint, r.as_str()));
+    let files = draft
+        .files
+        .iter()
+        .filter(|f| f.changed)
+        .map(|f| Anchor::new(AnchorKind::ModifiedFile, f.path.as_str()));
+    let errors = draft
+        .errors
+        .iter()
+        .map(|e| Anchor::new(AnchorKind::UnresolvedError, e.as_str()));
+    rules.chain(files).chain(errors).collect()
 }
 
 /// `goal`, trimmed, when it is one: not empty, at most [`MAX_GOAL_CHARS`].
@@ -54,14 +134,14 @@ pub(crate) fn checked_goal(goal: &str) -> Result<String, AppError> {
     Ok(goal.to_owned())
 }
 
-/// The draft for `goal` from `session` along its path to `leaf_id`, and the new session's file,
-/// whose header names `parent` (a stored session's id, or the file's path as pi writes it).
+/// The extractive draft for `goal` from `session` along its path to `leaf_id`, handed off from
+/// `parent` (a stored session's id, or the file's path as pi writes it).
 pub(crate) fn handoff_of(
     session: &Session,
     parent: &str,
     goal: &str,
     leaf_id: Option<&str>,
-) -> Result<(Draft, String), AppError> {
+) -> Result<Draft, AppError> {
     let path = session
         .active_path(leaf_id)
         .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
@@ -83,9 +163,7 @@ pub(crate) fn handoff_of(
         .filter(|a| a.kind == AnchorKind::Constraint)
         .map(|a| a.text)
         .collect();
-    let draft = crate::handoff::draft(goal, &messages, &rules, parent);
-    let file = handoff_file(&session.header, parent, &draft.prompt);
-    Ok((draft, file))
+    Ok(crate::handoff::draft(goal, &messages, &rules, parent))
 }
 
 /// A pi v3 session whose header names `parent` and whose one entry is the user's first message,

@@ -1,6 +1,10 @@
-//! Thread references (issue 57): `read_thread` over a stored session of the caller's tenant
-//! ([`crate::threads`]): the entries of its active path, each with its role and text, a tool
-//! call marked failed when its result was an error.
+//! Thread references (issue 57): `read_thread` over a stored session or a kept conversation
+//! (a recall id) of the caller's tenant ([`crate::threads`]): the entries of the session's
+//! active path, each with its role and text, a tool call marked failed when its result was an
+//! error. With a model, a short loop: the model is shown the best hits with their neighbours,
+//! and answers or asks to search again or read an entry ([`crate::threads::steps`]), each step
+//! through the pipeline (redacted, budgeted, cached) and within the prompt's budget, whatever
+//! the thread's length. Without one, the ranked quotes are the answer.
 
 use std::collections::HashSet;
 
@@ -8,22 +12,43 @@ use serde_json::Value;
 
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::pipeline::{Endpoint, Job, Purpose};
 use crate::session::Session;
+use crate::summarizer::SummaryRequest;
+use crate::threads::steps::{self, Ask, Shown, Step};
 use crate::threads::{Entry, Reading};
 
 /// Longest question, in characters.
 pub(crate) const MAX_QUESTION_CHARS: usize = 2000;
 /// The answer's budget, in characters (about a thousand tokens), however long the thread.
 pub(crate) const ANSWER_CHARS: usize = 4000;
+/// Longest prompt of one step, in characters (about 6k tokens): fits any model's window.
+const PROMPT_CHARS: usize = 24_000;
+/// Calls to the model for one answer: the last must answer.
+const MAX_STEPS: usize = 4;
+/// Entries one search adds, each with its neighbours.
+const SEARCH_HITS: usize = 6;
+/// Turns of a kept conversation read as a thread.
+const MAX_RECALL_TURNS: i64 = 20_000;
+
+/// An answer about a thread and who wrote it.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub(crate) reading: Reading,
+    /// `provider:model`, or `extractive` (the ranked quotes).
+    pub(crate) answered_by: String,
+    /// Calls made to the model.
+    pub(crate) steps: usize,
+}
 
 impl App {
-    /// The answer to `question` from `who`'s session `thread`.
+    /// The answer to `question` from `who`'s thread: a session id or a recall id.
     pub(crate) async fn read_thread(
         &self,
         who: &Identity,
         thread: &str,
         question: &str,
-    ) -> Result<Reading, AppError> {
+    ) -> Result<Answer, AppError> {
         let question = question.trim().to_owned();
         if question.is_empty() || question.chars().count() > MAX_QUESTION_CHARS {
             return Err(AppError::invalid(
@@ -31,23 +56,146 @@ impl App {
                 format!("question must be 1 to {MAX_QUESTION_CHARS} characters"),
             ));
         }
-        if thread.trim().is_empty() {
+        let thread = thread.trim();
+        if thread.is_empty() {
             return Err(AppError::invalid(
                 "thread",
-                "thread is required: a session id",
+                "thread is required: a session id or a recall id",
             ));
         }
-        let loaded = self.load(who, thread.trim()).await?;
-        crate::cpu::off_runtime(move || {
-            let entries = thread_entries(&loaded.session)?;
-            Ok(crate::threads::read(&entries, &question, ANSWER_CHARS))
-        })
-        .await?
+        let entries = std::sync::Arc::new(self.thread_entries(who, thread).await?);
+        let reading = {
+            let (entries, question) = (entries.clone(), question.clone());
+            crate::cpu::off_runtime(move || crate::threads::read(&entries, &question, ANSWER_CHARS))
+                .await?
+        };
+        let extractive = Answer {
+            reading,
+            answered_by: "extractive".to_owned(),
+            steps: 0,
+        };
+        if self.pipeline.chain.names().first().map(String::as_str) == Some("extractive") {
+            return Ok(extractive);
+        }
+        self.read_with_model(who, thread, &question, &entries, extractive)
+            .await
+    }
+
+    /// The model's loop: shown the extractive hits with their neighbours, it answers or asks
+    /// for more, at most [`MAX_STEPS`] times. Its answer cites entries; when it cites none of
+    /// the thread's, the extractive citations stand.
+    async fn read_with_model(
+        &self,
+        who: &Identity,
+        thread: &str,
+        question: &str,
+        entries: &[Entry],
+        extractive: Answer,
+    ) -> Result<Answer, AppError> {
+        let mut shown = Shown::default();
+        let index = |id: &str| entries.iter().position(|e| e.id == id);
+        for hit in &extractive.reading.hits {
+            if let Some(at) = index(&hit.id) {
+                shown.add(at, 1, entries.len());
+            }
+        }
+        let context = self
+            .pipeline_context(who, Endpoint::ThreadRead)
+            .for_session(thread);
+        for step in 1..=MAX_STEPS {
+            let last = step == MAX_STEPS;
+            let closing = if last {
+                "\n\nYou cannot ask for more now: answer from the entries shown."
+            } else {
+                ""
+            };
+            let head = format!(
+                "{}\n\n## Question\n{question}\n\n<entries>\n",
+                self.prompts.read_thread
+            );
+            let room = PROMPT_CHARS.saturating_sub(head.len() + closing.len() + 20);
+            let prompt = format!("{head}{}\n</entries>{closing}", shown.render(entries, room));
+            let request = SummaryRequest::plain(
+                self.prompts.system.clone(),
+                prompt,
+                (ANSWER_CHARS as u64 / 4).min(self.limits.max_output_tokens),
+            );
+            let summary = self
+                .pipeline
+                .summarize_job(&context, Job::new(Purpose::ThreadRead, request))
+                .await?;
+            if summary.model == "extractive" {
+                return Ok(extractive);
+            }
+            match steps::parse(&summary.text) {
+                Step::More(asks) if !last => {
+                    for ask in asks {
+                        match ask {
+                            Ask::Search(words) => {
+                                for at in crate::threads::search(entries, &words, SEARCH_HITS) {
+                                    shown.add(at, 1, entries.len());
+                                }
+                            }
+                            Ask::Read(id) => {
+                                if let Some(at) = index(&id) {
+                                    shown.add(at, 2, entries.len());
+                                }
+                            }
+                        }
+                    }
+                }
+                Step::More(_) => break,
+                Step::Answer(text) => {
+                    let mut reading = extractive.reading;
+                    let cited = steps::citations(&text, entries);
+                    if !cited.is_empty() {
+                        reading.cited = cited;
+                    }
+                    reading.answer = crate::fidelity::facts::clip(&text, ANSWER_CHARS);
+                    return Ok(Answer {
+                        reading,
+                        answered_by: summary.model,
+                        steps: step,
+                    });
+                }
+            }
+        }
+        // Asked for more at its last step: the ranked quotes answer.
+        Ok(extractive)
+    }
+
+    /// The entries of `who`'s thread `id`: a stored session's active path, or the turns of a
+    /// kept conversation (a recall id), each cited as `{recall id}#{turn}`.
+    async fn thread_entries(&self, who: &Identity, id: &str) -> Result<Vec<Entry>, AppError> {
+        match self.load(who, id).await {
+            Ok(loaded) => crate::cpu::off_runtime(move || session_entries(&loaded.session)).await?,
+            Err(AppError::NotFound(_)) => {
+                let (_, turns) = self
+                    .store
+                    .recall_turns(&who.tenant, id, 0, MAX_RECALL_TURNS, crate::store::now_ms())
+                    .await?
+                    .ok_or_else(|| {
+                        AppError::NotFound(format!(
+                            "no thread {id:?}: neither a session nor a recall id of yours"
+                        ))
+                    })?;
+                Ok(turns
+                    .into_iter()
+                    .map(|t| Entry {
+                        id: format!("{id}#{}", t.seq),
+                        role: t.role,
+                        text: t.text,
+                        failed: false,
+                    })
+                    .collect())
+            }
+            Err(other) => Err(other),
+        }
     }
 }
 
 /// The entries of `session`'s active path as the reader sees them.
-fn thread_entries(session: &Session) -> Result<Vec<Entry>, AppError> {
+fn session_entries(session: &Session) -> Result<Vec<Entry>, AppError> {
     let path = session
         .active_path(None)
         .map_err(|e| AppError::Internal(anyhow::anyhow!("{e}")))?;

@@ -1,7 +1,8 @@
 //! `compactd handoff FILE --goal "…"`: hands a session file off to a new one focused on the
-//! goal (issue 57), as `POST /v1/sessions/{id}/handoff` does for a stored session: the draft is
-//! printed as JSON and the new session is written next to FILE (or to `--out`), its header naming
-//! FILE as `parentSession`, as pi's own forks name their parent's file.
+//! goal (issue 57), as `POST /v1/sessions/{id}/handoff` does for a stored session, by the same
+//! application layer and the configured summarizers: the draft is printed as JSON and the new
+//! session is written next to FILE (or to `--out`), its header naming FILE as `parentSession`,
+//! as pi's own forks name their parent's file.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,8 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use super::{CliError, SessionArgs, load, write_json};
+use super::{CliError, SessionArgs, invalid, load, runtime, write_json};
+use crate::config::{StorageConfig, SummarizerConfig};
 
 #[derive(Debug, Args)]
 pub struct HandoffArgs {
@@ -21,11 +23,19 @@ pub struct HandoffArgs {
     /// Where to write the new session (default: FILE's directory, `<stem>-handoff-<id>.jsonl`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Summarizer settings (the same as `compactd serve`'s): a model drafts the prompt.
+    #[command(flatten)]
+    pub summarizers: SummarizerConfig,
+    /// Where the call is logged (the same database as `compactd serve`'s).
+    #[command(flatten)]
+    pub storage: StorageConfig,
 }
 
 pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliError> {
     let goal = crate::app::handoff::checked_goal(&args.goal)
         .map_err(|e| CliError::new(format!("--goal: {e}")))?;
+    args.storage.validate().map_err(invalid)?;
+    args.summarizers.validate().map_err(invalid)?;
     if args.session.file.as_os_str() == "-" && args.out.is_none() {
         return Err(CliError::new(
             "--out is needed when the session is read from standard input",
@@ -36,9 +46,24 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         .unwrap_or_else(|_| args.session.file.clone())
         .display()
         .to_string();
-    let (draft, file) =
+    let draft =
         crate::app::handoff::handoff_of(&session, &parent, &goal, args.session.leaf.as_deref())
             .map_err(|e| CliError::new(e.to_string()))?;
+    let drafted = runtime()?.block_on(async {
+        let store = crate::store::connect(&crate::app::store_config(&args.storage))
+            .await
+            .map_err(|e| CliError::new(format!("{e:#}")))?;
+        let app = crate::app::App::build(&args.summarizers, &args.storage, store)
+            .map_err(|e| CliError::new(format!("{e:#}")))?;
+        let context = crate::pipeline::Context::new(crate::pipeline::Endpoint::Handoff, "", None)
+            .for_session(&session.header.id);
+        let drafted = app.drafted(&context, &goal, draft).await;
+        // The call log is written in the background: wait for it before the process ends.
+        app.flush_writes().await;
+        drafted.map_err(|e| CliError::new(e.to_string()))
+    })?;
+    let file = crate::app::handoff::handoff_file(&session.header, &parent, &drafted.draft.prompt);
+    let draft = drafted.draft;
     let target = args.out.unwrap_or_else(|| {
         let stem = args
             .session
@@ -65,6 +90,7 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
             "leftOut": {"files": draft.left_out_files, "requests": draft.left_out_requests},
             "session": target.display().to_string(),
             "parentSession": parent,
+            "draftedBy": drafted.drafted_by,
         }),
     )
 }

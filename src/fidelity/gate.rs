@@ -317,7 +317,7 @@ fn find_section(text: &str, name: &str) -> Option<(usize, usize)> {
 
 /// `text` with `items` added as list items at the end of section `name`, which is created (before
 /// any file lists at the end) when missing. A body that only says `(none)` is replaced.
-fn add_items(text: &str, name: &str, items: &[String]) -> String {
+pub(crate) fn add_items(text: &str, name: &str, items: &[String]) -> String {
     let list: String = items.iter().map(|i| format!("- {i}\n")).collect();
     match find_section(text, name) {
         Some((start, end)) => {

@@ -57,8 +57,9 @@ pub(super) struct Handoff {
     /// is `prompt` and whose header names the old one as `parentSession`.
     session: SessionView,
     parent_session: String,
-    /// `extractive`: drafted from the thread without a model.
-    drafted_by: &'static str,
+    /// Who wrote the prompt: the model (`provider:model`), or `extractive` (drafted from the
+    /// thread without a model: none is configured, or the tenant's budget is spent).
+    drafted_by: String,
 }
 
 /// `POST /v1/sessions/{id}/handoff`: hand the session off to a new one focused on `goal`.
@@ -75,10 +76,11 @@ pub(super) async fn handoff(
     SessionId(id): SessionId,
     JsonBody(request): JsonBody<HandoffRequest>,
 ) -> Result<(StatusCode, Json<Handoff>), ApiError> {
-    let (draft, uploaded) = state
+    let (drafted, uploaded) = state
         .app
         .handoff(&who, &id, &request.goal, request.leaf_id.as_deref())
         .await?;
+    let draft = drafted.draft;
     Ok((
         StatusCode::CREATED,
         Json(Handoff {
@@ -98,7 +100,7 @@ pub(super) async fn handoff(
             },
             session: SessionView::from(&uploaded.record),
             parent_session: id,
-            drafted_by: "extractive",
+            drafted_by: drafted.drafted_by,
         }),
     ))
 }

@@ -303,25 +303,27 @@ pub(super) mod mcp {
         }
 
         #[tool(
-            description = "Answer a question from another thread (a stored session), however \
-            long: its entries are searched and the relevant ones quoted with their entry ids, \
-            the most recent first; an earlier entry a later one revised is marked superseded, \
-            and a tool call whose result was an error is marked failed."
+            description = "Answer a question from another thread (a stored session id, or a \
+            recall id from a summary), however long: its entries are searched and the answer \
+            cites their entry ids; a later entry that revised an earlier one holds, and a tool \
+            call whose result was an error is marked failed."
         )]
         async fn read_thread(
             &self,
             Parameters(args): Parameters<ThreadArgs>,
             Extension(parts): Extension<axum::http::request::Parts>,
         ) -> Result<String, ErrorData> {
-            let reading = self
+            let answer = self
                 .app
                 .read_thread(caller(&parts)?, &args.thread, &args.question)
                 .await
                 .map_err(tool_error)?;
-            Ok(
-                serde_json::json!({"answer": reading.answer, "citations": reading.cited})
-                    .to_string(),
-            )
+            Ok(serde_json::json!({
+                "answer": answer.reading.answer,
+                "citations": answer.reading.cited,
+                "answeredBy": answer.answered_by,
+            })
+            .to_string())
         }
 
         #[tool(
@@ -335,15 +337,16 @@ pub(super) mod mcp {
             Parameters(args): Parameters<HandoffArgs>,
             Extension(parts): Extension<axum::http::request::Parts>,
         ) -> Result<String, ErrorData> {
-            let (draft, uploaded) = self
+            let (drafted, uploaded) = self
                 .app
                 .handoff(caller(&parts)?, &args.thread, &args.goal, None)
                 .await
                 .map_err(tool_error)?;
             Ok(serde_json::json!({
-                "prompt": draft.prompt,
+                "prompt": drafted.draft.prompt,
                 "session": uploaded.record.session_id,
-                "leftOutFiles": draft.left_out_files,
+                "leftOutFiles": drafted.draft.left_out_files,
+                "draftedBy": drafted.drafted_by,
             })
             .to_string())
         }

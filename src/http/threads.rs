@@ -1,5 +1,7 @@
 //! Thread references (issue 57): `POST /v1/threads/read {thread, question}` answers a question
-//! from one of the caller's stored sessions, quoting and citing its entries.
+//! from one of the caller's stored sessions or kept conversations, citing its entries: written
+//! by the configured model after a short loop of searches and reads, or the relevant entries
+//! quoted, ranked.
 
 use axum::Json;
 use axum::extract::State;
@@ -19,7 +21,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct ReadRequest {
-    /// A stored session's id (the caller's tenant's).
+    /// A stored session's id, or a recall id (the caller's tenant's).
     thread: String,
     /// What to find out from it (at most 2,000 characters).
     question: String,
@@ -40,8 +42,13 @@ pub(super) struct HitView {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct ThreadAnswer {
-    /// The relevant entries quoted, the most recent first, within 4,000 characters.
+    /// The model's answer, or the relevant entries quoted, the most recent first; within 4,000
+    /// characters.
     answer: String,
+    /// `provider:model`, or `extractive` (quoted without a model).
+    answered_by: String,
+    /// Calls made to the model (its searches and reads, then its answer).
+    model_steps: usize,
     /// The entries the answer rests on.
     citations: Vec<String>,
     hits: Vec<HitView>,
@@ -53,7 +60,7 @@ pub(super) struct ThreadAnswer {
 #[utoipa::path(post, path = "/v1/threads/read", tag = "sessions", request_body = ReadRequest,
     responses(
         (status = 200, body = ThreadAnswer),
-        (status = 404, description = "No such session of the caller's", body = ErrorBody),
+        (status = 404, description = "No such session or recall id of the caller's", body = ErrorBody),
         (status = 422, description = "`question` or `thread` missing or too long", body = ErrorBody),
     ))]
 pub(super) async fn read(
@@ -61,12 +68,15 @@ pub(super) async fn read(
     Caller(who): Caller,
     JsonBody(request): JsonBody<ReadRequest>,
 ) -> Result<Json<ThreadAnswer>, ApiError> {
-    let reading = state
+    let answer = state
         .app
         .read_thread(&who, &request.thread, &request.question)
         .await?;
+    let reading = answer.reading;
     Ok(Json(ThreadAnswer {
         answer: reading.answer,
+        answered_by: answer.answered_by,
+        model_steps: answer.steps,
         citations: reading.cited,
         hits: reading
             .hits

@@ -28,6 +28,10 @@ pub enum Endpoint {
     Cli,
     /// A compaction the gateway answered for an agent at its model base URL.
     Gateway(Agent),
+    /// A handoff's draft (`/v1/sessions/{id}/handoff`, the MCP tool, `compactd handoff`).
+    Handoff,
+    /// An answer about a thread (`/v1/threads/read`, the MCP tool `read_thread`).
+    ThreadRead,
 }
 
 impl Endpoint {
@@ -40,6 +44,8 @@ impl Endpoint {
             Endpoint::BranchSummary => "branch_summary",
             Endpoint::Cli => "cli",
             Endpoint::Gateway(agent) => agent.endpoint,
+            Endpoint::Handoff => "handoff",
+            Endpoint::ThreadRead => "read_thread",
         }
     }
 }
@@ -55,6 +61,8 @@ impl Endpoint {
             Endpoint::SessionCompaction | Endpoint::BranchSummary => ("pi", "session"),
             Endpoint::Cli => ("pi", "cli"),
             Endpoint::Gateway(agent) => (agent.name, agent.wire),
+            Endpoint::Handoff => ("any", "handoff"),
+            Endpoint::ThreadRead => ("any", "read_thread"),
         }
     }
 
@@ -79,6 +87,10 @@ pub enum Purpose {
     TurnPrefix,
     /// The summary of an abandoned branch.
     Branch,
+    /// The first prompt of a new thread for a goal.
+    Handoff,
+    /// One step of answering a question about a thread.
+    ThreadRead,
 }
 
 impl Purpose {
@@ -88,6 +100,8 @@ impl Purpose {
             Purpose::History => "history",
             Purpose::TurnPrefix => "turn_prefix",
             Purpose::Branch => "branch",
+            Purpose::Handoff => "handoff",
+            Purpose::ThreadRead => "read_thread",
         }
     }
 }

@@ -79,7 +79,7 @@ macro_rules! ledger_impl {
                 // The wait for the turn is not the store's slowness: outside the deadline.
                 let _turn = self.batch_turn().await;
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     // 26 parameters a row: 500 rows stay under both servers' parameter limits.
                     // Chunks come in a few fixed sizes so that their statements are prepared
                     // once and then found in the connection's statement cache.
@@ -234,7 +234,7 @@ macro_rules! ledger_impl {
                 };
                 let _turn = self.batch_turn().await;
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     for chunk in $crate::store::fixed_chunks(&rows) {
                         let mut query = sqlx::QueryBuilder::<$db>::new(
                             "insert into summary_cache (cache_key, summary, created_at_ms, expires_at_ms) ",

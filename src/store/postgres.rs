@@ -64,6 +64,13 @@ impl PgStore {
     }
 
     /// The same store with another deadline for each call.
+    /// A write transaction (PostgreSQL locks rows as statements reach them).
+    pub(super) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        self.pool.begin().await
+    }
+
     /// PostgreSQL takes concurrent writers: a batch writer needs no turn.
     pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         None

@@ -147,7 +147,7 @@ macro_rules! recall_impl {
             }
             let _turn = self.batch_turn().await;
             within(self.deadline, async {
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.begin_write().await?;
                 for chunk in recalls.chunks(500) {
                     let mut query = sqlx::QueryBuilder::<$db>::new(
                         "insert into recalls (id, tenant, source, session_id, created_at_ms, expires_at_ms) ",
@@ -269,7 +269,7 @@ macro_rules! recall_impl {
         async fn purge_recalls(&self, now_ms: i64) -> Result<u64, StoreError> {
             within(self.deadline, async {
                 // Turns first: SQLite's FTS triggers fire on the turns' own deletes.
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.begin_write().await?;
                 sqlx::query(
                     "delete from recall_turns where recall_number in \
                      (select number from recalls where expires_at_ms <= $1)",

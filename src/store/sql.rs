@@ -32,7 +32,7 @@ macro_rules! store_impl {
                 entries: &[$crate::store::NewEntry],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     sqlx::query(
                         "insert into sessions (session_id, header_id, title_line, header, source_version, leaf_id, \
                          entry_count, byte_size, context_tokens, created_at_ms, updated_at_ms, tenant, facts_version, compaction_count) \
@@ -108,7 +108,7 @@ macro_rules! store_impl {
             #[tracing::instrument(level = "debug", skip_all, fields(backend = $backend))]
             async fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     // Children first: SQLite enforces the foreign keys only when told to.
                     for statement in [
                         "delete from recall_turns where recall_number in \
@@ -194,7 +194,7 @@ macro_rules! store_impl {
                 version: i64,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     // Claim the session first: a concurrent deriver (another replica) waits
                     // here and then finds nothing left to do.
                     let claimed = sqlx::query(
@@ -241,7 +241,7 @@ macro_rules! store_impl {
                 now_ms: i64,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     let added = append.entries.len() as i64;
                     let bytes: i64 = append.entries.iter().map(|e| e.raw.len() as i64 + 1).sum();
                     // The guard on entry_count makes concurrent appends take turns: the loser
@@ -398,7 +398,7 @@ macro_rules! store_impl {
                 max_pins: i64,
             ) -> Result<$crate::store::PinAdded, $crate::store::StoreError> {
                 $crate::store::within(self.deadline, async {
-                    let mut tx = self.pool.begin().await?;
+                    let mut tx = self.begin_write().await?;
                     // Concurrent adds to one session take turns on its row (PostgreSQL's row
                     // lock; SQLite's write lock), so the count and the duplicate check below see
                     // every pin committed before.

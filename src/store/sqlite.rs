@@ -104,8 +104,23 @@ impl SqliteStore {
 
     /// A store on an existing pool (tests), migrated.
     pub async fn from_pool(pool: SqlitePool) -> anyhow::Result<SqliteStore> {
+        // The database in WAL mode, as `open` makes it (the mode is the file's, kept by every
+        // connection): a test pool comes in rollback-journal mode, where readers and writers
+        // lock each other out and a store behaves unlike the one users run.
+        sqlx::query("pragma journal_mode = wal")
+            .execute(&pool)
+            .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         SqliteStore::on(pool).await
+    }
+
+    /// A write transaction. `BEGIN IMMEDIATE` takes SQLite's write lock at once, waiting in the
+    /// busy handler: a deferred transaction that read first and then writes would instead fail
+    /// at once with SQLITE_BUSY when another writer committed in between (its snapshot is stale).
+    pub(super) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
     }
 
     /// The turn of a batch writer (see `writes`).

@@ -6,6 +6,8 @@
 //! superseded. A tool call counts only when its result shows it worked; one whose result was an
 //! error is said to have failed. However long the thread, the answer stays within its budget.
 
+pub mod steps;
+
 use std::collections::{HashMap, HashSet};
 
 use crate::fidelity::facts::clip;
@@ -48,9 +50,10 @@ const MAX_HITS: usize = 8;
 /// Longest quote of one entry, in characters.
 const QUOTE_CHARS: usize = 600;
 
-/// The answer to `question` from `entries` (in thread order), within `budget` characters.
-pub fn read(entries: &[Entry], question: &str, budget: usize) -> Reading {
-    let wanted = crate::handoff::words(question);
+/// The entries that best match `query`, best first, at most `limit`: each scores the question's
+/// words it holds, a rarer word more; ties go to the later entry.
+pub fn search(entries: &[Entry], query: &str, limit: usize) -> Vec<usize> {
+    let wanted = crate::handoff::words(query);
     let words: Vec<HashSet<String>> = entries
         .iter()
         .map(|e| crate::handoff::words(&e.text))
@@ -75,21 +78,33 @@ pub fn read(entries: &[Entry], question: &str, budget: usize) -> Reading {
         .filter(|(_, s)| *s > 0.0)
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    ranked.truncate(MAX_HITS);
+    ranked.truncate(limit);
+    ranked.into_iter().map(|(i, _)| i).collect()
+}
+
+/// The answer to `question` from `entries` (in thread order), within `budget` characters.
+pub fn read(entries: &[Entry], question: &str, budget: usize) -> Reading {
+    let wanted = crate::handoff::words(question);
+    let mut ranked = search(entries, question, MAX_HITS);
     // The most recent first: what the thread last said on it is what holds.
-    ranked.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-    let shared = |i: usize| -> HashSet<&String> { words[i].intersection(&wanted).collect() };
+    ranked.sort_by_key(|&i| std::cmp::Reverse(i));
+    let shared: Vec<HashSet<String>> = ranked
+        .iter()
+        .map(|&i| {
+            let words = crate::handoff::words(&entries[i].text);
+            words.intersection(&wanted).cloned().collect()
+        })
+        .collect();
     let mut hits: Vec<Hit> = Vec::new();
-    for (k, &(i, _)) in ranked.iter().enumerate() {
+    for (k, &i) in ranked.iter().enumerate() {
         // Revised by the nearest later hit that says the same words of the question again.
-        let revised_by = ranked[..k]
-            .iter()
+        let mine = &shared[k];
+        let revised_by = (0..k)
             .rev()
-            .find(|(later, _)| {
-                let (mine, theirs) = (shared(i), shared(*later));
-                mine.iter().filter(|w| theirs.contains(*w)).count() * 2 >= mine.len().max(1)
+            .find(|&later| {
+                mine.iter().filter(|w| shared[later].contains(*w)).count() * 2 >= mine.len().max(1)
             })
-            .map(|(later, _)| entries[*later].id.clone());
+            .map(|later| entries[ranked[later]].id.clone());
         hits.push(Hit {
             id: entries[i].id.clone(),
             role: entries[i].role.clone(),
