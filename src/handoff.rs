@@ -258,10 +258,11 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     }
 }
 
-/// What a model drafting the prompt for `goal` is asked: `instructions`, the goal, what the
-/// extractive `draft` found, and the goal's turns of the thread within `budget` characters (the
-/// latest kept when they do not all fit: they hold the state the new thread starts from).
-pub fn model_prompt(instructions: &str, goal: &str, draft: &Draft, budget: usize) -> String {
+/// What a model drafting the prompt for `goal` is shown (its instructions are the system
+/// prompt): the goal, what the extractive `draft` found, and the goal's turns of the thread
+/// within `budget` characters (the latest kept when they do not all fit: they hold the state the
+/// new thread starts from).
+pub fn model_prompt(goal: &str, draft: &Draft, budget: usize) -> String {
     let mut found = prompt(
         goal,
         &draft.files,
@@ -274,7 +275,7 @@ pub fn model_prompt(instructions: &str, goal: &str, draft: &Draft, budget: usize
     if let Some(end) = found.rfind("\n(Handed off from session") {
         found.truncate(end + 1);
     }
-    let mut room = budget.saturating_sub(instructions.len() + found.len());
+    let mut room = budget.saturating_sub(goal.len() + found.len() + 80);
     let mut kept: Vec<&str> = Vec::new();
     for turn in draft.turns.iter().rev() {
         let turn = turn.as_str();
@@ -294,7 +295,7 @@ pub fn model_prompt(instructions: &str, goal: &str, draft: &Draft, budget: usize
     }
     kept.reverse();
     format!(
-        "## Goal of the new thread\n{goal}\n\n## What compactd found for it\n{found}\n<thread>\n{}\n</thread>\n\n{instructions}",
+        "## Goal of the new thread\n{goal}\n\n## What compactd found for it\n{found}\n<thread>\n{}\n</thread>",
         kept.join("\n\n")
     )
 }

@@ -57,10 +57,10 @@ impl App {
         mut draft: Draft,
     ) -> Result<Drafted, AppError> {
         if self.pipeline.chain.names().first().map(String::as_str) != Some("extractive") {
-            let prompt =
-                crate::handoff::model_prompt(&self.prompts.handoff, goal, &draft, PROMPT_CHARS);
+            let prompt = crate::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
             let max_tokens = self.max_tokens(None, &prompt);
-            let request = SummaryRequest::plain(self.prompts.system.clone(), prompt, max_tokens);
+            // Its own system prompt: the summarizer's asks for a summary.
+            let request = SummaryRequest::plain(self.prompts.handoff.clone(), prompt, max_tokens);
             let mut job = Job::new(Purpose::Handoff, request);
             job.gate.extra = goal_anchors(&draft);
             let summary = self.pipeline.summarize_job(context, job).await?;

@@ -102,6 +102,9 @@ impl App {
         let context = self
             .pipeline_context(who, Endpoint::ThreadRead)
             .for_session(thread);
+        // What the model asked at each step and what it found: it sees its own searches (and a
+        // search that found nothing new is not asked again in the same words).
+        let mut asked = String::new();
         for step in 1..=MAX_STEPS {
             let last = step == MAX_STEPS;
             let closing = if last {
@@ -109,14 +112,12 @@ impl App {
             } else {
                 ""
             };
-            let head = format!(
-                "{}\n\n## Question\n{question}\n\n<entries>\n",
-                self.prompts.read_thread
-            );
+            let head = format!("## Question\n{question}\n\n{asked}<entries>\n");
             let room = PROMPT_CHARS.saturating_sub(head.len() + closing.len() + 20);
             let prompt = format!("{head}{}\n</entries>{closing}", shown.render(entries, room));
+            // Its own system prompt: the summarizer's asks for a summary.
             let request = SummaryRequest::plain(
-                self.prompts.system.clone(),
+                self.prompts.read_thread.clone(),
                 prompt,
                 (ANSWER_CHARS as u64 / 4).min(self.limits.max_output_tokens),
             );
@@ -129,20 +130,29 @@ impl App {
             }
             match steps::parse(&summary.text) {
                 Step::More(asks) if !last => {
+                    if asked.is_empty() {
+                        asked.push_str("## Asked so far\n");
+                    }
                     for ask in asks {
-                        match ask {
+                        let before = shown.len();
+                        let line = match ask {
                             Ask::Search(words) => {
                                 for at in crate::threads::search(entries, &words, SEARCH_HITS) {
                                     shown.add(at, 1, entries.len());
                                 }
+                                format!("SEARCH: {words}")
                             }
                             Ask::Read(id) => {
                                 if let Some(at) = index(&id) {
                                     shown.add(at, 2, entries.len());
                                 }
+                                format!("READ: {id}")
                             }
-                        }
+                        };
+                        let found = shown.len() - before;
+                        asked.push_str(&format!("- {line} ({found} more entries)\n"));
                     }
+                    asked.push('\n');
                 }
                 Step::More(_) => break,
                 Step::Answer(text) => {

@@ -76,6 +76,15 @@ impl Shown {
         }
     }
 
+    /// How many entries are shown.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// The entries as the model reads them, `[id] role: text` in thread order, the ones added
     /// first while they fit in `budget` characters.
     pub fn render(&self, entries: &[Entry], budget: usize) -> String {

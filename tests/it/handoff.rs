@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::support::TestApp;
 
 on_both_backends!(a_handoff_carries_one_features_files_rules_and_open_error);
+on_both_backends!(a_model_drafts_the_handoff_and_the_gate_completes_it);
 
 const PARSER: [&str; 3] = [
     "src/parser/lexer.rs",
@@ -101,13 +102,14 @@ fn turns(from: usize, to: usize, last: usize, parent: Option<&str>) -> (String, 
     (lines, parent.unwrap())
 }
 
-async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dyn Store>) {
-    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
-    let app = TestApp::handlers_with_store(crate::support::config(), store);
-    let mine = |request: reqwest::RequestBuilder| request.bearer_auth(&keys[0]);
-    // 320 turns, four compactions between stretches of 80.
-    const STRETCH: usize = 80;
-    const LAST: usize = 4 * STRETCH;
+/// Turns in all; four compactions between stretches of 80.
+const STRETCH: usize = 80;
+const LAST: usize = 4 * STRETCH;
+const GOAL: &str = "Finish tab handling in the parser's tokenizer.";
+
+/// The two features' session, stored for `key` with four compactions: its id.
+async fn two_feature_session(app: &TestApp, key: &str) -> String {
+    let mine = |request: reqwest::RequestBuilder| request.bearer_auth(key);
     let header = json!({"type": "session", "version": 3, "id": "two-features", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/repo"});
     let (first, _) = turns(0, STRETCH, LAST, None);
     let uploaded: Value = app
@@ -148,8 +150,16 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
             .await;
         assert_eq!(appended.status(), StatusCode::OK);
     }
+    id
+}
 
-    let goal = "Finish tab handling in the parser's tokenizer.";
+async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dyn Store>) {
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
+    let app = TestApp::handlers_with_store(crate::support::config(), store);
+    let mine = |request: reqwest::RequestBuilder| request.bearer_auth(&keys[0]);
+    let id = two_feature_session(&app, &keys[0]).await;
+
+    let goal = GOAL;
     let handoff = |key: &str, body: Value| {
         app.client
             .post(format!("{}/v1/sessions/{id}/handoff", app.url))
@@ -164,6 +174,7 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
         println!("{}", serde_json::to_string_pretty(&draft).unwrap());
     }
     assert!(prompt.starts_with(goal), "the goal first:\n{prompt}");
+    assert_eq!(draft["draftedBy"], "extractive");
     let named: Vec<&str> = draft["files"]
         .as_array()
         .unwrap()
@@ -246,4 +257,82 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
         .map(str::to_owned)
         .unwrap_or_else(|| first[0]["text"].as_str().unwrap().to_owned());
     assert_eq!(text, prompt);
+}
+
+/// Behind a model: it is sent the goal, what compactd found for it and the goal's turns (none of
+/// the other feature's files, no secret), within the prompt's budget; its draft leaves out a file,
+/// the rule and the error, the gate asks it again, and what it still lacks is completed from the
+/// extractive findings. The same handoff again is answered from the cache.
+async fn a_model_drafts_the_handoff_and_the_gate_completes_it(store: Arc<dyn Store>) {
+    use crate::upstream::{FakeUpstream, Reply};
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
+    let built = TestApp::handlers_with_store(crate::support::config(), store.clone());
+    let id = two_feature_session(&built, &keys[0]).await;
+    let lossy = "Pick up tab handling in the tokenizer.\n\n## Relevant files\n- `src/parser/lexer.rs`: the tokenizer, where tabs are read\n\n## State\n- Tabs mostly work.";
+    let fake = FakeUpstream::start(vec![], Reply::openai(lossy)).await;
+    let app = TestApp::handlers_with_store(
+        crate::support::chain_config(&fake, "openai:gpt-test", true),
+        store,
+    );
+    let secret = &compactd::redact::samples::all(3)[0].secret;
+    let goal = format!("{GOAL} The staging key is {secret}.");
+    let handoff = || {
+        app.client
+            .post(format!("{}/v1/sessions/{id}/handoff", app.url))
+            .bearer_auth(&keys[0])
+            .json(&json!({"goal": goal}))
+    };
+    let response = app.send(handoff()).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let draft: Value = response.json().await.unwrap();
+    assert_eq!(draft["draftedBy"], "openai:gpt-test", "{draft}");
+    let prompt = draft["prompt"].as_str().unwrap();
+    if std::env::var_os("HANDOFF_REPORT").is_some() {
+        println!("{prompt}");
+    }
+    assert!(prompt.starts_with(GOAL), "the goal first:\n{prompt}");
+    assert!(
+        prompt.contains("Tabs mostly work."),
+        "the model's words:\n{prompt}"
+    );
+    for file in PARSER {
+        assert!(prompt.contains(file), "{file}:\n{prompt}");
+    }
+    for file in BILLING {
+        assert!(!prompt.contains(file), "{file}:\n{prompt}");
+    }
+    assert!(prompt.contains(RULE) && prompt.contains(ERROR), "{prompt}");
+    assert!(!prompt.contains(secret.as_str()), "redacted:\n{prompt}");
+
+    let received = fake.received();
+    // The draft and the gate's repair call (the rule and two changed files were missing).
+    assert_eq!(received.len(), 2, "{received:?}");
+    let sent = received[0].body.to_string();
+    assert!(
+        sent.contains("Finish tab handling")
+            && sent.contains("Make the parser's tokenizer handle tabs")
+    );
+    assert!(sent.contains(RULE) && sent.contains("src/parser/ast.rs"));
+    for file in BILLING {
+        assert!(
+            !sent.contains(file),
+            "the other feature's {file} went to the model"
+        );
+    }
+    assert!(
+        !sent.contains(secret.as_str()),
+        "a secret went to the model"
+    );
+    let prompt_chars: usize = received[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().chars().count())
+        .sum();
+    assert!(prompt_chars < 52_000, "{prompt_chars} characters sent");
+
+    // The same handoff again: the cache answers, the model is not asked.
+    let again: Value = app.send(handoff()).await.json().await.unwrap();
+    assert_eq!(again["prompt"], draft["prompt"]);
+    assert_eq!(fake.received().len(), 2);
 }

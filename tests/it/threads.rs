@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::support::TestApp;
 
 on_both_backends!(a_thread_read_answers_with_the_later_decision_and_cites_it);
+on_both_backends!(a_model_reads_the_thread_in_a_few_steps_within_the_budget);
 
 /// The session's messages: the decision, a thousand turns of other work, its reversal, a tool
 /// call that failed, more work.
@@ -157,4 +158,156 @@ async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<d
             "question"
         );
     }
+}
+
+/// Stores the session for `key`: its id.
+async fn upload(app: &TestApp, key: &str, file: String) -> String {
+    let uploaded: Value = app
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions", app.url))
+                .bearer_auth(key)
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                .body(file),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    uploaded["id"].as_str().unwrap().to_owned()
+}
+
+/// Behind a model, on the same session longer than its window: it asks to search, then to read
+/// the reversal with its neighbours, then answers citing entries. Each step's prompt stays
+/// within the budget and shows what it asked for; a model that never stops asking gets the
+/// ranked quotes after four calls. A recall id is a thread too, its turns cited by their place.
+async fn a_model_reads_the_thread_in_a_few_steps_within_the_budget(store: Arc<dyn Store>) {
+    use crate::upstream::{FakeUpstream, Reply};
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
+    let (file, _) = session();
+    let answer = "The job queue uses Redis streams [e02002]; PostgreSQL with SKIP LOCKED [e00000] \
+                  was reverted. Adding the redis crate failed [e02003, e02004].";
+    let fake = FakeUpstream::start(
+        vec![
+            Reply::openai("SEARCH: PostgreSQL SKIP LOCKED"),
+            Reply::openai("READ: e02002"),
+            Reply::openai(answer),
+        ],
+        Reply::openai("SEARCH: renderer"),
+    )
+    .await;
+    let app = TestApp::handlers_with_store(
+        crate::support::chain_config(&fake, "openai:gpt-test", true),
+        store.clone(),
+    );
+    let id = upload(&app, &keys[0], file.clone()).await;
+    let read = |question: &str| {
+        app.client
+            .post(format!("{}/v1/threads/read", app.url))
+            .bearer_auth(&keys[0])
+            .json(&json!({"thread": id, "question": question}))
+    };
+    let response: Value = app
+        .send(read("Which backend does the job queue use?"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(response["answeredBy"], "openai:gpt-test", "{response:#}");
+    assert_eq!(response["modelSteps"], 3);
+    assert_eq!(response["answer"], answer);
+    assert_eq!(
+        response["citations"],
+        json!(["e02002", "e00000", "e02003", "e02004"])
+    );
+    let prompts: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| {
+            r.body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    assert_eq!(prompts.len(), 3);
+    for prompt in &prompts {
+        // ~6k tokens, against a thread of ~150k.
+        assert!(prompt.chars().count() < 26_000, "{}", prompt.len());
+        assert!(prompt.contains("Which backend does the job queue use?"));
+    }
+    // Read with its neighbours two either side: the failed result two entries on.
+    assert!(!prompts[1].contains("[e02004]"), "{}", prompts[1]);
+    assert!(
+        prompts[2].contains("[e02004] toolResult (failed): error: network unreachable"),
+        "{}",
+        prompts[2]
+    );
+    assert!(prompts[0].contains("[e02002] user: Actually, revert that"));
+    // Each step sees what it asked: a search that found nothing new is not asked blindly again.
+    assert!(prompts[1].contains("- SEARCH: PostgreSQL SKIP LOCKED (0 more entries)"));
+    assert!(
+        prompts[2].contains("- READ: e02002 (2 more entries)"),
+        "{}",
+        prompts[2]
+    );
+
+    // A model that only ever asks: four calls, then the ranked quotes.
+    let response: Value = app
+        .send(read("What did the renderer's m17 split into?"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(response["answeredBy"], "extractive", "{response:#}");
+    assert_eq!(fake.received().len(), 3 + 4);
+    assert!(response["citations"][0].as_str().unwrap().starts_with('e'));
+
+    // A recall id: compacted without the model, then read by the ranked quotes of its turns.
+    let extractive = TestApp::handlers_with_store(crate::support::config(), store);
+    let compacted: Value = extractive
+        .send(
+            extractive
+                .client
+                .post(format!("{}/v1/sessions/{id}/compactions", extractive.url))
+                .bearer_auth(&keys[0])
+                .json(&json!({"keepRecentTokens": 2000})),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let recall = compacted["recallId"]
+        .as_str()
+        .expect("a recall id")
+        .to_owned();
+    let by_recall = |key: &str| {
+        extractive
+            .client
+            .post(format!("{}/v1/threads/read", extractive.url))
+            .bearer_auth(key)
+            .json(&json!({"thread": recall, "question": "Which backend does the job queue use?"}))
+    };
+    let response: Value = extractive
+        .send(by_recall(&keys[0]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        response["citations"][0],
+        format!("{recall}#2002"),
+        "{response:#}"
+    );
+    assert!(
+        response["answer"]
+            .as_str()
+            .unwrap()
+            .contains("Redis streams")
+    );
+    let theirs = extractive.send(by_recall(&keys[1])).await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
 }
