@@ -2,6 +2,8 @@
 //! `claude mcp add --transport http compactd URL/mcp --header "Authorization: Bearer KEY"` and an
 //! OpenCode `mcp` entry with the same URL and header; `claude mcp list` and `opencode mcp list`
 //! report it connected (the tools they are given: `tests/it/threads.rs`, `tests/it/recall.rs`).
+//! Then each, its model scripted to call them, calls `read_thread` and `handoff` on a stored
+//! session and gets compactd's answers back as the tools' results.
 
 use std::path::Path;
 use std::process::Command;
@@ -11,6 +13,9 @@ use compactd::store::Store;
 use compactd::test_tiers::agents_bin;
 use serde_json::json;
 
+use crate::agent_player::Player;
+use crate::agent_scenario::Agent;
+use crate::model_provider::{Answer, ModelProvider, Scripted};
 use crate::support::TestApp;
 
 on_both_backends!(claude_code_and_opencode_connect_to_compactds_mcp_server);
@@ -89,4 +94,141 @@ async fn claude_code_and_opencode_connect_to_compactds_mcp_server(store: Arc<dyn
         "{opencode}"
     );
     assert!(!opencode.contains("failed"), "{opencode}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::SqlitePool) {
+    compactd::needs!(Agents);
+    let store: Arc<dyn Store> =
+        Arc::new(compactd::store::SqliteStore::from_pool(pool).await.unwrap());
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
+    let app = TestApp::with_store(crate::support::config(), store).await;
+    let (file, _) = crate::threads::session();
+    let uploaded: serde_json::Value = app
+        .send(
+            app.client
+                .post(format!("{}/v1/sessions", app.url))
+                .bearer_auth(&keys[0])
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                .body(file),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let thread = uploaded["id"].as_str().unwrap().to_owned();
+    let provider = ModelProvider::default();
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(provider.clone())
+        .mount(&server)
+        .await;
+    let url = format!("{}/mcp", app.url);
+    let goal = "Move the job queue to Redis streams";
+    let question = "Which backend does the job queue use?";
+    let sessions = |n: usize| {
+        let app = &app;
+        let key = &keys[0];
+        async move {
+            let listed: serde_json::Value = app
+                .send(
+                    app.client
+                        .get(format!("{}/v1/sessions", app.url))
+                        .bearer_auth(key),
+                )
+                .await
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(listed["sessions"].as_array().unwrap().len(), n, "{listed}");
+        }
+    };
+    for (n, agent) in [Agent::ClaudeCode, Agent::OpenCode].into_iter().enumerate() {
+        let player = Player::new(agent, &agents_bin(), &server.uri(), "sk-fake-provider");
+        // Configured as README says.
+        let prefix = match agent {
+            Agent::ClaudeCode => {
+                let bearer = format!("Authorization: Bearer {}", keys[0]);
+                let args = [
+                    "mcp",
+                    "add",
+                    "--transport",
+                    "http",
+                    "compactd",
+                    &url,
+                    "--header",
+                    &bearer,
+                ];
+                player.run("claude", &args).await;
+                "mcp__compactd__"
+            }
+            _ => {
+                let path = player.repo.join("opencode.json");
+                let mut config: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                config["mcp"] = json!({"compactd": {"type": "remote", "url": url, "enabled": true,
+                    "headers": {"Authorization": format!("Bearer {}", keys[0])}}});
+                std::fs::write(&path, config.to_string()).unwrap();
+                "compactd_"
+            }
+        };
+        let call = |tool: &str, arguments: serde_json::Value| Scripted {
+            answer: Answer::Call {
+                name: format!("{prefix}{tool}"),
+                arguments,
+            },
+            spike: 0,
+        };
+        provider.script([
+            call(
+                "read_thread",
+                json!({"thread": thread, "question": question}),
+            ),
+            call("handoff", json!({"thread": thread, "goal": goal})),
+            Scripted {
+                answer: Answer::Text,
+                spike: 0,
+            },
+        ]);
+        let before = provider.posts().len();
+        let prompt = format!(
+            "Ask compactd's read_thread which backend the job queue of thread {thread} uses, then hand it off for: {goal}"
+        );
+        match agent {
+            Agent::ClaudeCode => {
+                let tools = format!("{prefix}read_thread {prefix}handoff");
+                let args = [
+                    "-p",
+                    &prompt,
+                    "--output-format",
+                    "json",
+                    "--allowedTools",
+                    &tools,
+                ];
+                player.run("claude", &args).await;
+            }
+            _ => {
+                player.turn(true, &prompt).await;
+            }
+        }
+        // The tools' results went back to the model: compactd's answer citing the reversal,
+        // and the handoff's draft with its new session.
+        let posts = provider.posts();
+        let sent: Vec<String> = posts[before..].iter().map(|p| p.text()).collect();
+        assert!(
+            sent.iter()
+                .any(|t| t.contains("e02002") && t.contains("citations")),
+            "{:?}: no read_thread result in {sent:#?}",
+            agent.name()
+        );
+        assert!(
+            sent.iter()
+                .any(|t| t.contains("draftedBy")
+                    && t.contains("Move the job queue to Redis streams")),
+            "{:?}: no handoff result",
+            agent.name()
+        );
+        // The handoff's new session is stored beside the thread.
+        sessions(n + 2).await;
+    }
 }
