@@ -1,9 +1,14 @@
-// compactd for pi (verified with @earendil-works/pi-coding-agent 1.5.2): on every compaction,
+// compactd for pi (verified with @earendil-works/pi-coding-agent 1.5.2 and 1.6.0): on every compaction,
 // manual or automatic, the session goes to compactd's session API — uploaded the first time,
 // its new entries appended after that — and compactd plans, summarizes (with its fidelity gate,
 // redaction, cache and budgets) and writes the compaction entry; pi saves that entry's summary,
 // first kept entry and file lists as its own. When compactd cannot answer, pi compacts as it
 // always does: the agent is never worse off.
+//
+// `/handoff <goal>` (Amp's way, instead of compacting): compactd drafts the first prompt of a new
+// thread for the goal from this session (the files that matter, the rules in force, open
+// errors, the commands that verify the work); the draft opens in an editor, and pi starts a new
+// session whose header names this one as its parent, the edited prompt in its editor to send.
 //
 // Settings (environment): COMPACTD_URL (default http://127.0.0.1:8080), COMPACTD_KEY (a compactd
 // API key, when compactd asks for one), COMPACTD_TIMEOUT_MS (default 300000).
@@ -93,6 +98,57 @@ function failure(what, answer) {
 }
 
 export default function compactd(pi) {
+  pi.registerCommand("handoff", {
+    description: "Start a new session focused on a goal; compactd drafts its first prompt from this one",
+    handler: async (args, ctx) => {
+      const goal = (args || "").trim();
+      if (!goal) {
+        ctx.ui?.notify?.("Usage: /handoff <goal for the new session>", "error");
+        return;
+      }
+      await ctx.waitForIdle();
+      let draft;
+      try {
+        const id = await synced(ctx.sessionManager);
+        const answer = await call(`/v1/sessions/${encodeURIComponent(id)}/handoff`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ goal, leafId: ctx.sessionManager.getLeafId() || undefined }),
+        });
+        if (answer.status >= 300) throw failure("handoff", answer);
+        draft = answer.body;
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        ctx.ui?.notify?.(`compactd could not draft the handoff (${message})`, "error");
+        return;
+      }
+      // The user edits the draft before it starts anything (without a UI it goes as written).
+      let prompt = draft.prompt;
+      if (ctx.hasUI) {
+        prompt = await ctx.ui.editor("Edit the handoff prompt (drafted by compactd)", draft.prompt);
+        if (prompt === undefined) {
+          ctx.ui.notify("Handoff cancelled", "info");
+          return;
+        }
+      }
+      const parentSession = ctx.sessionManager.getSessionFile();
+      const hasUI = ctx.hasUI;
+      const result = await ctx.newSession({
+        parentSession,
+        // Only plain data crosses into the new session's context (the old ctx is stale there).
+        withSession: async (next) => {
+          if (hasUI) {
+            next.ui.setEditorText(prompt);
+            next.ui.notify("Handoff ready: send the prompt to start", "info");
+          } else {
+            await next.sendUserMessage(prompt);
+          }
+        },
+      });
+      if (result?.cancelled) ctx.ui?.notify?.("New session cancelled", "info");
+    },
+  });
+
   pi.on("session_before_compact", async (event, ctx) => {
     const { preparation, customInstructions, signal } = event;
     try {

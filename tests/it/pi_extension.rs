@@ -1,9 +1,9 @@
-//! compactd's pi extension (`integrations/pi/`) in the real pi 1.5.2 (`scripts/agents.sh`), run
+//! compactd's pi extension (`integrations/pi/`) in the real pinned pi (`scripts/agents.sh`), run
 //! in RPC mode as an editor runs it: a turn with pi's own model (a fake provider), then
 //! `compact` — the extension uploads the session to compactd, compactd writes the compaction
 //! (its model, not pi's), pi saves compactd's summary as its entry and sends it to its model on
 //! the next turn; a second compaction appends to the same stored session. With compactd down,
-//! pi compacts by itself.
+//! pi compacts by itself. `/handoff <goal>` opens a new session with compactd's draft.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -254,4 +254,102 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// `/handoff <goal>` in pi 1.6's RPC mode: compactd drafts the prompt from the session (the goal
+/// first, the user's rule kept), the draft opens in the client's editor, and pi opens a new
+/// session whose header names the old file as its parent, the edited prompt in its editor; sent,
+/// it is the new session's first user message and all its model sees of the old thread.
+#[tokio::test]
+async fn pi_hands_off_to_a_new_session_through_the_extension() {
+    compactd::needs!(Agents);
+    let provider = provider().await;
+    let app = TestApp::spawn(crate::support::config()).await;
+    let root = scratch(&provider);
+    let mut pi = Pi::start(&root, &app.url);
+    pi.prompt("Never call unwrap() in library code. What does calc.py do?")
+        .await;
+    pi.prompt("Now suggest a docstring for add.").await;
+    pi.send(json!({"id": "s1", "type": "get_state"})).await;
+    let before = pi
+        .until(|v| v["type"] == "response" && v["id"] == "s1")
+        .await["data"]["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let goal = "Write the docstring for add in calc.py";
+    pi.send(json!({"id": "h", "type": "prompt", "message": format!("/handoff {goal}")}))
+        .await;
+    let editor = pi
+        .until(|v| v["type"] == "extension_ui_request" && v["method"] == "editor")
+        .await;
+    let draft = editor["prefill"].as_str().unwrap();
+    assert!(draft.starts_with(goal), "{draft}");
+    assert!(
+        draft.contains("Never call unwrap() in library code."),
+        "{draft}"
+    );
+    let edited = format!("{draft}\nKeep it to one line.");
+    pi.send(json!({"type": "extension_ui_response", "id": editor["id"], "value": edited}))
+        .await;
+    let ready = pi
+        .until(|v| v["type"] == "extension_ui_request" && v["method"] == "set_editor_text")
+        .await;
+    assert_eq!(ready["text"], edited.as_str());
+    pi.send(json!({"id": "s2", "type": "get_state"})).await;
+    let after = pi
+        .until(|v| v["type"] == "response" && v["id"] == "s2")
+        .await["data"]["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(after, before, "a new session");
+
+    // The user sends the prompt: the new session's first message, and all its model is told.
+    let asked_before = bodies(&provider).await.len();
+    pi.prompt(&edited).await;
+    let asked = bodies(&provider).await;
+    let first_turn = &asked[asked_before..];
+    assert!(
+        first_turn
+            .iter()
+            .any(|b| b.contains("Keep it to one line."))
+    );
+    assert!(
+        first_turn
+            .iter()
+            .all(|b| !b.contains("What does calc.py do?")),
+        "the old thread stays behind"
+    );
+    let text = std::fs::read_to_string(&after).unwrap();
+    let entries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        entries[0]["parentSession"],
+        before.as_str(),
+        "{}",
+        entries[0]
+    );
+    // (pi 1.6 records its system prompt as a message of its own first.)
+    let first = entries
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .expect("a user message");
+    let content = &first["message"]["content"];
+    let said = content
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| content[0]["text"].as_str().unwrap().to_owned());
+    assert_eq!(said, edited);
+    // compactd holds the old session and the draft's new one.
+    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    assert_eq!(
+        sessions["sessions"].as_array().unwrap().len(),
+        2,
+        "{sessions}"
+    );
+    drop(pi.child);
 }
