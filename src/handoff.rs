@@ -138,7 +138,7 @@ fn verifies(command: &str) -> bool {
 }
 
 /// The draft for `goal` from a thread's `messages`, with the rules its earlier summaries carried
-/// (`carried_rules`) and the id of the thread it hands off from.
+/// (`carried_rules`) and the id of the thread it hands off from (empty: none to name).
 pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &str) -> Draft {
     let goal = goal.trim();
     let wanted = words(goal);
@@ -336,9 +336,11 @@ fn prompt(
             .map(|c| format!("`{}`", clip(c, 200)))
             .collect(),
     );
-    out.push_str(&format!(
-        "\n(Handed off from session {from}: its full history stays there.)\n"
-    ));
+    if !from.is_empty() {
+        out.push_str(&format!(
+            "\n(Handed off from session {from}: its full history stays there.)\n"
+        ));
+    }
     out
 }
 

@@ -85,6 +85,51 @@ impl App {
     }
 }
 
+impl App {
+    /// The draft for `goal` from a conversation an agent holds (any wire or dialect compactd
+    /// reads, `field` naming where it came from), for `who`: nothing is stored, no session is
+    /// created.
+    pub(crate) async fn handoff_conversation(
+        &self,
+        who: &Identity,
+        goal: &str,
+        (field, conversation): (&'static str, crate::transcript::Conversation),
+        previous_summary: Option<String>,
+    ) -> Result<Drafted, AppError> {
+        let goal = checked_goal(goal)?;
+        if conversation
+            .messages
+            .iter()
+            .all(|m| m.text.trim().is_empty())
+        {
+            return Err(AppError::invalid(
+                field,
+                format!("{field}: there is no conversation to hand off"),
+            ));
+        }
+        let draft = {
+            let goal = goal.clone();
+            crate::cpu::off_runtime(move || {
+                let facts = crate::fidelity::facts::Facts::extract(&conversation.messages);
+                let rules = carried_rules(&facts, previous_summary.as_deref());
+                crate::handoff::draft(&goal, &conversation.messages, &rules, "")
+            })
+            .await?
+        };
+        let context = self.pipeline_context(who, Endpoint::Handoff);
+        self.drafted(&context, &goal, draft).await
+    }
+}
+
+/// The rules an earlier summary carried and the ones `facts` found.
+fn carried_rules(facts: &crate::fidelity::facts::Facts, previous: Option<&str>) -> Vec<String> {
+    crate::fidelity::anchors::of_facts(facts, previous, 16_384)
+        .into_iter()
+        .filter(|a| a.kind == AnchorKind::Constraint)
+        .map(|a| a.text)
+        .collect()
+}
+
 /// Longest prompt a model drafting a handoff is sent, in characters (about 12k tokens): the
 /// goal's turns beyond it are the oldest, and their findings are in the draft already.
 const PROMPT_CHARS: usize = 48_000;
@@ -158,11 +203,7 @@ pub(crate) fn handoff_of(
     )
     .messages;
     let facts = crate::fidelity::facts::Facts::extract(&messages);
-    let rules: Vec<String> = crate::fidelity::anchors::of_facts(&facts, previous, 16_384)
-        .into_iter()
-        .filter(|a| a.kind == AnchorKind::Constraint)
-        .map(|a| a.text)
-        .collect();
+    let rules = carried_rules(&facts, previous);
     Ok(crate::handoff::draft(goal, &messages, &rules, parent))
 }
 

@@ -1,5 +1,7 @@
 //! Handoff (issue 57): `POST /v1/sessions/{id}/handoff {goal, leafId?}` answers the draft of a
-//! new thread's first prompt for that goal and creates the new session starting with it.
+//! new thread's first prompt for that goal and creates the new session starting with it;
+//! `POST /v1/handoff {goal, prompt | messages | input}` drafts it from a conversation an agent
+//! holds, in any wire or dialect compactd reads, and stores nothing.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use serde_json::Value;
+
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
@@ -15,7 +19,9 @@ use super::json::{JsonBody, SessionId};
 use super::sessions::SessionView;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(handoff))
+    OpenApiRouter::new()
+        .routes(routes!(handoff))
+        .routes(routes!(handoff_conversation))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -85,15 +91,7 @@ pub(super) async fn handoff(
         StatusCode::CREATED,
         Json(Handoff {
             prompt: draft.prompt,
-            files: draft
-                .files
-                .into_iter()
-                .map(|f| FileView {
-                    path: f.path,
-                    why: f.why,
-                    changed: f.changed,
-                })
-                .collect(),
+            files: files(draft.files),
             left_out: LeftOut {
                 files: draft.left_out_files,
                 requests: draft.left_out_requests,
@@ -103,4 +101,110 @@ pub(super) async fn handoff(
             drafted_by: drafted.drafted_by,
         }),
     ))
+}
+
+fn files(files: Vec<crate::handoff::RelevantFile>) -> Vec<FileView> {
+    files
+        .into_iter()
+        .map(|f| FileView {
+            path: f.path,
+            why: f.why,
+            changed: f.changed,
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct ConversationHandoffRequest {
+    /// What the new thread is for (at most 4,000 characters).
+    goal: String,
+    /// The conversation as text, in any dialect compactd reads (pi's, oh-my-pi's chat markups).
+    prompt: Option<String>,
+    /// The conversation as chat messages: OpenAI chat completions' or Anthropic Messages'.
+    #[schema(value_type = Option<Vec<Object>>)]
+    messages: Option<Vec<Value>>,
+    /// The conversation as OpenAI Responses input items.
+    #[schema(value_type = Option<Object>)]
+    input: Option<Value>,
+    /// The agent's system prompt, as its request carries it: not part of the conversation.
+    #[schema(value_type = Option<Object>)]
+    system: Option<Value>,
+    /// The summary the conversation continues (its rules still hold).
+    previous_summary: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ConversationHandoff {
+    /// The new thread's first prompt: the goal, then what the conversation holds that it needs.
+    prompt: String,
+    files: Vec<FileView>,
+    left_out: LeftOut,
+    /// Who wrote the prompt: the model (`provider:model`), or `extractive`.
+    drafted_by: String,
+}
+
+/// `POST /v1/handoff`: draft a new thread's first prompt for `goal` from a conversation.
+#[utoipa::path(post, path = "/v1/handoff", tag = "compaction", request_body = ConversationHandoffRequest,
+    responses(
+        (status = 200, body = ConversationHandoff),
+        (status = 422, description = "`goal` missing or too long; not exactly one of `prompt`, `messages`, `input`", body = ErrorBody),
+    ))]
+pub(super) async fn handoff_conversation(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(request): JsonBody<ConversationHandoffRequest>,
+) -> Result<Json<ConversationHandoff>, ApiError> {
+    let _ = request.system;
+    let conversation = match (request.prompt, request.messages, request.input) {
+        (Some(prompt), None, None) => ("prompt", crate::transcript::read(&prompt)),
+        (None, Some(messages), None) if is_anthropic(&messages) => (
+            "messages",
+            crate::transcript::structured::from_anthropic(&messages),
+        ),
+        (None, Some(messages), None) => (
+            "messages",
+            crate::transcript::structured::from_chat(&messages),
+        ),
+        (None, None, Some(input)) => (
+            "input",
+            crate::transcript::structured::from_responses(&input),
+        ),
+        _ => {
+            return Err(crate::app::AppError::invalid(
+                "prompt",
+                "give the conversation as exactly one of prompt, messages or input",
+            )
+            .into());
+        }
+    };
+    let drafted = state
+        .app
+        .handoff_conversation(&who, &request.goal, conversation, request.previous_summary)
+        .await?;
+    let draft = drafted.draft;
+    Ok(Json(ConversationHandoff {
+        prompt: draft.prompt,
+        files: files(draft.files),
+        left_out: LeftOut {
+            files: draft.left_out_files,
+            requests: draft.left_out_requests,
+        },
+        drafted_by: drafted.drafted_by,
+    }))
+}
+
+/// Anthropic's blocks (`tool_use`, `tool_result`, thinking) tell its messages from chat's.
+fn is_anthropic(messages: &[Value]) -> bool {
+    messages.iter().any(|m| {
+        m["content"].as_array().is_some_and(|blocks| {
+            blocks.iter().any(|b| {
+                matches!(
+                    b["type"].as_str(),
+                    Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                )
+            })
+        })
+    })
 }

@@ -336,3 +336,103 @@ async fn a_model_drafts_the_handoff_and_the_gate_completes_it(store: Arc<dyn Sto
     assert_eq!(again["prompt"], draft["prompt"]);
     assert_eq!(fake.received().len(), 2);
 }
+
+/// `POST /v1/handoff` on what the agents themselves send (their recorded requests): Claude
+/// Code's Anthropic messages, OpenCode's chat messages, Codex's Responses input, and pi's text.
+/// The draft opens with the goal and names the file the conversation worked on, with none of
+/// the agents' own reminders; nothing is stored. A body without exactly one conversation is 422.
+#[tokio::test]
+async fn a_conversation_in_any_wire_is_handed_off() {
+    use crate::gateway_support::recorded;
+    let app = TestApp::handlers(crate::support::config()).await;
+    let goal = "Add a docstring to calc.py's add";
+    let claude: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/tests/fixtures/agent-requests/claude-code-2.1.330-tool-history.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let last = |fixture: &'static str| recorded(fixture).pop().unwrap().body.unwrap();
+    let bodies = [
+        (
+            "claude code",
+            json!({"goal": goal, "messages": claude["messages"], "system": claude["system"]}),
+            Some("calc.py"),
+        ),
+        (
+            "opencode",
+            json!({"goal": goal, "messages": last("opencode-1.18.33")["messages"]}),
+            None,
+        ),
+        (
+            "codex",
+            json!({"goal": goal, "input": last("codex-0.169.0-custom-provider")["input"]}),
+            None,
+        ),
+        (
+            "pi",
+            json!({"goal": goal, "prompt": "[User]: Add type hints to add in calc.py.\n\n[Assistant tool calls]: edit(path=\"calc.py\")\n\n[Tool result]: Edited.\n\n[User]: Fix the tab bug in src/lexer.rs.\n\n[Assistant tool calls]: edit(path=\"src/lexer.rs\")\n\n[Tool result]: Edited."}),
+            Some("calc.py"),
+        ),
+    ];
+    for (agent, body, file) in bodies {
+        let response = app.post("/v1/handoff", &body).await;
+        assert_eq!(response.status(), StatusCode::OK, "{agent}");
+        let draft: Value = response.json().await.unwrap();
+        let prompt = draft["prompt"].as_str().unwrap();
+        assert!(prompt.starts_with(goal), "{agent}: {prompt}");
+        assert_eq!(draft["draftedBy"], "extractive");
+        assert!(!prompt.contains("<system-reminder>"), "{agent}: {prompt}");
+        assert!(
+            !prompt.contains("Handed off from session"),
+            "{agent}: {prompt}"
+        );
+        if let Some(file) = file {
+            let named = draft["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["path"].as_str().unwrap().ends_with(file));
+            assert!(named, "{agent}: {file} in {draft:#}");
+        }
+    }
+    let pi = app
+        .post(
+            "/v1/handoff",
+            &json!({"goal": goal, "prompt": "[User]: Fix the tab bug in src/lexer.rs. Never use unwrap()."}),
+        )
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert!(
+        pi["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Never use unwrap()."),
+        "{pi}"
+    );
+    let listed: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    assert_eq!(
+        listed["sessions"].as_array().unwrap().len(),
+        0,
+        "nothing stored"
+    );
+    for body in [
+        json!({"goal": goal}),
+        json!({"goal": goal, "prompt": "[User]: a", "input": "b"}),
+        json!({"goal": " ", "prompt": "[User]: a"}),
+        json!({"goal": goal, "prompt": "  "}),
+    ] {
+        let response = app.post("/v1/handoff", &body).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}"
+        );
+        let error: Value = response.json().await.unwrap();
+        assert!(error["error"]["message"].is_string(), "{error}");
+    }
+}
