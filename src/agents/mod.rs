@@ -106,6 +106,8 @@ pub(crate) async fn handle(
 ) -> Result<Outcome, AgentError> {
     let plain = request.plain.clone().unwrap_or_default();
     let holds_item = wire == Wire::Responses && codex::may_hold_item(&plain);
+    // What the agent's MCP `handoff` of "this thread" reads: the body as the model gets it.
+    let mut seen_body = plain.clone();
     // The one parse of the body, and only of one that may be a compaction: the ordinary turns
     // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
     let mut body: Option<Value> = (recognize::may_be_compaction(wire, &plain) || holds_item)
@@ -118,8 +120,10 @@ pub(crate) async fn handle(
         if seal.expand(value, who) > 0 {
             request.bytes = value.to_string().into();
             request.headers.remove(axum::http::header::CONTENT_ENCODING);
+            seen_body = request.bytes.clone();
         }
     }
+    note_session(app, who, wire, &request.headers, seen_body);
     let Some(body) = body else {
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
@@ -148,6 +152,24 @@ pub(crate) async fn handle(
         return summarize_chat(app, who, &body).await;
     }
     forward(gateway, wire, request).await.map(Outcome::Response)
+}
+
+/// Remembers `body` as the latest request of the agent session the headers name, if any (the
+/// body is shared, not copied).
+fn note_session(app: &App, who: &Identity, wire: Wire, headers: &HeaderMap, body: Bytes) {
+    use crate::app::seen::{SeenWire, agent_session};
+    let Some(session) = agent_session(headers) else {
+        return;
+    };
+    if body.is_empty() {
+        return;
+    }
+    let wire = match wire {
+        Wire::AnthropicMessages => SeenWire::AnthropicMessages,
+        Wire::ChatCompletions => SeenWire::ChatCompletions,
+        Wire::Responses => SeenWire::Responses,
+    };
+    app.seen.note(who, session, wire, body);
 }
 
 /// A chat request summarized as compactd's own API (the endpoint is the chat wire's): what the

@@ -121,6 +121,44 @@ impl App {
     }
 }
 
+impl App {
+    /// The draft for `goal` from the thread compactd last saw through its gateway for `who`'s
+    /// `agent` (any agent when `None`; see [`super::seen`]): the conversation of its latest
+    /// request. Nothing is stored.
+    pub(crate) async fn handoff_current(
+        &self,
+        who: &Identity,
+        agent: Option<&str>,
+        goal: &str,
+    ) -> Result<(Drafted, super::seen::Seen), AppError> {
+        use super::seen::SeenWire;
+        use crate::transcript::structured::{from_anthropic, from_chat, from_responses};
+        let seen = self.seen.latest(who, agent).ok_or_else(|| {
+            AppError::NotFound(format!(
+                "no thread of {} seen through compactd's gateway: give a session id, or point \
+                 the agent's model base URL at compactd",
+                agent.unwrap_or("any agent")
+            ))
+        })?;
+        let (wire, body) = (seen.wire, seen.body.clone());
+        let conversation = crate::cpu::off_runtime(move || {
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let none = Vec::new();
+            let messages = body["messages"].as_array().unwrap_or(&none);
+            match wire {
+                SeenWire::AnthropicMessages => from_anthropic(messages),
+                SeenWire::ChatCompletions => from_chat(messages),
+                SeenWire::Responses => from_responses(&body["input"]),
+            }
+        })
+        .await?;
+        let drafted = self
+            .handoff_conversation(who, goal, ("thread", conversation), None)
+            .await?;
+        Ok((drafted, seen))
+    }
+}
+
 /// The rules an earlier summary carried and the ones `facts` found.
 fn carried_rules(facts: &crate::fidelity::facts::Facts, previous: Option<&str>) -> Vec<String> {
     crate::fidelity::anchors::of_facts(facts, previous, 16_384)

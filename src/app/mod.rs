@@ -28,6 +28,7 @@ pub mod plans;
 pub(crate) mod preview;
 pub(crate) mod recall;
 pub(crate) mod recall_writer;
+pub(crate) mod seen;
 pub(crate) mod sessions;
 mod stored_path;
 pub(crate) mod threads;
@@ -94,6 +95,8 @@ pub struct AppParts {
     /// The facts of recently used sessions (see [`index`]).
     pub(crate) index_cache: index::IndexCache,
     recall_writer: recall_writer::RecallWriter,
+    /// The latest request of each agent session the gateway saw (see [`seen`]).
+    pub(crate) seen: seen::SeenThreads,
 }
 
 impl App {
@@ -125,6 +128,7 @@ impl App {
             limits,
             leaf_locks: compactions::LeafLocks::default(),
             index_cache: index::IndexCache::new(limits.index_cache_bytes),
+            seen: seen::SeenThreads::default(),
         }))
     }
 

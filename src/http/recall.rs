@@ -214,8 +214,9 @@ pub(super) mod mcp {
 
     #[derive(Debug, Deserialize, schemars::JsonSchema)]
     pub(crate) struct HandoffArgs {
-        /// The thread to hand off from: a stored session's id.
-        pub thread: String,
+        /// The thread to hand off from: a stored session's id. Omitted: this agent's own
+        /// current thread, as compactd's gateway last saw it.
+        pub thread: Option<String>,
         /// What the new thread is for.
         pub goal: String,
     }
@@ -327,19 +328,37 @@ pub(super) mod mcp {
         }
 
         #[tool(
-            description = "Hand a thread (a stored session) off to a new one focused on a goal: \
-            returns the new thread's first prompt (the goal, the files that matter with why, \
-            the rules in force, open errors, commands that verify the work) and the new \
-            session's id."
+            description = "Hand a thread off to a new one focused on a goal: returns the new \
+            thread's first prompt (the goal, the files that matter with why, the rules in force, \
+            open errors, commands that verify the work). Without `thread`, your own current \
+            thread (as compactd's gateway last saw it); with a stored session's id, that one, \
+            and the new session's id."
         )]
         async fn handoff(
             &self,
             Parameters(args): Parameters<HandoffArgs>,
             Extension(parts): Extension<axum::http::request::Parts>,
         ) -> Result<String, ErrorData> {
+            let who = caller(&parts)?;
+            let thread = args.thread.as_deref().map(str::trim).unwrap_or_default();
+            if thread.is_empty() || thread == "current" {
+                let agent = crate::app::seen::agent_of_client(&parts.headers);
+                let (drafted, seen) = self
+                    .app
+                    .handoff_current(who, agent, &args.goal)
+                    .await
+                    .map_err(tool_error)?;
+                return Ok(serde_json::json!({
+                    "prompt": drafted.draft.prompt,
+                    "thread": format!("{} session {}", seen.agent, seen.session),
+                    "leftOutFiles": drafted.draft.left_out_files,
+                    "draftedBy": drafted.drafted_by,
+                })
+                .to_string());
+            }
             let (drafted, uploaded) = self
                 .app
-                .handoff(caller(&parts)?, &args.thread, &args.goal, None)
+                .handoff(who, thread, &args.goal, None)
                 .await
                 .map_err(tool_error)?;
             Ok(serde_json::json!({

@@ -232,3 +232,120 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
         sessions(n + 2).await;
     }
 }
+
+/// Behind the gateway, an agent hands off its own thread: `handoff {goal}` without a thread is
+/// the conversation compactd last saw for that agent's session (Claude Code names it in
+/// `X-Claude-Code-Session-Id`, OpenCode in `x-session-id`). The draft holds the file the
+/// thread edited and the user's rule.
+#[sqlx::test(migrations = false)]
+async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqlitePool) {
+    use crate::agent_scenario::{Op, script};
+    compactd::needs!(Agents);
+    let store: Arc<dyn Store> =
+        Arc::new(compactd::store::SqliteStore::from_pool(pool).await.unwrap());
+    let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
+    let provider = ModelProvider::default();
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(provider.clone())
+        .mount(&server)
+        .await;
+    let mut config = crate::support::config();
+    config.gateway.enabled = true;
+    config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
+    let app = TestApp::with_store(config, store).await;
+    let url = format!("{}/mcp", app.url);
+    let gateway = format!("{}/k/{}", app.url, keys[0]);
+    let goal = "Add a docstring to add in calc.py";
+    for agent in [Agent::ClaudeCode, Agent::OpenCode] {
+        let player = Player::new(agent, &agents_bin(), &gateway, "sk-agent-own");
+        let prefix = match agent {
+            Agent::ClaudeCode => {
+                let bearer = format!("Authorization: Bearer {}", keys[0]);
+                let args = [
+                    "mcp",
+                    "add",
+                    "--transport",
+                    "http",
+                    "compactd",
+                    &url,
+                    "--header",
+                    &bearer,
+                ];
+                player.run("claude", &args).await;
+                "mcp__compactd__"
+            }
+            _ => {
+                let path = player.repo.join("opencode.json");
+                let mut config: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                config["mcp"] = json!({"compactd": {"type": "remote", "url": url, "enabled": true,
+                    "headers": {"Authorization": format!("Bearer {}", keys[0])}}});
+                std::fs::write(&path, config.to_string()).unwrap();
+                "compactd_"
+            }
+        };
+        let edit = Op::Edit {
+            file: "calc.py",
+            old: "return a + b",
+            new: "return b + a",
+        };
+        provider.script(script(agent, &player.repo, &[edit], None));
+        player
+            .turn(
+                true,
+                "Swap the operands in calc.py's add. Never push to main.",
+            )
+            .await;
+        provider.script([
+            Scripted {
+                answer: Answer::Call {
+                    name: format!("{prefix}handoff"),
+                    arguments: json!({"goal": goal}),
+                },
+                spike: 0,
+            },
+            Scripted {
+                answer: Answer::Text,
+                spike: 0,
+            },
+        ]);
+        let before = provider.posts().len();
+        let prompt = format!("Hand this thread off with compactd's handoff tool: {goal}");
+        match agent {
+            Agent::ClaudeCode => {
+                let tool = format!("{prefix}handoff");
+                let args = [
+                    "-p",
+                    &prompt,
+                    "--continue",
+                    "--output-format",
+                    "json",
+                    "--allowedTools",
+                    &tool,
+                ];
+                player.run("claude", &args).await;
+            }
+            _ => {
+                player.turn(false, &prompt).await;
+            }
+        }
+        let sent: Vec<String> = provider.posts()[before..]
+            .iter()
+            .map(|p| p.text())
+            .collect();
+        let result = sent
+            .iter()
+            .find(|t| t.contains("draftedBy"))
+            .unwrap_or_else(|| panic!("{}: no handoff result in {sent:#?}", agent.name()));
+        let session = format!("{} session ", agent.name());
+        for expected in [goal, "calc.py", "Never push to main.", session.as_str()] {
+            assert!(
+                result.contains(expected),
+                "{}: {expected} in {result}",
+                agent.name()
+            );
+        }
+    }
+}
