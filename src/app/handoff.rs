@@ -15,6 +15,8 @@ use crate::summarizer::SummaryRequest;
 
 /// Longest goal, in characters: a goal is a sentence or a paragraph, not a document.
 pub(crate) const MAX_GOAL_CHARS: usize = 4000;
+/// Longest first prompt of a new thread, in characters (a draft as edited).
+pub(crate) const MAX_PROMPT_CHARS: usize = 64_000;
 
 impl App {
     /// The draft for `goal` from `who`'s session `id` along its path to `leaf_id` (its leaf by
@@ -26,12 +28,25 @@ impl App {
         goal: &str,
         leaf_id: Option<&str>,
     ) -> Result<(Drafted, Uploaded), AppError> {
+        let drafted = self.handoff_draft(who, id, goal, leaf_id).await?;
+        let uploaded = self.start_thread(who, id, &drafted.draft.prompt).await?;
+        Ok((drafted, uploaded))
+    }
+
+    /// The draft for `goal` from `who`'s session `id` along its path to `leaf_id`; nothing is
+    /// stored (the console shows it for editing first).
+    pub(crate) async fn handoff_draft(
+        &self,
+        who: &Identity,
+        id: &str,
+        goal: &str,
+        leaf_id: Option<&str>,
+    ) -> Result<Drafted, AppError> {
         let goal = checked_goal(goal)?;
         let loaded = self.load(who, id).await?;
-        let header = loaded.session.header.clone();
         let (leaf_id, parent) = (leaf_id.map(str::to_owned), id.to_owned());
         let draft = {
-            let (goal, parent) = (goal.clone(), parent.clone());
+            let goal = goal.clone();
             crate::cpu::off_runtime(move || {
                 handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref())
             })
@@ -40,10 +55,27 @@ impl App {
         let context = self
             .pipeline_context(who, Endpoint::Handoff)
             .for_session(id);
-        let drafted = self.drafted(&context, &goal, draft).await?;
-        let file = handoff_file(&header, &parent, &drafted.draft.prompt);
-        let uploaded = self.upload(who, file, false).await?;
-        Ok((drafted, uploaded))
+        self.drafted(&context, &goal, draft).await
+    }
+
+    /// A new session of `who`'s, handed off from their session `id`: its header names `id` as
+    /// its parent and its one entry is the user's message `prompt` (a draft as the user edited
+    /// it).
+    pub(crate) async fn start_thread(
+        &self,
+        who: &Identity,
+        id: &str,
+        prompt: &str,
+    ) -> Result<Uploaded, AppError> {
+        if prompt.trim().is_empty() || prompt.chars().count() > MAX_PROMPT_CHARS {
+            return Err(AppError::invalid(
+                "prompt",
+                format!("prompt must be 1 to {MAX_PROMPT_CHARS} characters"),
+            ));
+        }
+        let loaded = self.load(who, id).await?;
+        let file = handoff_file(&loaded.session.header, id, prompt);
+        self.upload(who, file, false).await
     }
 
     /// `draft` with its prompt written by the configured model, through the pipeline like every

@@ -31,6 +31,7 @@ pub(crate) mod recall_writer;
 pub(crate) mod seen;
 pub(crate) mod sessions;
 mod stored_path;
+pub(crate) mod thread_map;
 pub(crate) mod threads;
 pub(crate) mod tree_view;
 pub(crate) mod wire;

@@ -22,6 +22,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(handoff))
         .routes(routes!(handoff_conversation))
+        .routes(routes!(thread_map))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -207,4 +208,54 @@ fn is_anthropic(messages: &[Value]) -> bool {
             })
         })
     })
+}
+
+/// A session connected to another.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LinkedView {
+    id: String,
+    /// `handoff` (its one entry is the prompt) or `fork` (the path it copied).
+    kind: &'static str,
+    title: Option<String>,
+    created_at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ThreadMapView {
+    /// The stored session this one was handed off or forked from.
+    parent: Option<LinkedView>,
+    /// Its parent when that is a pi session file, not a stored session (`parentSession`).
+    parent_file: Option<String>,
+    /// Sessions handed off or forked from this one, newest first.
+    children: Vec<LinkedView>,
+}
+
+fn linked(l: crate::app::thread_map::Linked) -> LinkedView {
+    LinkedView {
+        id: l.id,
+        kind: l.kind,
+        title: l.title,
+        created_at: crate::session::time::epoch_ms_to_iso(l.created_at_ms),
+    }
+}
+
+/// `GET /v1/sessions/{id}/threads`: the threads it came from and led to.
+#[utoipa::path(get, path = "/v1/sessions/{id}/threads", tag = "sessions", params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, body = ThreadMapView),
+        (status = 404, body = ErrorBody),
+    ))]
+pub(super) async fn thread_map(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Json<ThreadMapView>, ApiError> {
+    let map = state.app.thread_map(&who, &id).await?;
+    Ok(Json(ThreadMapView {
+        parent: map.parent.map(linked),
+        parent_file: map.parent_file,
+        children: map.children.into_iter().map(linked).collect(),
+    }))
 }

@@ -104,8 +104,22 @@ async fn a_fork_holds_the_path_to_its_entry_and_names_its_parent(store: Arc<dyn 
     let kept: Vec<&str> = lines.collect();
     assert_eq!(kept, path, "the path to the entry, as stored");
 
-    // The parent is as it was.
+    // The parent is as it was, and its map shows the fork; another tenant sees no map.
     assert_eq!(file_of(parent.clone(), keys[0].clone()).await, stored);
+    let map = |key: &str| {
+        as_key(
+            key,
+            app.client
+                .get(format!("{}/v1/sessions/{parent}/threads", app.url)),
+        )
+    };
+    let threads: Value = app.send(map(&keys[0])).await.json().await.unwrap();
+    assert_eq!(threads["children"][0]["id"], child.as_str(), "{threads}");
+    assert_eq!(threads["children"][0]["kind"], "fork");
+    assert_eq!(
+        app.send(map(&keys[1])).await.status(),
+        StatusCode::NOT_FOUND
+    );
     // Another tenant's session is no session; bad entries say which field is wrong.
     let theirs = app.send(fork(&keys[1], json!({"entryId": entry}))).await;
     assert_eq!(theirs.status(), StatusCode::NOT_FOUND);

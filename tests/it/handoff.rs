@@ -15,17 +15,17 @@ use crate::support::TestApp;
 on_both_backends!(a_handoff_carries_one_features_files_rules_and_open_error);
 on_both_backends!(a_model_drafts_the_handoff_and_the_gate_completes_it);
 
-const PARSER: [&str; 3] = [
+pub const PARSER: [&str; 3] = [
     "src/parser/lexer.rs",
     "src/parser/ast.rs",
     "tests/parser_tabs.rs",
 ];
-const BILLING: [&str; 3] = [
+pub const BILLING: [&str; 3] = [
     "src/billing/invoice.rs",
     "src/billing/tax.rs",
     "tests/invoice_rounding.rs",
 ];
-const RULE: &str = "Never call unwrap() in library code.";
+pub const RULE: &str = "Never call unwrap() in library code.";
 const ERROR: &str = "error[E0308]: mismatched types in the tab branch of next_token";
 
 /// The entries of turns `from..to` after `parent`: even turns on the parser's tab handling, odd
@@ -105,10 +105,10 @@ fn turns(from: usize, to: usize, last: usize, parent: Option<&str>) -> (String, 
 /// Turns in all; four compactions between stretches of 80.
 const STRETCH: usize = 80;
 const LAST: usize = 4 * STRETCH;
-const GOAL: &str = "Finish tab handling in the parser's tokenizer.";
+pub const GOAL: &str = "Finish tab handling in the parser's tokenizer.";
 
 /// The two features' session, stored for `key` with four compactions: its id.
-async fn two_feature_session(app: &TestApp, key: &str) -> String {
+pub async fn two_feature_session(app: &TestApp, key: &str) -> String {
     let mine = |request: reqwest::RequestBuilder| request.bearer_auth(key);
     let header = json!({"type": "session", "version": 3, "id": "two-features", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/repo"});
     let (first, _) = turns(0, STRETCH, LAST, None);
@@ -227,6 +227,22 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
     assert_eq!(lines[0]["cwd"], "/repo");
     assert_eq!(lines[1]["message"]["role"], "user");
     assert_eq!(lines[1]["message"]["content"][0]["text"], prompt);
+    // The map: the old session leads to the new one, the new one came from the old.
+    let app = &app;
+    let map = |session: &str| {
+        let request = mine(
+            app.client
+                .get(format!("{}/v1/sessions/{session}/threads", app.url)),
+        );
+        async move { app.send(request).await.json::<Value>().await.unwrap() }
+    };
+    let old = map(&id).await;
+    assert_eq!(old["children"][0]["id"], child, "{old}");
+    assert_eq!(old["children"][0]["kind"], "handoff");
+    assert!(old["parent"].is_null());
+    let new = map(child).await;
+    assert_eq!(new["parent"]["id"], id.as_str(), "{new}");
+    assert!(new["children"].as_array().unwrap().is_empty());
 
     // Another tenant's session is none; a goal must say something.
     let theirs = app.send(handoff(&keys[1], json!({"goal": goal}))).await;

@@ -1,7 +1,7 @@
 //! The web console under `/ui`: server-rendered pages of what compactd holds — a tenant's
 //! sessions, a session as a tree with the next cut drawn on it, each compaction's summary beside
 //! the one it replaced with its fidelity report, and the fleet's calls — and the actions a person
-//! takes there (upload, plan, compact, pin, download).
+//! takes there (upload, plan, compact, pin, download, hand off).
 //!
 //! Templates are compiled into the binary (askama), as are the stylesheet and the 2 KB script,
 //! which only enhances pages that work without it. Access is the API's (see [`viewer`]); every
@@ -11,6 +11,7 @@
 mod error;
 mod extract;
 mod fleet;
+mod handoff;
 mod markdown;
 mod pages;
 mod recall;
@@ -47,6 +48,8 @@ pub(super) fn router() -> Router<AppState> {
             post(pages::delete_pin),
         )
         .route("/ui/sessions/{id}/download", get(pages::download))
+        .route("/ui/sessions/{id}/handoff/draft", post(handoff::draft))
+        .route("/ui/sessions/{id}/handoff", post(handoff::start))
         .route(
             "/ui/sessions/{id}/compactions/{entry}",
             get(pages::compaction),

@@ -203,6 +203,8 @@ pub(super) struct SessionPage {
     pub compactions_total: usize,
     pub pins: Vec<PinRow>,
     pub notice: Option<String>,
+    /// The threads it came from and led to (handoffs, forks).
+    pub threads: super::handoff::ThreadsView,
 }
 
 impl SessionPage {
