@@ -46,6 +46,7 @@ mod connections;
 mod console;
 mod console_errors;
 mod console_guard;
+mod console_handoff;
 mod console_page;
 mod crash;
 mod dialects;
