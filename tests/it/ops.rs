@@ -343,6 +343,15 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         )
         .await;
     assert_eq!(answered.status(), StatusCode::OK);
+    let map = app.get(&format!("/v1/sessions/{id}/threads")).await;
+    assert_eq!(map.status(), StatusCode::OK);
+    let drafted = app
+        .post(
+            "/v1/handoff",
+            &json!({"goal": "Update the docs.", "prompt": "[User]: Update the docs in README.md."}),
+        )
+        .await;
+    assert_eq!(drafted.status(), StatusCode::OK);
     assert_eq!(
         app.delete(&format!("/v1/sessions/{id}/pins/{pin_id}"))
             .await
