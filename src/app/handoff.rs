@@ -88,7 +88,7 @@ impl App {
         goal: &str,
         mut draft: Draft,
     ) -> Result<Drafted, AppError> {
-        if self.pipeline.chain.names().first().map(String::as_str) != Some("extractive") {
+        if self.has_model() {
             let prompt = crate::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
             let max_tokens = self.max_tokens(None, &prompt);
             // Its own system prompt: the summarizer's asks for a summary.

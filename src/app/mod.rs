@@ -133,6 +133,16 @@ impl App {
         }))
     }
 
+    /// Whether a model writes before the extractive summarizer: the extractive link is the whole
+    /// chain when no provider is configured. Handoff drafts and thread answers have their own
+    /// extractive forms, better than a summary of their prompts.
+    pub(crate) fn has_model(&self) -> bool {
+        !matches!(
+            self.pipeline.chain.links.first(),
+            None | Some(crate::summarizer::Link::Extractive)
+        )
+    }
+
     /// The pipeline context of a call by `who` through `endpoint`.
     pub fn pipeline_context(&self, who: &Identity, endpoint: Endpoint) -> Context {
         Context::new(endpoint, &who.tenant, who.key_id.as_deref())

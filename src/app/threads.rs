@@ -74,7 +74,7 @@ impl App {
             answered_by: "extractive".to_owned(),
             steps: 0,
         };
-        if self.pipeline.chain.names().first().map(String::as_str) == Some("extractive") {
+        if !self.has_model() {
             return Ok(extractive);
         }
         self.read_with_model(who, thread, &question, &entries, extractive)

@@ -41,6 +41,48 @@ fn agent(bin: &str, home: &Path, args: &[&str]) -> String {
     )
 }
 
+/// compactd's MCP server configured for `player`'s agent as README says; the prefix the agent
+/// gives compactd's tools.
+async fn connect(player: &Player, url: &str, key: &str) -> &'static str {
+    match player.agent {
+        Agent::ClaudeCode => {
+            let bearer = format!("Authorization: Bearer {key}");
+            let args = [
+                "mcp",
+                "add",
+                "--transport",
+                "http",
+                "compactd",
+                url,
+                "--header",
+                &bearer,
+            ];
+            player.run("claude", &args).await;
+            "mcp__compactd__"
+        }
+        _ => {
+            let path = player.repo.join("opencode.json");
+            let mut config: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            config["mcp"] = json!({"compactd": {"type": "remote", "url": url, "enabled": true,
+                "headers": {"Authorization": format!("Bearer {key}")}}});
+            std::fs::write(&path, config.to_string()).unwrap();
+            "compactd_"
+        }
+    }
+}
+
+/// The fake model provider the agents talk to, and its server.
+async fn provider() -> (ModelProvider, wiremock::MockServer) {
+    let provider = ModelProvider::default();
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(provider.clone())
+        .mount(&server)
+        .await;
+    (provider, server)
+}
+
 async fn claude_code_and_opencode_connect_to_compactds_mcp_server(store: Arc<dyn Store>) {
     compactd::needs!(Agents);
     let (key, record) = compactd::access::new_key("a", None, compactd::store::now_ms());
@@ -104,25 +146,8 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
     let app = TestApp::with_store(crate::support::config(), store).await;
     let (file, _) = crate::threads::session();
-    let uploaded: serde_json::Value = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions", app.url))
-                .bearer_auth(&keys[0])
-                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
-                .body(file),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let thread = uploaded["id"].as_str().unwrap().to_owned();
-    let provider = ModelProvider::default();
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(provider.clone())
-        .mount(&server)
-        .await;
+    let thread = crate::threads::upload(&app, &keys[0], file).await;
+    let (provider, server) = provider().await;
     let url = format!("{}/mcp", app.url);
     let goal = "Move the job queue to Redis streams";
     let question = "Which backend does the job queue use?";
@@ -145,33 +170,7 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
     };
     for (n, agent) in [Agent::ClaudeCode, Agent::OpenCode].into_iter().enumerate() {
         let player = Player::new(agent, &agents_bin(), &server.uri(), "sk-fake-provider");
-        // Configured as README says.
-        let prefix = match agent {
-            Agent::ClaudeCode => {
-                let bearer = format!("Authorization: Bearer {}", keys[0]);
-                let args = [
-                    "mcp",
-                    "add",
-                    "--transport",
-                    "http",
-                    "compactd",
-                    &url,
-                    "--header",
-                    &bearer,
-                ];
-                player.run("claude", &args).await;
-                "mcp__compactd__"
-            }
-            _ => {
-                let path = player.repo.join("opencode.json");
-                let mut config: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-                config["mcp"] = json!({"compactd": {"type": "remote", "url": url, "enabled": true,
-                    "headers": {"Authorization": format!("Bearer {}", keys[0])}}});
-                std::fs::write(&path, config.to_string()).unwrap();
-                "compactd_"
-            }
-        };
+        let prefix = connect(&player, &url, &keys[0]).await;
         let call = |tool: &str, arguments: serde_json::Value| Scripted {
             answer: Answer::Call {
                 name: format!("{prefix}{tool}"),
@@ -244,12 +243,7 @@ async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqliteP
     let store: Arc<dyn Store> =
         Arc::new(compactd::store::SqliteStore::from_pool(pool).await.unwrap());
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
-    let provider = ModelProvider::default();
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(provider.clone())
-        .mount(&server)
-        .await;
+    let (provider, server) = provider().await;
     let mut config = crate::support::config();
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = server.uri().parse().unwrap();
@@ -260,32 +254,7 @@ async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqliteP
     let goal = "Add a docstring to add in calc.py";
     for agent in [Agent::ClaudeCode, Agent::OpenCode] {
         let player = Player::new(agent, &agents_bin(), &gateway, "sk-agent-own");
-        let prefix = match agent {
-            Agent::ClaudeCode => {
-                let bearer = format!("Authorization: Bearer {}", keys[0]);
-                let args = [
-                    "mcp",
-                    "add",
-                    "--transport",
-                    "http",
-                    "compactd",
-                    &url,
-                    "--header",
-                    &bearer,
-                ];
-                player.run("claude", &args).await;
-                "mcp__compactd__"
-            }
-            _ => {
-                let path = player.repo.join("opencode.json");
-                let mut config: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-                config["mcp"] = json!({"compactd": {"type": "remote", "url": url, "enabled": true,
-                    "headers": {"Authorization": format!("Bearer {}", keys[0])}}});
-                std::fs::write(&path, config.to_string()).unwrap();
-                "compactd_"
-            }
-        };
+        let prefix = connect(&player, &url, &keys[0]).await;
         let edit = Op::Edit {
             file: "calc.py",
             old: "return a + b",

@@ -50,19 +50,8 @@ async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<d
     let (file, count) = session();
     // Larger than a model's window: ~150k tokens at 4 characters a token.
     assert!(file.len() > 600_000, "{}", file.len());
-    let uploaded: Value = app
-        .send(
-            app.client
-                .post(format!("{}/v1/sessions", app.url))
-                .bearer_auth(&keys[0])
-                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
-                .body(file),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let id = uploaded["id"].as_str().unwrap();
+    let id = upload(&app, &keys[0], file).await;
+    let id = id.as_str();
     let read = |key: &str, body: Value| {
         app.client
             .post(format!("{}/v1/threads/read", app.url))
@@ -161,7 +150,7 @@ async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<d
 }
 
 /// Stores the session for `key`: its id.
-async fn upload(app: &TestApp, key: &str, file: String) -> String {
+pub async fn upload(app: &TestApp, key: &str, file: String) -> String {
     let uploaded: Value = app
         .send(
             app.client

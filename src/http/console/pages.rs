@@ -180,16 +180,7 @@ pub(super) async fn session(
         .await?;
     let pins = state.app.pins(who, &id).await?;
     let threads = super::handoff::threads_view(state.app.thread_map(who, &id).await?);
-    let notice = match query.notice.as_deref() {
-        Some("nothing") => Some("Nothing to compact with these settings.".to_owned()),
-        Some("pinned") => Some("Pinned: the next compaction carries it.".to_owned()),
-        Some("unpinned") => Some("Unpinned.".to_owned()),
-        Some("handed-off") => Some(
-            "Handed off: this new thread starts with the prompt below; download it to open in pi."
-                .to_owned(),
-        ),
-        _ => None,
-    };
+    let notice = query.notice.as_deref().and_then(views::notice);
     let mut page = session_page(&viewer, tree, &settings, &compactions, pins, notice);
     page.threads = threads;
     Ok(views::render(StatusCode::OK, &page))

@@ -175,6 +175,20 @@ pub(super) struct PinRow {
     pub text: String,
 }
 
+/// What a session page says after an action that redirected to it (`?notice=`).
+pub(super) fn notice(code: &str) -> Option<String> {
+    let text = match code {
+        "nothing" => "Nothing to compact with these settings.",
+        "pinned" => "Pinned: the next compaction carries it.",
+        "unpinned" => "Unpinned.",
+        "handed-off" => {
+            "Handed off: this new thread starts with the prompt below; download it to open in pi."
+        }
+        _ => return None,
+    };
+    Some(text.to_owned())
+}
+
 #[derive(Template)]
 #[template(path = "console/session.html")]
 pub(super) struct SessionPage {
