@@ -27,15 +27,7 @@ async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it
     config.gateway.enabled = true;
     let app = TestApp::with_store(config, store.clone()).await;
     let driver = Driver::start();
-    let console = Console {
-        browser: driver.browser().await,
-        base: app.url.clone(),
-        shots: format!(
-            "{}/console-screenshots/{}",
-            env!("CARGO_TARGET_TMPDIR").trim_end_matches("/tmp"),
-            store.backend()
-        ),
-    };
+    let console = Console::open(&driver, &app, store.as_ref()).await;
     use reqwest::Method;
 
     console.sign_in(&alice).await;

@@ -23,15 +23,7 @@ async fn a_person_hands_a_session_off_from_the_console(store: Arc<dyn Store>) {
     let app = TestApp::with_store(config, store.clone()).await;
     let id = two_feature_session(&app, &alice).await;
     let driver = Driver::start();
-    let console = Console {
-        browser: driver.browser().await,
-        base: app.url.clone(),
-        shots: format!(
-            "{}/console-screenshots/{}",
-            env!("CARGO_TARGET_TMPDIR").trim_end_matches("/tmp"),
-            store.backend()
-        ),
-    };
+    let console = Console::open(&driver, &app, store.as_ref()).await;
     console.sign_in(&alice).await;
     console.go(&format!("/ui/sessions/{id}")).await;
     console.fill("#handoff-goal", GOAL).await;

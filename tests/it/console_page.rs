@@ -22,6 +22,23 @@ pub struct Console {
 }
 
 impl Console {
+    /// A browser of `driver` on `app`'s console; screenshots under the store's backend.
+    pub async fn open(
+        driver: &crate::browser::Driver,
+        app: &TestApp,
+        store: &dyn Store,
+    ) -> Console {
+        Console {
+            browser: driver.browser().await,
+            base: app.url.clone(),
+            shots: format!(
+                "{}/console-screenshots/{}",
+                env!("CARGO_TARGET_TMPDIR").trim_end_matches("/tmp"),
+                store.backend()
+            ),
+        }
+    }
+
     pub async fn go(&self, path: &str) {
         self.browser
             .goto(&format!("{}{path}", self.base))
