@@ -21,6 +21,7 @@ pub(crate) mod cpu;
 pub mod fidelity;
 pub mod handoff;
 pub mod http;
+pub mod ids;
 pub mod js_json;
 pub(crate) mod log_throttle;
 pub mod metrics;

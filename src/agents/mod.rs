@@ -161,9 +161,8 @@ fn note_session(app: &App, who: &Identity, wire: Wire, headers: &HeaderMap, body
     let Some(session) = agent_session(headers) else {
         return;
     };
-    if body.is_empty() {
-        return;
-    }
+    // A body compactd could not read (a coding it does not know) leaves nothing to remember:
+    // the session's older request is forgotten, never left to stand for this one.
     let wire = match wire {
         Wire::AnthropicMessages => SeenWire::AnthropicMessages,
         Wire::ChatCompletions => SeenWire::ChatCompletions,

@@ -4,6 +4,7 @@
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
 
+use crate::ids::Id;
 use crate::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -88,7 +89,7 @@ impl App {
     pub(crate) async fn compact(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         request: CompactionRequest,
     ) -> Result<Compacted, AppError> {
         // The leaf to lock: the one asked for, or the session's leaf as recorded (no need to read
@@ -139,7 +140,7 @@ impl App {
         self.keep_session_recall(who, &loaded, &mut outcome).await;
         let entry = &outcome.entry;
         let record = CompactionRecord {
-            session_id: id.to_owned(),
+            session_id: id.to_string(),
             entry_id: entry.id.clone(),
             leaf_id: entry.parent_id.clone(),
             first_kept_entry_id: entry.first_kept_entry_id.clone(),
@@ -211,7 +212,7 @@ impl App {
     pub(crate) async fn summarize_branch(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         request: BranchSummaryRequest,
     ) -> Result<BranchSummarized, AppError> {
         let loaded = self.load(who, id).await?;

@@ -4,6 +4,7 @@
 //! writes the parent's id, which is what locates it here). The new session is the caller's,
 //! stored as an upload is, so everything a session has (compactions, recall, pins) works on it.
 
+use crate::ids::Id;
 use serde_json::{Map, Value};
 
 use super::sessions::Uploaded;
@@ -16,7 +17,7 @@ impl App {
     pub(crate) async fn fork(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         entry_id: &str,
     ) -> Result<Uploaded, AppError> {
         if entry_id.trim().is_empty() {

@@ -2,6 +2,7 @@
 //! ([`crate::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
+use crate::ids::Id;
 use serde_json::json;
 
 use super::sessions::Uploaded;
@@ -24,7 +25,7 @@ impl App {
     pub(crate) async fn handoff(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         goal: &str,
         leaf_id: Option<&str>,
     ) -> Result<(Drafted, Uploaded), AppError> {
@@ -38,7 +39,7 @@ impl App {
     pub(crate) async fn handoff_draft(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         goal: &str,
         leaf_id: Option<&str>,
     ) -> Result<Drafted, AppError> {
@@ -64,7 +65,7 @@ impl App {
     pub(crate) async fn start_thread(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         prompt: &str,
     ) -> Result<Uploaded, AppError> {
         if prompt.trim().is_empty() || prompt.chars().count() > MAX_PROMPT_CHARS {

@@ -6,6 +6,7 @@
 //! facts in one pass (no line read), then only the page's lines and records are read, in one
 //! query each. A session compacted 60,000 times answers a page as fast as one compacted twice.
 
+use crate::ids::Id;
 use crate::session::EntryType;
 use serde::Serialize;
 
@@ -87,7 +88,7 @@ impl App {
     pub(crate) async fn compaction_history(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         range: HistoryRange,
     ) -> Result<HistoryPage, AppError> {
         let record = self.session(who, id).await?;
@@ -165,7 +166,7 @@ impl App {
     pub(crate) async fn compaction_detail(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         entry_id: &str,
     ) -> Result<(CompactionView, Option<CompactionView>), AppError> {
         let not_found =

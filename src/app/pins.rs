@@ -2,6 +2,7 @@
 //! (in a `## Pinned` section), checked by the fidelity gate as a critical anchor. Pins belong to
 //! the session's tenant and go with the session.
 
+use crate::ids::Id;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::store::{PinAdded, PinRecord, now_ms};
@@ -35,14 +36,14 @@ impl App {
     pub(crate) async fn add_pin(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         text: &str,
     ) -> Result<(PinRecord, bool), AppError> {
         let text = check_pin(text)?;
         self.session(who, id).await?;
         let pin = PinRecord {
             pin_id: crate::access::random_id(),
-            session_id: id.to_owned(),
+            session_id: id.to_string(),
             text: text.to_owned(),
             created_at_ms: now_ms(),
         };
@@ -60,7 +61,7 @@ impl App {
     }
 
     /// The pins of `who`'s session, oldest first.
-    pub(crate) async fn pins(&self, who: &Identity, id: &str) -> Result<Vec<PinRecord>, AppError> {
+    pub(crate) async fn pins(&self, who: &Identity, id: &Id) -> Result<Vec<PinRecord>, AppError> {
         self.session(who, id).await?;
         Ok(self.store.pins(id).await?)
     }
@@ -69,8 +70,8 @@ impl App {
     pub(crate) async fn delete_pin(
         &self,
         who: &Identity,
-        id: &str,
-        pin_id: &str,
+        id: &Id,
+        pin_id: &Id,
     ) -> Result<(), AppError> {
         self.session(who, id).await?;
         if self.store.delete_pin(id, pin_id).await? {

@@ -1,6 +1,7 @@
 //! Plans and rebuilt contexts of stored sessions and of session files: what a compaction would
 //! cut, and what the LLM sees at a leaf. Nothing here writes.
 
+use crate::ids::Id;
 use super::sessions::parse;
 use super::stored_path::StoredPath;
 use super::{App, AppError};
@@ -43,7 +44,7 @@ impl App {
     pub async fn plan(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
         planner: Option<Planner>,
@@ -61,7 +62,7 @@ impl App {
     pub async fn plan_json(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         settings: &CompactionSettings,
         leaf_id: Option<&str>,
         planner: Option<Planner>,
@@ -102,7 +103,7 @@ impl App {
     pub async fn context(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         leaf_id: Option<&str>,
     ) -> Result<ContextView, AppError> {
         self.on_stored_path(who, id, leaf_id, |stored| {
@@ -116,7 +117,7 @@ impl App {
     async fn on_stored_path<T: Send + 'static>(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         leaf_id: Option<&str>,
         work: impl FnOnce(StoredPath) -> Result<T, AppError> + Send + 'static,
     ) -> Result<T, AppError> {

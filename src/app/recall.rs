@@ -3,6 +3,7 @@
 //! id that the summary's last line names; the agent searches and reads it back through the MCP
 //! tools or the REST API. Shared by the HTTP handlers, the MCP server and the CLI.
 
+use crate::ids::Id;
 use std::time::Duration;
 
 use super::{App, AppError};
@@ -253,11 +254,10 @@ impl App {
     pub(crate) async fn read_recall(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         from: i32,
         limit: i64,
     ) -> Result<RecallPage, AppError> {
-        no_nul("id", Some(id))?;
         let limit = limit.clamp(1, MAX_TURNS);
         // One more than asked for tells whether another page follows.
         let (total, mut turns) = self

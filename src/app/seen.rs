@@ -6,7 +6,11 @@
 //! compactd answers from the latest request of the caller's most recent session of that agent.
 //!
 //! Held in memory, bounded by sessions and bytes, the oldest going first: the replica that saw
-//! the request answers. A request's body is shared with the request, not copied.
+//! the request answers. A request's body is shared with the request, not copied. Each tenant has
+//! a share of its own (sessions and bytes), so that one tenant's traffic never evicts another's
+//! threads; past the whole store's bound, the tenant holding the most bytes gives way first. The
+//! latest request of a session always wins: one too large to keep drops the session's entry
+//! rather than leave an older request standing for it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,10 +20,12 @@ use axum::http::HeaderMap;
 
 use crate::access::Identity;
 
-/// Sessions remembered, across tenants.
-const MAX_SESSIONS: usize = 256;
+/// Sessions remembered for one tenant.
+const TENANT_SESSIONS: usize = 64;
+/// Bytes of request bodies remembered for one tenant: also the largest request kept.
+const TENANT_BYTES: usize = 32 << 20;
 /// Bytes of request bodies remembered, across tenants.
-const MAX_BYTES: usize = 64 << 20;
+const MAX_BYTES: usize = 256 << 20;
 
 /// How a remembered request's conversation is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +56,46 @@ struct Inner {
     clock: u64,
 }
 
+impl Inner {
+    fn remove(&mut self, key: &Key) {
+        if let Some(gone) = self.sessions.remove(key) {
+            self.bytes -= gone.body.len();
+        }
+    }
+
+    /// The sessions and bytes `tenant` holds (`None`: none).
+    fn usage(&self, tenant: &str) -> Option<(usize, usize)> {
+        let mine = self.sessions.iter().filter(|(k, _)| k.0 == tenant);
+        let (sessions, bytes) = mine.fold((0, 0), |(n, b), (_, s)| (n + 1, b + s.body.len()));
+        (sessions > 0).then_some((sessions, bytes))
+    }
+
+    /// The tenant holding the most bytes.
+    fn largest_tenant(&self) -> Option<String> {
+        let mut bytes: HashMap<&str, usize> = HashMap::new();
+        for (key, seen) in &self.sessions {
+            *bytes.entry(key.0.as_str()).or_default() += seen.body.len();
+        }
+        bytes
+            .into_iter()
+            .max_by_key(|(_, b)| *b)
+            .map(|(t, _)| t.to_owned())
+    }
+
+    /// Forgets the oldest session whose key `matches`.
+    fn evict_oldest(&mut self, matches: impl Fn(&Key) -> bool) {
+        let oldest = self
+            .sessions
+            .iter()
+            .filter(|(k, _)| matches(k))
+            .min_by_key(|(_, s)| s.at)
+            .map(|(k, _)| k.clone());
+        if let Some(key) = oldest {
+            self.remove(&key);
+        }
+    }
+}
+
 /// The latest request of each agent session the gateway saw.
 #[derive(Debug, Default)]
 pub(crate) struct SeenThreads {
@@ -68,6 +114,16 @@ pub(crate) fn agent_session(headers: &HeaderMap) -> Option<(&'static str, &str)>
         let id = headers.get(header)?.to_str().ok()?.trim();
         (!id.is_empty() && id.len() <= 200).then_some((agent, id))
     })
+}
+
+impl super::App {
+    /// Forgets the latest request of the agent session `headers` name, if any: a request of it
+    /// that compactd refused leaves the older one stale.
+    pub(crate) fn forget_agent_request(&self, who: &Identity, headers: &HeaderMap) {
+        if let Some(session) = agent_session(headers) {
+            self.seen.forget(who, session);
+        }
+    }
 }
 
 /// The agent an MCP client is, from its `User-Agent` (`claude-code/2.1.332 (sdk-cli)`,
@@ -97,19 +153,21 @@ impl SeenThreads {
         wire: SeenWire,
         body: Bytes,
     ) {
-        if body.len() > MAX_BYTES / 4 {
-            return;
-        }
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.clock += 1;
-        let at = inner.clock;
         let key = (
             who.tenant.clone(),
             who.key_id.clone(),
             agent,
             session.to_owned(),
         );
-        let added = body.len();
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // The session's older request goes whatever happens next: it is no longer its latest.
+        inner.remove(&key);
+        if body.is_empty() || body.len() > TENANT_BYTES {
+            return;
+        }
+        inner.clock += 1;
+        let at = inner.clock;
+        inner.bytes += body.len();
         let seen = Seen {
             agent,
             session: session.to_owned(),
@@ -117,23 +175,36 @@ impl SeenThreads {
             body,
             at,
         };
-        if let Some(old) = inner.sessions.insert(key, seen) {
-            inner.bytes -= old.body.len();
+        inner.sessions.insert(key, seen);
+        // The tenant's own share first: only its own oldest sessions give way.
+        while inner.usage(&who.tenant).is_some_and(|(sessions, bytes)| {
+            sessions > TENANT_SESSIONS || bytes > TENANT_BYTES
+        }) {
+            let tenant = who.tenant.clone();
+            inner.evict_oldest(|k| k.0 == tenant);
         }
-        inner.bytes += added;
-        while inner.bytes > MAX_BYTES || inner.sessions.len() > MAX_SESSIONS {
-            let Some(oldest) = inner
-                .sessions
-                .iter()
-                .min_by_key(|(_, s)| s.at)
-                .map(|(k, _)| k.clone())
-            else {
+        // Then the whole store's bound: the tenant holding the most bytes gives way.
+        while inner.bytes > MAX_BYTES {
+            let Some(largest) = inner.largest_tenant() else {
                 break;
             };
-            if let Some(gone) = inner.sessions.remove(&oldest) {
-                inner.bytes -= gone.body.len();
-            }
+            inner.evict_oldest(|k| k.0 == largest);
         }
+    }
+
+    /// Forgets the latest request of `who`'s `agent` session `session` (a request of it that
+    /// compactd could not read: what is left would be stale).
+    pub(crate) fn forget(&self, who: &Identity, (agent, session): (&'static str, &str)) {
+        let key = (
+            who.tenant.clone(),
+            who.key_id.clone(),
+            agent,
+            session.to_owned(),
+        );
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
     }
 
     /// The latest request of `who`'s most recent session of `agent` (any agent when `None`).
@@ -204,9 +275,15 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_sessions_go_first_past_the_bounds() {
+    fn a_tenants_oldest_sessions_go_first_past_its_share_and_never_anothers() {
         let seen = SeenThreads::default();
-        for i in 0..MAX_SESSIONS + 10 {
+        seen.note(
+            &who("b"),
+            ("codex", "theirs"),
+            SeenWire::Responses,
+            Bytes::from_static(b"b's"),
+        );
+        for i in 0..TENANT_SESSIONS * 5 {
             let id = format!("s{i}");
             seen.note(
                 &who("a"),
@@ -215,10 +292,80 @@ mod tests {
                 Bytes::from_static(b"x"),
             );
         }
+        {
+            let inner = seen.inner.lock().unwrap();
+            assert_eq!(inner.usage("a"), Some((TENANT_SESSIONS, TENANT_SESSIONS)));
+            assert!(!inner.sessions.keys().any(|k| k.3 == "s0"));
+        }
+        assert_eq!(&seen.latest(&who("b"), None).unwrap().body[..], b"b's");
+        // Bytes too: a tenant's large requests push out its own older ones, not another's.
+        let large = Bytes::from(vec![b'x'; TENANT_BYTES / 2 + 1]);
+        for i in 0..3 {
+            seen.note(
+                &who("a"),
+                ("claude-code", &format!("big{i}")),
+                SeenWire::AnthropicMessages,
+                large.clone(),
+            );
+        }
         let inner = seen.inner.lock().unwrap();
-        assert_eq!(inner.sessions.len(), MAX_SESSIONS);
-        assert_eq!(inner.bytes, MAX_SESSIONS);
-        assert!(!inner.sessions.keys().any(|k| k.3 == "s0"));
+        let (_, bytes) = inner.usage("a").unwrap();
+        assert!(bytes <= TENANT_BYTES);
+        assert!(inner.sessions.keys().any(|k| k.3 == "big2"));
+        assert!(inner.usage("b").is_some());
+    }
+
+    #[test]
+    fn past_the_whole_bound_the_largest_tenant_gives_way() {
+        let seen = SeenThreads::default();
+        let share = Bytes::from(vec![b'x'; TENANT_BYTES - 10]);
+        let tenants = MAX_BYTES / TENANT_BYTES + 2;
+        seen.note(
+            &who("small"),
+            ("codex", "s"),
+            SeenWire::Responses,
+            Bytes::from_static(b"mine"),
+        );
+        for t in 0..tenants {
+            seen.note(
+                &who(&format!("t{t}")),
+                ("codex", "s"),
+                SeenWire::Responses,
+                share.clone(),
+            );
+        }
+        let inner = seen.inner.lock().unwrap();
+        assert!(inner.bytes <= MAX_BYTES);
+        assert!(inner.usage("small").is_some());
+    }
+
+    #[test]
+    fn the_latest_request_always_wins_or_the_session_is_forgotten() {
+        let seen = SeenThreads::default();
+        let who = who("a");
+        seen.note(
+            &who,
+            ("claude-code", "s1"),
+            SeenWire::AnthropicMessages,
+            Bytes::from_static(b"second"),
+        );
+        // Too large to keep: the older request must not answer for the session.
+        seen.note(
+            &who,
+            ("claude-code", "s1"),
+            SeenWire::AnthropicMessages,
+            Bytes::from(vec![b'x'; TENANT_BYTES + 1]),
+        );
+        assert!(seen.latest(&who, None).is_none());
+        seen.note(
+            &who,
+            ("claude-code", "s1"),
+            SeenWire::AnthropicMessages,
+            Bytes::from_static(b"third"),
+        );
+        seen.forget(&who, ("claude-code", "s1"));
+        assert!(seen.latest(&who, None).is_none());
+        assert_eq!(seen.inner.lock().unwrap().bytes, 0);
     }
 
     #[test]

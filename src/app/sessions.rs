@@ -1,6 +1,7 @@
 //! Stored sessions: upload, list, read, delete, the file back, appends. Every operation is for a
 //! caller: another tenant's session is "not found", like a missing one.
 
+use crate::ids::Id;
 use crate::access::Identity;
 use crate::session::EntryType;
 use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
@@ -270,7 +271,7 @@ impl App {
     pub(crate) async fn session(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
     ) -> Result<SessionRecord, AppError> {
         self.store
             .get_session(id)
@@ -280,7 +281,7 @@ impl App {
     }
 
     /// Deletes `who`'s session with its entries and compactions.
-    pub(crate) async fn delete_session(&self, who: &Identity, id: &str) -> Result<(), AppError> {
+    pub(crate) async fn delete_session(&self, who: &Identity, id: &Id) -> Result<(), AppError> {
         self.session(who, id).await?;
         self.index_cache.forget(id).await;
         if self.store.delete_session(id).await? {
@@ -291,7 +292,7 @@ impl App {
     }
 
     /// The session file as stored (v3 JSONL).
-    pub(crate) async fn session_file(&self, who: &Identity, id: &str) -> Result<String, AppError> {
+    pub(crate) async fn session_file(&self, who: &Identity, id: &Id) -> Result<String, AppError> {
         let record = self.session(who, id).await?;
         let entries = self.store.entries(id).await?;
         Ok(jsonl(&record, &entries))
@@ -300,7 +301,7 @@ impl App {
     /// A stored session, parsed whole. Stored lines were accepted at upload or append; they are
     /// read leniently so that links repaired at a lenient upload are repaired the same way again.
     /// (Only for what needs every entry: the compaction history, branch summaries.)
-    pub(crate) async fn load(&self, who: &Identity, id: &str) -> Result<Loaded, AppError> {
+    pub(crate) async fn load(&self, who: &Identity, id: &Id) -> Result<Loaded, AppError> {
         let record = self.session(who, id).await?;
         let entries = self.store.entries(id).await?;
         let entry_count = entries.len() as i64;
@@ -318,7 +319,7 @@ impl App {
     pub(crate) async fn append(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         body: &[u8],
     ) -> Result<Appended, AppError> {
         let lines = entry_lines(body, self.limits.max_line_bytes)?;

@@ -7,6 +7,7 @@
 //! positions on the full path, and the estimates of the messages not read come from their facts,
 //! so that a stored plan is the same as the plan of the file.
 
+use crate::ids::Id;
 use super::index::IndexView;
 use super::{App, AppError};
 use crate::access::Identity;
@@ -59,7 +60,7 @@ impl App {
     pub(crate) async fn load_path(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         leaf_id: Option<&str>,
     ) -> Result<StoredPath, AppError> {
         let record = self.session(who, id).await?;

@@ -3,6 +3,7 @@
 //! in their header's `parentSession`, as pi's own forks do; a handoff's session starts with one
 //! user message (its prompt), a fork's with the path it copied.
 
+use crate::ids::Id;
 use serde_json::Value;
 
 use super::{App, AppError};
@@ -56,13 +57,18 @@ fn linked(record: &SessionRecord) -> Linked {
 
 impl App {
     /// The threads connected to `who`'s session `id`.
-    pub(crate) async fn thread_map(&self, who: &Identity, id: &str) -> Result<ThreadMap, AppError> {
+    pub(crate) async fn thread_map(&self, who: &Identity, id: &Id) -> Result<ThreadMap, AppError> {
         let record = self.session(who, id).await?;
         let mut map = ThreadMap::default();
         if let Some(parent) = parent_of(&record) {
-            match self.session(who, &parent).await {
-                Ok(parent) => map.parent = Some(linked(&parent)),
-                Err(AppError::NotFound(_)) => map.parent_file = Some(parent),
+            // A parent that is no id of compactd's is the pi file it came from.
+            let stored = match Id::parse(parent.as_str()) {
+                Ok(parent_id) => self.session(who, &parent_id).await.map(Some),
+                Err(_) => Ok(None),
+            };
+            match stored {
+                Ok(Some(parent)) => map.parent = Some(linked(&parent)),
+                Ok(None) | Err(AppError::NotFound(_)) => map.parent_file = Some(parent),
                 Err(other) => return Err(other),
             }
         }
@@ -73,7 +79,7 @@ impl App {
             .await?;
         map.children = candidates
             .iter()
-            .filter(|c| c.session_id != id && parent_of(c).as_deref() == Some(id))
+            .filter(|c| c.session_id != id.as_str() && parent_of(c).as_deref() == Some(id.as_str()))
             .map(linked)
             .collect();
         map.children

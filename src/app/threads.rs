@@ -6,6 +6,7 @@
 //! through the pipeline (redacted, budgeted, cached) and within the prompt's budget, whatever
 //! the thread's length. Without one, the ranked quotes are the answer.
 
+use crate::ids::Id;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -46,7 +47,7 @@ impl App {
     pub(crate) async fn read_thread(
         &self,
         who: &Identity,
-        thread: &str,
+        thread: &Id,
         question: &str,
     ) -> Result<Answer, AppError> {
         let question = question.trim().to_owned();
@@ -54,13 +55,6 @@ impl App {
             return Err(AppError::invalid(
                 "question",
                 format!("question must be 1 to {MAX_QUESTION_CHARS} characters"),
-            ));
-        }
-        let thread = thread.trim();
-        if thread.is_empty() {
-            return Err(AppError::invalid(
-                "thread",
-                "thread is required: a session id or a recall id",
             ));
         }
         let entries = std::sync::Arc::new(self.thread_entries(who, thread).await?);
@@ -176,7 +170,7 @@ impl App {
 
     /// The entries of `who`'s thread `id`: a stored session's active path, or the turns of a
     /// kept conversation (a recall id), each cited as `{recall id}#{turn}`.
-    async fn thread_entries(&self, who: &Identity, id: &str) -> Result<Vec<Entry>, AppError> {
+    async fn thread_entries(&self, who: &Identity, id: &Id) -> Result<Vec<Entry>, AppError> {
         match self.load(who, id).await {
             Ok(loaded) => crate::cpu::off_runtime(move || session_entries(&loaded.session)).await?,
             Err(AppError::NotFound(_)) => {

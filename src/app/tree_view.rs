@@ -3,6 +3,7 @@
 //! it — what is already behind a summary, what would be summarized, the split turn's prefix and
 //! what would be kept.
 
+use crate::ids::Id;
 use crate::session::EntryType;
 use std::collections::HashMap;
 
@@ -91,7 +92,7 @@ impl App {
     pub(crate) async fn session_tree(
         &self,
         who: &Identity,
-        id: &str,
+        id: &Id,
         settings: &CompactionSettings,
         page: Option<usize>,
     ) -> Result<SessionTree, AppError> {

@@ -23,7 +23,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::json::RawBody;
+use super::json::{RawBody, RawBodyRejected};
 use crate::agents::{self, ChatRequest, Outcome, Wire};
 use crate::app::wire::StagesView;
 use crate::summarizer::Summary;
@@ -95,8 +95,9 @@ impl ChatUsage {
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     Caller(who): Caller,
-    body: RawBody,
+    body: Result<RawBody, RawBodyRejected>,
 ) -> Result<Response, ApiError> {
+    let body = super::gateway::agent_body(&state, &who, body)?;
     // With the gateway on, this is also an agent's model base URL, and the agents' layer reads
     // the body only when it may be a summarization; with it off, the body is compactd's own
     // summarization request, read here (a JSON object, or the error that says why not).

@@ -88,9 +88,7 @@ fn undo_one(coding: Coding, input: &[u8], limit: usize) -> Result<Vec<u8>, ApiEr
         }
         Coding::Deflate => Box::new(flate2::read::DeflateDecoder::new(input)),
         Coding::Brotli => Box::new(brotli_decompressor::Decompressor::new(input, 8192)),
-        Coding::Zstd => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(input).map_err(|e| corrupt(coding, &e))?,
-        ),
+        Coding::Zstd => return zstd_frames(input, limit),
     };
     let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(limit));
     // One byte past the limit tells a body at the limit from one over it.
@@ -100,6 +98,55 @@ fn undo_one(coding: Coding, input: &[u8], limit: usize) -> Result<Vec<u8>, ApiEr
         .map_err(|e| corrupt(coding, &e))?;
     if out.len() > limit {
         return Err(ApiError::PayloadTooLarge { limit });
+    }
+    Ok(out)
+}
+
+/// Every frame of a zstd body, in order (RFC 8878 §3.1: a body is a sequence of frames; skippable
+/// frames hold nothing of the content). Bytes after the last frame that begin no frame are an
+/// error, as zstd's own tool reports them, never ignored: a body is read whole or refused.
+fn zstd_frames(mut input: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+    use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+    let corrupt = |e: &dyn std::fmt::Display| corrupt(Coding::Zstd, e);
+    let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(limit));
+    let mut decoder = FrameDecoder::new();
+    if input.is_empty() {
+        return Err(corrupt(&"the body holds no zstd frame"));
+    }
+    while !input.is_empty() {
+        match decoder.reset(&mut input) {
+            Ok(()) => {}
+            Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                length,
+                ..
+            })) => {
+                let length = length as usize;
+                if input.len() < length {
+                    return Err(corrupt(&"a skippable frame ends past the body"));
+                }
+                input = &input[length..];
+                continue;
+            }
+            Err(e) => return Err(corrupt(&e)),
+        }
+        while !decoder.is_finished() {
+            decoder
+                .decode_blocks(&mut input, BlockDecodingStrategy::UptoBytes(1 << 20))
+                .map_err(|e| corrupt(&e))?;
+            if let Some(chunk) = decoder.collect() {
+                out.extend_from_slice(&chunk);
+            }
+            if out.len() > limit {
+                return Err(ApiError::PayloadTooLarge { limit });
+            }
+        }
+        if let Some(chunk) = decoder.collect() {
+            out.extend_from_slice(&chunk);
+        }
+        if out.len() > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
     }
     Ok(out)
 }
@@ -183,6 +230,40 @@ mod tests {
         let twice = gzip(&gzip(&body));
         let decoded = decode(&headers("gzip, gzip"), twice.into(), 1 << 20).await;
         assert_eq!(plain(decoded.unwrap()), body);
+    }
+
+    fn zstd(bytes: &[u8]) -> Vec<u8> {
+        ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
+    }
+
+    #[tokio::test]
+    async fn a_zstd_body_is_every_frame_and_nothing_after_them() {
+        let (a, b) = (br#"{"goal":"x","#.to_vec(), br#""prompt":"y"}"#.to_vec());
+        let mut two = zstd(&a);
+        two.extend(zstd(&b));
+        let whole = [a.clone(), b.clone()].concat();
+        let decoded = decode(&headers("zstd"), two.clone().into(), 1 << 20).await;
+        assert_eq!(plain(decoded.unwrap()), whole);
+        // A skippable frame (magic 0x184D2A5?, a length, that many bytes) holds no content.
+        let mut skipping = zstd(&a);
+        skipping.extend([0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 9, 9, 9]);
+        skipping.extend(zstd(&b));
+        let decoded = decode(&headers("zstd"), skipping.into(), 1 << 20).await;
+        assert_eq!(plain(decoded.unwrap()), whole);
+        // Trailing bytes that begin no frame are an error, never ignored.
+        let mut trailing = zstd(&whole);
+        trailing.extend(b"garbage");
+        let refused = decode(&headers("zstd"), trailing.into(), 1 << 20).await;
+        assert!(
+            matches!(&refused, Err(ApiError::Invalid { code, .. }) if *code == "invalid_content_encoding"),
+            "{refused:?}"
+        );
+        // The limit holds across frames.
+        let big = vec![b' '; 600 << 10];
+        let mut frames = zstd(&big);
+        frames.extend(zstd(&big));
+        let refused = decode(&headers("zstd"), frames.into(), 1 << 20).await;
+        assert!(matches!(refused, Err(ApiError::PayloadTooLarge { .. })));
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::json::RawBody;
+use super::json::{RawBody, RawBodyRejected};
 use crate::agents::{self, Gateway, Outcome, Wire};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -40,6 +40,19 @@ async fn handle(
     }
 }
 
+/// An agent's request body, or its refusal: a refused request of an agent session leaves no
+/// older request of it standing as its latest (see [`crate::app::seen`]).
+pub(super) fn agent_body(
+    state: &AppState,
+    who: &crate::access::Identity,
+    body: Result<RawBody, RawBodyRejected>,
+) -> Result<RawBody, ApiError> {
+    body.map_err(|rejected| {
+        state.app.forget_agent_request(who, &rejected.headers);
+        rejected.error
+    })
+}
+
 #[utoipa::path(post, path = "/v1/messages", tag = "gateway",
     request_body(content = Object, description = "An Anthropic Messages request, as Claude Code sends it"),
     responses(
@@ -53,8 +66,9 @@ async fn handle(
 pub(super) async fn messages(
     State(state): State<AppState>,
     Caller(who): Caller,
-    body: RawBody,
+    body: Result<RawBody, RawBodyRejected>,
 ) -> Result<Response, ApiError> {
+    let body = agent_body(&state, &who, body)?;
     handle(&state, &who, Wire::AnthropicMessages, body.into_request()).await
 }
 
@@ -88,8 +102,9 @@ pub(super) async fn count_tokens(
 pub(super) async fn responses(
     State(state): State<AppState>,
     Caller(who): Caller,
-    body: RawBody,
+    body: Result<RawBody, RawBodyRejected>,
 ) -> Result<Response, ApiError> {
+    let body = agent_body(&state, &who, body)?;
     handle(&state, &who, Wire::Responses, body.into_request()).await
 }
 

@@ -98,7 +98,7 @@ pub(super) async fn handoff(
                 requests: draft.left_out_requests,
             },
             session: SessionView::from(&uploaded.record),
-            parent_session: id,
+            parent_session: id.into_string(),
             drafted_by: drafted.drafted_by,
         }),
     ))

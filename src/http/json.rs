@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use super::encoding::{self, Content};
 use super::error::ApiError;
+use crate::ids::{BadId, Id};
 
 /// The configured body limit, read from the router state.
 #[derive(Debug, Clone, Copy)]
@@ -78,20 +79,48 @@ pub(super) struct RawBody {
     pub plain: Option<Bytes>,
 }
 
+/// A gateway request whose body was refused (over the limit, a corrupt coding): the error, and
+/// the request's headers, which name the agent session whose older request is now stale.
+pub(super) struct RawBodyRejected {
+    pub error: ApiError,
+    pub headers: HeaderMap,
+}
+
+impl From<RawBodyRejected> for ApiError {
+    fn from(rejected: RawBodyRejected) -> Self {
+        rejected.error
+    }
+}
+
+impl axum::response::IntoResponse for RawBodyRejected {
+    fn into_response(self) -> axum::response::Response {
+        self.error.into_response()
+    }
+}
+
 impl<S> FromRequest<S> for RawBody
 where
     S: Send + Sync,
     BodyLimit: FromRef<S>,
 {
-    type Rejection = ApiError;
+    type Rejection = RawBodyRejected;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = request.headers().clone();
         let method = request.method().clone();
         let uri = request.uri().clone();
         let BodyLimit(limit) = BodyLimit::from_ref(state);
-        let bytes = read(request, state).await?;
-        let plain = match encoding::decode(&headers, bytes.clone(), limit).await? {
+        let decoded = match read(request, state).await {
+            Ok(bytes) => encoding::decode(&headers, bytes.clone(), limit)
+                .await
+                .map(|content| (bytes, content)),
+            Err(error) => Err(error),
+        };
+        let (bytes, content) = match decoded {
+            Ok(decoded) => decoded,
+            Err(error) => return Err(RawBodyRejected { error, headers }),
+        };
+        let plain = match content {
             Content::Plain(plain) => Some(plain),
             Content::Unknown(_) => None,
         };
@@ -346,6 +375,15 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                         path.clone()
                     }
                 });
+                // An id no resource could have: the same 400 wherever the id came in.
+                if message.starts_with(BadId::PREFIX) {
+                    return ApiError::Invalid {
+                        status: StatusCode::BAD_REQUEST,
+                        code: "invalid_id",
+                        message: format!("{param}: {message}"),
+                        param: Some(param),
+                    };
+                }
                 ApiError::unprocessable(&param, format!("{param}: {message} ({place})"))
             }
             _ => syntax(&inner, &message),
@@ -399,10 +437,10 @@ fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
 /// The `{id}` of a session route. Rejections are JSON like every error: a path whose decoded id is
 /// not UTF-8 is a 400 naming the problem; an id holding NUL cannot name a stored session (ids
 /// cannot hold it) and is a 404 without asking the database.
-pub(super) struct SessionId(pub String);
+pub(super) struct SessionId(pub Id);
 
 /// The `{pin_id}` of a pin route, read as [`SessionId`] is.
-pub(super) struct PinId(pub String);
+pub(super) struct PinId(pub Id);
 
 /// The path parameter `name`, decoded; `what` names it in errors.
 async fn path_param<S: Send + Sync>(
@@ -410,7 +448,7 @@ async fn path_param<S: Send + Sync>(
     state: &S,
     name: &str,
     what: &str,
-) -> Result<String, ApiError> {
+) -> Result<Id, ApiError> {
     use axum::extract::FromRequestParts;
     let axum::extract::Path(mut params) = axum::extract::Path::<
         std::collections::HashMap<String, String>,
@@ -426,12 +464,9 @@ async fn path_param<S: Send + Sync>(
         )
     })?;
     let value = params.remove(name).unwrap_or_default();
-    if value.contains('\0') {
-        return Err(ApiError::NotFoundWhat(format!(
-            "no {what} with this id (ids cannot hold NUL)"
-        )));
-    }
-    Ok(value)
+    // An id no resource could have names none: a 404 without asking the store.
+    Id::parse(value)
+        .map_err(|bad| ApiError::NotFoundWhat(format!("no {what} with this id ({bad})")))
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SessionId {

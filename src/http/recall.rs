@@ -102,7 +102,7 @@ pub(super) struct Turns {
     params(("id" = String, Path, description = "Recall id"), TurnsParams),
     responses(
         (status = 200, description = "The turns", body = Turns),
-        (status = 400, description = "A NUL character in the id", body = ErrorBody),
+        (status = 400, description = "The id is no id (too long, or a control character such as NUL: `invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such conversation for this caller, or expired", body = ErrorBody),
         (status = 422, description = "An unknown or invalid parameter", body = ErrorBody),
     ))]
@@ -112,12 +112,18 @@ pub(super) async fn turns(
     Path(id): Path<String>,
     QueryParams(params): QueryParams<TurnsParams>,
 ) -> Result<Json<Turns>, ApiError> {
+    let id = crate::ids::Id::parse(id).map_err(|bad| ApiError::Invalid {
+        status: axum::http::StatusCode::BAD_REQUEST,
+        code: "invalid_id",
+        message: format!("id: {bad}"),
+        param: Some("id".into()),
+    })?;
     let from = params.from.unwrap_or(0);
     let read = state
         .app
         .read_recall(&caller.0, &id, from, params.limit.unwrap_or(20))
         .await?;
-    Ok(Json(page(id, read)))
+    Ok(Json(page(id.into_string(), read)))
 }
 
 fn page(id: String, read: RecallPage) -> Turns {
@@ -197,7 +203,8 @@ pub(super) mod mcp {
     #[derive(Debug, Deserialize, schemars::JsonSchema)]
     pub(crate) struct ReadArgs {
         /// The recall id (from the summary's last line or a search hit).
-        pub recall_id: String,
+        #[schemars(with = "String")]
+        pub recall_id: crate::ids::Id,
         /// First turn to read, 0-based (a search hit's `seq`).
         pub from: Option<i32>,
         /// Most turns, 1 to 50 (default 1: the turn at `from`, in full).
@@ -207,7 +214,8 @@ pub(super) mod mcp {
     #[derive(Debug, Deserialize, schemars::JsonSchema)]
     pub(crate) struct ThreadArgs {
         /// The thread: a stored session's id.
-        pub thread: String,
+        #[schemars(with = "String")]
+        pub thread: crate::ids::Id,
         /// What to find out from it.
         pub question: String,
     }
@@ -299,7 +307,7 @@ pub(super) mod mcp {
                 )
                 .await
                 .map_err(tool_error)?;
-            let page = super::page(args.recall_id, read);
+            let page = super::page(args.recall_id.into_string(), read);
             Ok(serde_json::to_string(&page).unwrap_or_default())
         }
 
@@ -356,9 +364,12 @@ pub(super) mod mcp {
                 })
                 .to_string());
             }
+            let thread = crate::ids::Id::parse(thread).map_err(|bad| {
+                ErrorData::invalid_params(format!("thread: {bad}"), None)
+            })?;
             let (drafted, uploaded) = self
                 .app
-                .handoff(who, thread, &args.goal, None)
+                .handoff(who, &thread, &args.goal, None)
                 .await
                 .map_err(tool_error)?;
             Ok(serde_json::json!({

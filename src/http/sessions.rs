@@ -262,7 +262,7 @@ pub(super) async fn fork(
         StatusCode::CREATED,
         Json(Forked {
             session: SessionView::from(&forked.record),
-            parent_session: id,
+            parent_session: id.into_string(),
         }),
     ))
 }

@@ -22,7 +22,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct ReadRequest {
     /// A stored session's id, or a recall id (the caller's tenant's).
-    thread: String,
+    #[schema(value_type = String)]
+    thread: crate::ids::Id,
     /// What to find out from it (at most 2,000 characters).
     question: String,
 }
@@ -60,6 +61,7 @@ pub(super) struct ThreadAnswer {
 #[utoipa::path(post, path = "/v1/threads/read", tag = "sessions", request_body = ReadRequest,
     responses(
         (status = 200, body = ThreadAnswer),
+        (status = 400, description = "`thread` is no id (empty, too long, or a control character such as NUL: `invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such session or recall id of the caller's", body = ErrorBody),
         (status = 422, description = "`question` or `thread` missing or too long", body = ErrorBody),
     ))]

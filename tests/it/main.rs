@@ -33,6 +33,7 @@ mod bad_input_requests;
 mod binary;
 mod boundary_cpu;
 mod boundary_credentials;
+mod boundary_ids;
 mod boundary_recall;
 mod boundary_recognition;
 mod boundary_replicas;

@@ -4,6 +4,7 @@
 //! the thread (`POST /ui/sessions/{id}/handoff`) stores the new session with the edited prompt.
 //! The session page's map shows the threads a session came from and led to.
 
+use crate::ids::Id;
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -84,7 +85,7 @@ pub(super) struct DraftForm {
 pub(super) async fn draft(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
     Form(form): Form<DraftForm>,
 ) -> Page {
     let drafted = state
@@ -94,7 +95,7 @@ pub(super) async fn draft(
     let draft = drafted.draft;
     let page = HandoffPage {
         chrome: Chrome::of(&viewer),
-        id,
+        id: id.into_string(),
         goal: form.goal.trim().to_owned(),
         prompt: draft.prompt,
         files: draft
@@ -121,7 +122,7 @@ pub(super) struct StartForm {
 pub(super) async fn start(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
     Form(form): Form<StartForm>,
 ) -> Page {
     // A browser's textarea sends CRLF line ends.

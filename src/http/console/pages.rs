@@ -2,6 +2,7 @@
 //! and the request, calls the application layer, and turns the result into a page (or, for an
 //! action, a redirect to the page that shows its result).
 
+use crate::ids::Id;
 use axum::extract::State;
 
 use super::extract::{Multipart, Path, Query};
@@ -155,7 +156,7 @@ const COMPACTIONS_SHOWN: usize = 50;
 pub(super) async fn session(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
     Query(query): Query<SessionQuery>,
 ) -> Page {
     let settings = plan_settings(
@@ -321,7 +322,7 @@ pub(super) struct CompactForm {
 pub(super) async fn compact(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
     Form(form): Form<CompactForm>,
 ) -> Page {
     let settings = plan_settings(
@@ -365,7 +366,7 @@ pub(super) struct PinForm {
 pub(super) async fn add_pin(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
     Form(form): Form<PinForm>,
 ) -> Page {
     state.app.add_pin(&viewer.identity, &id, &form.text).await?;
@@ -376,7 +377,7 @@ pub(super) async fn add_pin(
 pub(super) async fn delete_pin(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path((id, pin)): Path<(String, String)>,
+    Path((id, pin)): Path<(Id, Id)>,
 ) -> Page {
     state.app.delete_pin(&viewer.identity, &id, &pin).await?;
     Ok(Redirect::to(&format!("/ui/sessions/{id}?notice=unpinned#pins")).into_response())
@@ -386,7 +387,7 @@ pub(super) async fn delete_pin(
 pub(super) async fn download(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    Path(id): Path<Id>,
 ) -> Page {
     let file = state.app.session_file(&viewer.identity, &id).await?;
     // Session ids are UUIDs compactd made: safe in a header as they are.
@@ -406,7 +407,7 @@ pub(super) async fn download(
 pub(super) async fn compaction(
     State(state): State<crate::http::AppState>,
     viewer: Viewer,
-    Path((id, entry_id)): Path<(String, String)>,
+    Path((id, entry_id)): Path<(Id, String)>,
 ) -> Page {
     let (view, previous) = state
         .app
@@ -421,7 +422,7 @@ pub(super) async fn compaction(
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
     let page = CompactionPage {
         chrome: Chrome::of(&viewer),
-        session_id: id.clone(),
+        session_id: id.to_string(),
         entry_id: view.entry_id.clone(),
         source: view.source.clone(),
         model: view.model.clone().unwrap_or_else(|| "— (uploaded)".into()),
