@@ -64,6 +64,27 @@ pub(crate) fn in_two<T: Sync, R: Send>(
 #[error("a background computation failed: {0}")]
 pub(crate) struct CpuError(String);
 
+/// Runs `work` on a blocking thread once a place is free, given up at `deadline`: `None` when it
+/// passes first, whether waiting for a place or running (`work` is handed the deadline and stops
+/// itself, answering `None`, so that its thread is free again too).
+pub(crate) async fn off_runtime_until<T, F>(
+    deadline: crate::deadline::Deadline,
+    work: F,
+) -> Result<Option<T>, CpuError>
+where
+    F: FnOnce(crate::deadline::Deadline) -> Option<T> + Send + 'static,
+    T: Send + 'static,
+{
+    let job = off_runtime(move || work(deadline));
+    match deadline.instant() {
+        Some(at) => match tokio::time::timeout_at(at.into(), job).await {
+            Ok(result) => result,
+            Err(_) => Ok(None),
+        },
+        None => job.await,
+    }
+}
+
 /// Runs `work` on a blocking thread once a place is free, in the caller's tracing span, and
 /// returns its result.
 pub(crate) async fn off_runtime<T, F>(work: F) -> Result<T, CpuError>

@@ -7,8 +7,9 @@
 //! standing rules go along whatever the goal (they hold for the whole job), with the errors still
 //! open and the commands that checked the relevant work.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
+use crate::deadline::Deadline;
 use crate::fidelity::facts::{Facts, clip, first_line};
 use crate::transcript::{Message, Role};
 
@@ -138,8 +139,16 @@ fn verifies(command: &str) -> bool {
 }
 
 /// The draft for `goal` from a thread's `messages`, with the rules its earlier summaries carried
-/// (`carried_rules`) and the id of the thread it hands off from (empty: none to name).
-pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &str) -> Draft {
+/// (`carried_rules`) and the id of the thread it hands off from (empty: none to name); `None`
+/// when `deadline` passes first. Linear in the thread: each request's words are read once, and
+/// each word's rarity is looked up, not recounted.
+pub fn draft(
+    goal: &str,
+    messages: &[Message],
+    carried_rules: &[String],
+    from: &str,
+    deadline: Deadline,
+) -> Option<Draft> {
     let goal = goal.trim();
     let wanted = words(goal);
     let whole = Facts::extract(messages);
@@ -147,24 +156,42 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     // a session manager's thread) tells little about which turns are the goal's: each shared
     // word weighs by how rare it is among the requests (in tenths, to keep scores whole).
     let thread_turns = turns(messages);
-    let requests: Vec<HashSet<String>> = thread_turns
+    let requests: Vec<Option<HashSet<String>>> = thread_turns
         .iter()
-        .filter_map(|t| t.request.map(words))
+        .map(|t| t.request.map(words))
         .collect();
-    let weight = |word: &String| -> usize {
-        let df = requests.iter().filter(|r| r.contains(word)).count().max(1);
-        let n = requests.len().max(1) as f64;
+    let mut df: HashMap<&str, usize> = HashMap::new();
+    for request in requests.iter().flatten() {
+        for word in request.iter().filter(|w| wanted.contains(*w)) {
+            *df.entry(word.as_str()).or_default() += 1;
+        }
+    }
+    let n = requests.iter().flatten().count().max(1) as f64;
+    let weight = |word: &str| -> usize {
+        let df = df.get(word).copied().unwrap_or(0).max(1);
         ((n / df as f64).ln() * 10.0).round() as usize + 1
     };
+    // A file the goal names by its name weighs as the rarest word would.
+    let named_weight = weight("").max(10);
+    let mut named: HashMap<String, usize> = HashMap::new();
     let mut files: Vec<(RelevantFile, usize)> = Vec::new();
+    let mut file_at: HashMap<String, usize> = HashMap::new();
     let mut touched: Vec<String> = Vec::new();
+    let mut seen_paths: HashSet<String> = HashSet::new();
     let mut commands: Vec<String> = Vec::new();
     let mut left_out_requests = 0;
     let mut relevant_turns = Vec::new();
-    for turn in thread_turns {
+    for (turn, about) in thread_turns.into_iter().zip(&requests) {
+        if deadline.passed() {
+            return None;
+        }
         let facts = Facts::extract(turn.messages);
-        let about = turn.request.map(words).unwrap_or_default();
-        let shared: usize = about.intersection(&wanted).map(weight).sum();
+        let shared: usize = about
+            .iter()
+            .flatten()
+            .filter(|w| wanted.contains(*w))
+            .map(|w| weight(w))
+            .sum();
         if turn.request.is_some() && shared == 0 {
             left_out_requests += 1;
         }
@@ -179,32 +206,37 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
             .map(|p| (p, true))
             .chain(facts.read.items.iter().map(|p| (p, false)))
         {
-            if !touched.contains(path) {
+            if seen_paths.insert(path.clone()) {
                 touched.push(path.clone());
             }
-            let named = path_words(path).intersection(&wanted).count();
-            // A file the goal names by its name weighs as the rarest word would.
-            let score = shared + named * weight(&String::new()).max(10);
+            let named = *named
+                .entry(path.clone())
+                .or_insert_with(|| path_words(path).intersection(&wanted).count());
+            let score = shared + named * named_weight;
             if score == 0 {
                 continue;
             }
             let why = format!("{} for {what}", if changed { "changed" } else { "read" });
-            match files.iter_mut().find(|(f, _)| &f.path == path) {
-                Some((file, best)) => {
+            match file_at.get(path) {
+                Some(&at) => {
+                    let (file, best) = &mut files[at];
                     file.changed |= changed;
                     if score > *best {
                         *best = score;
                         file.why = why;
                     }
                 }
-                None => files.push((
-                    RelevantFile {
-                        path: path.clone(),
-                        why,
-                        changed,
-                    },
-                    score,
-                )),
+                None => {
+                    file_at.insert(path.clone(), files.len());
+                    files.push((
+                        RelevantFile {
+                            path: path.clone(),
+                            why,
+                            changed,
+                        },
+                        score,
+                    ));
+                }
             }
         }
         if shared > 0 {
@@ -218,14 +250,14 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
     // Files the goal names, and files about as relevant as the most relevant one (a word shared
     // by chance is not enough beside them); changed ones first, then by relevance.
     let best = files.iter().map(|(_, score)| *score).max().unwrap_or(0);
-    files.retain(|(f, score)| {
-        *score * 3 >= best || path_words(&f.path).intersection(&wanted).next().is_some()
-    });
+    files.retain(|(f, score)| *score * 3 >= best || named.get(&f.path).is_some_and(|&n| n > 0));
     files.sort_by_key(|(f, score)| (!f.changed, std::cmp::Reverse(*score)));
     let files: Vec<RelevantFile> = files.into_iter().map(|(f, _)| f).collect();
+    let kept: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
     let left_out_files = touched
-        .into_iter()
-        .filter(|t| !files.iter().any(|f| &f.path == t))
+        .iter()
+        .filter(|t| !kept.contains(t.as_str()))
+        .cloned()
         .collect();
     let mut rules: Vec<String> = carried_rules
         .iter()
@@ -237,7 +269,6 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
             rules.push(rule.clone());
         }
     }
-    commands.dedup();
     let mut seen = HashSet::new();
     commands.retain(|c| seen.insert(c.clone()));
     let errors: Vec<String> = whole
@@ -246,7 +277,7 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
         .map(str::to_owned)
         .collect();
     let prompt = prompt(goal, &files, &rules, &errors, &commands, from);
-    Draft {
+    Some(Draft {
         prompt,
         files,
         left_out_files,
@@ -255,7 +286,7 @@ pub fn draft(goal: &str, messages: &[Message], carried_rules: &[String], from: &
         errors,
         commands,
         turns: relevant_turns,
-    }
+    })
 }
 
 /// What a model drafting the prompt for `goal` is shown (its instructions are the system

@@ -16,6 +16,7 @@ pub mod app;
 pub mod cli;
 pub mod compaction;
 pub mod compactor;
+pub mod deadline;
 pub mod config;
 pub(crate) mod cpu;
 pub mod fidelity;

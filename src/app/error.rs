@@ -34,6 +34,10 @@ pub enum AppError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Summarize(#[from] SummarizeError),
+    /// CPU work on the caller's input (`.0` says which) did not finish within the request's
+    /// deadline (`COMPACTD_DEADLINE_SECS`): a 503 with Retry-After.
+    #[error("{0} did not finish within the deadline")]
+    DeadlineExceeded(&'static str),
     /// A bug.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),

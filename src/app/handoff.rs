@@ -48,10 +48,12 @@ impl App {
         let (leaf_id, parent) = (leaf_id.map(str::to_owned), id.to_owned());
         let draft = {
             let goal = goal.clone();
-            crate::cpu::off_runtime(move || {
-                handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref())
+            crate::cpu::off_runtime_until(self.work_deadline(), move |deadline| {
+                handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref(), deadline)
+                    .transpose()
             })
-            .await??
+            .await?
+            .ok_or(AppError::DeadlineExceeded(DRAFTING))??
         };
         let context = self
             .pipeline_context(who, Endpoint::Handoff)
@@ -142,12 +144,13 @@ impl App {
         }
         let draft = {
             let goal = goal.clone();
-            crate::cpu::off_runtime(move || {
+            crate::cpu::off_runtime_until(self.work_deadline(), move |deadline| {
                 let facts = crate::fidelity::facts::Facts::extract(&conversation.messages);
                 let rules = carried_rules(&facts, previous_summary.as_deref());
-                crate::handoff::draft(&goal, &conversation.messages, &rules, "")
+                crate::handoff::draft(&goal, &conversation.messages, &rules, "", deadline)
             })
             .await?
+            .ok_or(AppError::DeadlineExceeded(DRAFTING))?
         };
         let context = self.pipeline_context(who, Endpoint::Handoff);
         self.drafted(&context, &goal, draft).await
@@ -250,14 +253,19 @@ pub(crate) fn checked_goal(goal: &str) -> Result<String, AppError> {
     Ok(goal.to_owned())
 }
 
+/// What a handoff past its deadline says did not finish.
+const DRAFTING: &str = "drafting the handoff";
+
 /// The extractive draft for `goal` from `session` along its path to `leaf_id`, handed off from
-/// `parent` (a stored session's id, or the file's path as pi writes it).
+/// `parent` (a stored session's id, or the file's path as pi writes it); `Ok(None)` when
+/// `deadline` passes first.
 pub(crate) fn handoff_of(
     session: &Session,
     parent: &str,
     goal: &str,
     leaf_id: Option<&str>,
-) -> Result<Draft, AppError> {
+    deadline: crate::deadline::Deadline,
+) -> Result<Option<Draft>, AppError> {
     let path = session
         .active_path(leaf_id)
         .map_err(|e| AppError::invalid("leafId", e.to_string()))?;
@@ -275,7 +283,9 @@ pub(crate) fn handoff_of(
     .messages;
     let facts = crate::fidelity::facts::Facts::extract(&messages);
     let rules = carried_rules(&facts, previous);
-    Ok(crate::handoff::draft(goal, &messages, &rules, parent))
+    Ok(crate::handoff::draft(
+        goal, &messages, &rules, parent, deadline,
+    ))
 }
 
 /// A pi v3 session whose header names `parent` and whose one entry is the user's first message,

@@ -17,7 +17,8 @@ use crate::pipeline::{Endpoint, Job, Purpose};
 use crate::session::Session;
 use crate::summarizer::SummaryRequest;
 use crate::threads::steps::{self, Ask, Shown, Step};
-use crate::threads::{Entry, Reading};
+use crate::threads::{Entry, Index, Reading};
+use std::sync::Arc;
 
 /// Longest question, in characters.
 pub(crate) const MAX_QUESTION_CHARS: usize = 2000;
@@ -57,12 +58,21 @@ impl App {
                 format!("question must be 1 to {MAX_QUESTION_CHARS} characters"),
             ));
         }
-        let entries = std::sync::Arc::new(self.thread_entries(who, thread).await?);
-        let reading = {
-            let (entries, question) = (entries.clone(), question.clone());
-            crate::cpu::off_runtime(move || crate::threads::read(&entries, &question, ANSWER_CHARS))
-                .await?
+        let entries = self.thread_entries(who, thread).await?;
+        // The thread is indexed once, off the runtime and within the request's deadline; every
+        // search of the read (the first, and each a model asks for) looks words up in it.
+        let deadline = self.work_deadline();
+        let thread_read = {
+            let question = question.clone();
+            crate::cpu::off_runtime_until(deadline, move |deadline| {
+                let index = Index::new(&entries, deadline)?;
+                let reading = crate::threads::read(&entries, &index, &question, ANSWER_CHARS);
+                Some((Arc::new(Thread { entries, index }), reading))
+            })
+            .await?
+            .ok_or(AppError::DeadlineExceeded(READING))?
         };
+        let (thread_read, reading) = thread_read;
         let extractive = Answer {
             reading,
             answered_by: "extractive".to_owned(),
@@ -71,26 +81,27 @@ impl App {
         if !self.has_model() {
             return Ok(extractive);
         }
-        self.read_with_model(who, thread, &question, &entries, extractive)
+        self.read_with_model(who, thread, &question, thread_read, extractive, deadline)
             .await
     }
 
     /// The model's loop: shown the extractive hits with their neighbours, it answers or asks
-    /// for more, at most [`MAX_STEPS`] times. Its answer cites entries; when it cites none of
-    /// the thread's, the extractive citations stand.
+    /// for more, at most [`MAX_STEPS`] times and [`steps::MAX_ASKS`] asks a step. Its answer
+    /// cites entries; when it cites none of the thread's, the extractive citations stand. What
+    /// each step costs in CPU (its searches, the prompt) runs off the runtime, within `deadline`.
     async fn read_with_model(
         &self,
         who: &Identity,
-        thread: &str,
+        thread: &Id,
         question: &str,
-        entries: &[Entry],
+        read: Arc<Thread>,
         extractive: Answer,
+        deadline: crate::deadline::Deadline,
     ) -> Result<Answer, AppError> {
         let mut shown = Shown::default();
-        let index = |id: &str| entries.iter().position(|e| e.id == id);
         for hit in &extractive.reading.hits {
-            if let Some(at) = index(&hit.id) {
-                shown.add(at, 1, entries.len());
+            if let Some(at) = read.index.position(&hit.id) {
+                shown.add(at, 1, read.entries.len());
             }
         }
         let context = self
@@ -108,7 +119,17 @@ impl App {
             };
             let head = format!("## Question\n{question}\n\n{asked}<entries>\n");
             let room = PROMPT_CHARS.saturating_sub(head.len() + closing.len() + 20);
-            let prompt = format!("{head}{}\n</entries>{closing}", shown.render(entries, room));
+            let (rendered, back) = {
+                let read = read.clone();
+                crate::cpu::off_runtime_until(deadline, move |_| {
+                    let rendered = shown.render(&read.entries, room);
+                    Some((rendered, shown))
+                })
+                .await?
+                .ok_or(AppError::DeadlineExceeded(READING))?
+            };
+            shown = back;
+            let prompt = format!("{head}{rendered}\n</entries>{closing}");
             // Its own system prompt: the summarizer's asks for a summary.
             let request = SummaryRequest::plain(
                 self.prompts.read_thread.clone(),
@@ -124,34 +145,24 @@ impl App {
             }
             match steps::parse(&summary.text) {
                 Step::More(asks) if !last => {
+                    let read = read.clone();
+                    let (lines, back) = crate::cpu::off_runtime_until(deadline, move |_| {
+                        let lines = follow(&read, &mut shown, asks);
+                        Some((lines, shown))
+                    })
+                    .await?
+                    .ok_or(AppError::DeadlineExceeded(READING))?;
+                    shown = back;
                     if asked.is_empty() {
                         asked.push_str("## Asked so far\n");
                     }
-                    for ask in asks {
-                        let before = shown.len();
-                        let line = match ask {
-                            Ask::Search(words) => {
-                                for at in crate::threads::search(entries, &words, SEARCH_HITS) {
-                                    shown.add(at, 1, entries.len());
-                                }
-                                format!("SEARCH: {words}")
-                            }
-                            Ask::Read(id) => {
-                                if let Some(at) = index(&id) {
-                                    shown.add(at, 2, entries.len());
-                                }
-                                format!("READ: {id}")
-                            }
-                        };
-                        let found = shown.len() - before;
-                        asked.push_str(&format!("- {line} ({found} more entries)\n"));
-                    }
+                    asked.push_str(&lines);
                     asked.push('\n');
                 }
                 Step::More(_) => break,
                 Step::Answer(text) => {
                     let mut reading = extractive.reading;
-                    let cited = steps::citations(&text, entries);
+                    let cited = steps::citations(&text, &read.index);
                     if !cited.is_empty() {
                         reading.cited = cited;
                     }
@@ -196,6 +207,42 @@ impl App {
             Err(other) => Err(other),
         }
     }
+}
+
+/// What a read past its deadline says did not finish.
+const READING: &str = "reading the thread";
+
+/// A thread's entries and their index, shared by the steps of one read.
+struct Thread {
+    entries: Vec<Entry>,
+    index: Index,
+}
+
+/// Follows a step's `asks`: what each search or read adds to `shown`, and the lines that tell
+/// the model what it asked and what that found.
+fn follow(read: &Thread, shown: &mut Shown, asks: Vec<Ask>) -> String {
+    let len = read.entries.len();
+    let mut lines = String::new();
+    for ask in asks {
+        let before = shown.len();
+        let line = match ask {
+            Ask::Search(words) => {
+                for at in read.index.search(&words, SEARCH_HITS) {
+                    shown.add(at, 1, len);
+                }
+                format!("SEARCH: {}", crate::fidelity::facts::clip(&words, 200))
+            }
+            Ask::Read(id) => {
+                if let Some(at) = read.index.position(&id) {
+                    shown.add(at, 2, len);
+                }
+                format!("READ: {}", crate::fidelity::facts::clip(&id, 200))
+            }
+        };
+        let found = shown.len() - before;
+        lines.push_str(&format!("- {line} ({found} more entries)\n"));
+    }
+    lines
 }
 
 /// The entries of `session`'s active path as the reader sees them.

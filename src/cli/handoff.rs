@@ -46,9 +46,16 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         .unwrap_or_else(|_| args.session.file.clone())
         .display()
         .to_string();
-    let draft =
-        crate::app::handoff::handoff_of(&session, &parent, &goal, args.session.leaf.as_deref())
-            .map_err(|e| CliError::new(e.to_string()))?;
+    // The command line waits as long as the draft takes: no deadline.
+    let draft = crate::app::handoff::handoff_of(
+        &session,
+        &parent,
+        &goal,
+        args.session.leaf.as_deref(),
+        crate::deadline::Deadline::NONE,
+    )
+    .map_err(|e| CliError::new(e.to_string()))?
+    .expect("no deadline to pass");
     let drafted = runtime()?.block_on(async {
         let store = crate::store::connect(&crate::app::store_config(&args.storage))
             .await

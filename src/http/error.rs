@@ -350,6 +350,10 @@ impl From<crate::app::AppError> for ApiError {
             AppError::TooLarge(message) => ApiError::TooLarge(message),
             AppError::Store(error) => error.into(),
             AppError::Summarize(error) => error.into(),
+            AppError::DeadlineExceeded(what) => ApiError::Unavailable {
+                message: format!("{what} did not finish within the deadline; retry later"),
+                retry_after: Duration::from_secs(5),
+            },
             AppError::Internal(cause) => ApiError::Internal(cause),
         }
     }

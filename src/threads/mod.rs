@@ -10,6 +10,7 @@ pub mod steps;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::deadline::Deadline;
 use crate::fidelity::facts::clip;
 
 /// One entry of a thread, as the reader sees it.
@@ -50,42 +51,83 @@ const MAX_HITS: usize = 8;
 /// Longest quote of one entry, in characters.
 const QUOTE_CHARS: usize = 600;
 
-/// The entries that best match `query`, best first, at most `limit`: each scores the question's
-/// words it holds, a rarer word more; ties go to the later entry.
-pub fn search(entries: &[Entry], query: &str, limit: usize) -> Vec<usize> {
-    let wanted = crate::handoff::words(query);
-    let words: Vec<HashSet<String>> = entries
-        .iter()
-        .map(|e| crate::handoff::words(&e.text))
-        .collect();
-    let mut df: HashMap<&str, usize> = HashMap::new();
-    for set in &words {
-        for w in set.iter().filter(|w| wanted.contains(*w)) {
-            *df.entry(w.as_str()).or_default() += 1;
-        }
-    }
-    let n = entries.len().max(1) as f64;
-    let score = |set: &HashSet<String>| -> f64 {
-        set.iter()
-            .filter(|w| wanted.contains(*w))
-            .map(|w| (n / df[w.as_str()] as f64).ln() + 1.0)
-            .sum()
-    };
-    let mut ranked: Vec<(usize, f64)> = words
-        .iter()
-        .enumerate()
-        .map(|(i, set)| (i, score(set)))
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    ranked.truncate(limit);
-    ranked.into_iter().map(|(i, _)| i).collect()
+/// Most words of a query that count: a question is a sentence, not a document.
+const MAX_QUERY_WORDS: usize = 32;
+
+/// A thread's entries by the words they hold, built once per read: every search of the thread
+/// (the first, and each one a model asks for) looks words up here instead of reading the thread
+/// again, so a search costs what its words' entries are, not the thread's length.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// For each word, the entries holding it, in thread order.
+    postings: HashMap<String, Vec<u32>>,
+    /// Each entry's position by its id.
+    ids: HashMap<String, usize>,
+    len: usize,
 }
 
-/// The answer to `question` from `entries` (in thread order), within `budget` characters.
-pub fn read(entries: &[Entry], question: &str, budget: usize) -> Reading {
+impl Index {
+    /// The index of `entries`; `None` when `deadline` passes first.
+    pub fn new(entries: &[Entry], deadline: Deadline) -> Option<Index> {
+        let mut postings: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut ids = HashMap::with_capacity(entries.len());
+        for (at, entry) in entries.iter().enumerate() {
+            if at % 256 == 0 && deadline.passed() {
+                return None;
+            }
+            ids.entry(entry.id.clone()).or_insert(at);
+            for word in crate::handoff::words(&entry.text) {
+                postings.entry(word).or_default().push(at as u32);
+            }
+        }
+        Some(Index {
+            postings,
+            ids,
+            len: entries.len(),
+        })
+    }
+
+    /// The position of the entry with this id.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.ids.get(id).copied()
+    }
+
+    /// Whether an entry has this id.
+    pub fn has_id(&self, id: &str) -> bool {
+        self.ids.contains_key(id)
+    }
+
+    /// The entries that best match `query`, best first, at most `limit`: each scores the
+    /// question's words it holds, a rarer word more; ties go to the later entry.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<usize> {
+        let mut wanted: Vec<String> = crate::handoff::words(query).into_iter().collect();
+        wanted.sort();
+        wanted.truncate(MAX_QUERY_WORDS);
+        let n = self.len.max(1) as f64;
+        let mut scores: HashMap<u32, f64> = HashMap::new();
+        for word in &wanted {
+            if let Some(entries) = self.postings.get(word) {
+                let weight = (n / entries.len() as f64).ln() + 1.0;
+                for &at in entries {
+                    *scores.entry(at).or_default() += weight;
+                }
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> = scores
+            .into_iter()
+            .map(|(at, score)| (at as usize, score))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked.truncate(limit);
+        ranked.into_iter().map(|(i, _)| i).collect()
+    }
+}
+
+/// The answer to `question` from `entries` (in thread order, `index` theirs), within `budget`
+/// characters.
+pub fn read(entries: &[Entry], index: &Index, question: &str, budget: usize) -> Reading {
     let wanted = crate::handoff::words(question);
-    let mut ranked = search(entries, question, MAX_HITS);
+    let mut ranked = index.search(question, MAX_HITS);
     // The most recent first: what the thread last said on it is what holds.
     ranked.sort_by_key(|&i| std::cmp::Reverse(i));
     let shared: Vec<HashSet<String>> = ranked

@@ -2,8 +2,6 @@
 //! shown at each step, and what it asks for. A model answers, or asks to search the thread again
 //! or to read an entry with its neighbours; the loop around it is the application's.
 
-use std::collections::HashMap;
-
 use super::Entry;
 use crate::fidelity::facts::clip;
 
@@ -28,16 +26,21 @@ pub enum Ask {
     Read(String),
 }
 
+/// Most asks of one step that are followed: a reply of forty searches (a model told to by a
+/// question or by the thread itself) costs what four do.
+pub const MAX_ASKS: usize = 4;
+
 /// Reads a reply: asks when every line of it is one (`SEARCH: …`, `READ: …`, in any case, as
-/// list items too), its answer otherwise.
+/// list items too; the first [`MAX_ASKS`] count), its answer otherwise.
 pub fn parse(reply: &str) -> Step {
     let lines: Vec<&str> = reply
         .lines()
         .map(|l| l.trim().trim_start_matches(['-', '*', ' ']))
         .filter(|l| !l.is_empty())
         .collect();
-    let asks: Vec<Ask> = lines.iter().filter_map(|l| ask(l)).collect();
+    let mut asks: Vec<Ask> = lines.iter().filter_map(|l| ask(l)).collect();
     if !asks.is_empty() && asks.len() == lines.len() {
+        asks.truncate(MAX_ASKS);
         Step::More(asks)
     } else {
         Step::Answer(reply.trim().to_owned())
@@ -114,16 +117,15 @@ impl Shown {
 }
 
 /// The entry ids `answer` cites in square brackets, in the order it cites them, each once; only
-/// ids of the thread count.
-pub fn citations(answer: &str, entries: &[Entry]) -> Vec<String> {
-    let ids: HashMap<&str, ()> = entries.iter().map(|e| (e.id.as_str(), ())).collect();
+/// ids of the thread (`index`'s) count.
+pub fn citations(answer: &str, index: &super::Index) -> Vec<String> {
     let mut cited: Vec<String> = Vec::new();
     for piece in answer.split('[').skip(1) {
         let Some((inside, _)) = piece.split_once(']') else {
             continue;
         };
         for id in inside.split([',', ' ', ';']).map(str::trim) {
-            if ids.contains_key(id) && !cited.iter().any(|c| c == id) {
+            if index.has_id(id) && !cited.iter().any(|c| c == id) {
                 cited.push(id.to_owned());
             }
         }
@@ -159,10 +161,23 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_of_many_asks_is_cut_to_the_first_few() {
+        let reply: String = (0..40).map(|i| format!("SEARCH: topic {i}\n")).collect();
+        match parse(&reply) {
+            Step::More(asks) => {
+                assert_eq!(asks.len(), MAX_ASKS);
+                assert_eq!(asks[0], Ask::Search("topic 0".into()));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn citations_are_the_threads_ids_in_brackets() {
         let entries = [entry("a1", "x"), entry("b2", "y")];
+        let index = super::super::Index::new(&entries, crate::deadline::Deadline::NONE).unwrap();
         assert_eq!(
-            citations("Redis [b2], earlier [a1, b2]; not [zz] nor b2", &entries),
+            citations("Redis [b2], earlier [a1, b2]; not [zz] nor b2", &index),
             vec!["b2", "a1"]
         );
     }
