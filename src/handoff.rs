@@ -419,3 +419,25 @@ pub fn completed(text: &str, goal: &str, draft: &Draft) -> String {
     }
     out
 }
+
+/// Every text of a draft leaves compactd: the prompt, each file's path and reason, the rules,
+/// errors and commands, and the turns a model is shown.
+impl crate::redact::Screen for Draft {
+    fn screen(&mut self, screening: &mut crate::redact::Screening<'_>) {
+        screening.text(&mut self.prompt);
+        for file in &mut self.files {
+            screening.text(&mut file.path);
+            screening.text(&mut file.why);
+        }
+        for text in self
+            .left_out_files
+            .iter_mut()
+            .chain(&mut self.rules)
+            .chain(&mut self.errors)
+            .chain(&mut self.commands)
+            .chain(&mut self.turns)
+        {
+            screening.text(text);
+        }
+    }
+}

@@ -76,7 +76,10 @@ pub(crate) enum Outcome {
     /// The answer: compactd's, in the agent's wire, or the upstream's, passed through.
     Response(Response),
     /// A summary for the chat wire, whose answer (a documented API type) the HTTP layer writes.
-    Chat { summary: Summary, stream: bool },
+    Chat {
+        summary: crate::redact::Redacted<Summary>,
+        stream: bool,
+    },
 }
 
 /// What stops a request from being handled.

@@ -112,12 +112,10 @@ pub fn build_stages(
 ) -> anyhow::Result<Stages> {
     let redactor = if config.redact {
         let extra = config.extra_rules().map_err(anyhow::Error::msg)?;
-        Some(
-            Redactor::new(extra.as_deref())
-                .map_err(|e| anyhow::anyhow!("COMPACTD_REDACT_RULES: {e}"))?,
-        )
+        Redactor::new(extra.as_deref())
+            .map_err(|e| anyhow::anyhow!("COMPACTD_REDACT_RULES: {e}"))?
     } else {
-        None
+        Redactor::disabled()
     };
     Ok(Stages {
         redactor,

@@ -2,6 +2,7 @@
 //! ([`crate::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
+use crate::redact::{Placeholders, Redacted};
 use crate::ids::Id;
 use serde_json::json;
 
@@ -77,7 +78,9 @@ impl App {
             ));
         }
         let loaded = self.load(who, id).await?;
-        let file = handoff_file(&loaded.session.header, id, prompt);
+        // The prompt as the user edited it: it may hold what the draft had not.
+        let prompt = self.pipeline.redactor().seal(prompt.to_owned());
+        let file = handoff_file(&loaded.session.header, id, &prompt);
         self.upload(who, file, false).await
     }
 
@@ -89,33 +92,37 @@ impl App {
         &self,
         context: &Context,
         goal: &str,
-        mut draft: Draft,
+        draft: Draft,
     ) -> Result<Drafted, AppError> {
-        if self.has_model() {
-            let prompt = crate::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
-            let max_tokens = self.max_tokens(None, &prompt);
-            // Its own system prompt: the summarizer's asks for a summary.
-            let request = SummaryRequest::plain(self.prompts.handoff.clone(), prompt, max_tokens);
-            let mut job = Job::new(Purpose::Handoff, request);
-            job.gate.extra = goal_anchors(&draft);
-            let summary = self.pipeline.summarize_job(context, job).await?;
-            // The extractive link of the chain summarizes; it does not draft a handoff: its own
-            // draft is the one.
-            if summary.model != "extractive" {
-                let mut prompt = crate::handoff::completed(&summary.text, goal, &draft);
-                if let Some(redactor) = self.pipeline.redactor() {
-                    prompt = redactor.redact(&prompt, &mut Default::default());
-                }
-                draft.prompt = prompt;
-                return Ok(Drafted {
-                    draft,
-                    drafted_by: summary.model,
-                });
-            }
-        }
-        Ok(Drafted {
+        let redactor = self.pipeline.redactor();
+        let mut placeholders = Placeholders::default();
+        // What leaves — the answer, the new session, the console's page, a model's prompt — is
+        // the draft redacted, every text of it (the prompt, each file's reason, the rules).
+        let draft = redactor.seal_with(draft, &mut placeholders);
+        let extractive = |draft| Drafted {
             draft,
             drafted_by: "extractive".to_owned(),
+        };
+        if !self.has_model() {
+            return Ok(extractive(draft));
+        }
+        let prompt = crate::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
+        let max_tokens = self.max_tokens(None, &prompt);
+        // Its own system prompt: the summarizer's asks for a summary.
+        let request = SummaryRequest::plain(self.prompts.handoff.clone(), prompt, max_tokens);
+        let mut job = Job::new(Purpose::Handoff, request);
+        job.gate.extra = goal_anchors(&draft);
+        let summary = self.pipeline.summarize_job(context, job).await?;
+        // The extractive link of the chain summarizes; it does not draft a handoff: its own
+        // draft is the one.
+        if summary.model == "extractive" {
+            return Ok(extractive(draft));
+        }
+        let mut draft = draft.into_inner();
+        draft.prompt = crate::handoff::completed(&summary.text, goal, &draft);
+        Ok(Drafted {
+            draft: redactor.seal_with(draft, &mut placeholders),
+            drafted_by: summary.model.clone(),
         })
     }
 }
@@ -211,7 +218,7 @@ const PROMPT_CHARS: usize = 48_000;
 /// A handoff's draft and who wrote its prompt.
 #[derive(Debug, Clone)]
 pub(crate) struct Drafted {
-    pub(crate) draft: Draft,
+    pub(crate) draft: Redacted<Draft>,
     /// `provider:model`, or `extractive`.
     pub(crate) drafted_by: String,
 }
@@ -290,7 +297,8 @@ pub(crate) fn handoff_of(
 
 /// A pi v3 session whose header names `parent` and whose one entry is the user's first message,
 /// `prompt`.
-pub(crate) fn handoff_file(header: &Header, parent: &str, prompt: &str) -> String {
+pub(crate) fn handoff_file(header: &Header, parent: &str, prompt: &Redacted<String>) -> String {
+    let prompt: &str = prompt;
     let message = json!({
         "type": "message",
         "id": crate::session::new_entry_id(&std::collections::HashSet::new()),

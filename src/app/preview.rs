@@ -9,7 +9,7 @@ const PREVIEW_CHARS: usize = 140;
 /// setting; `""` for a line that does not read. Secrets in it are replaced by `redactor`'s
 /// placeholders (before it is shortened, so no part of one shows): the console shows previews,
 /// and a page is text that leaves compactd as a prompt does.
-pub(crate) fn of_line(line: &str, redactor: Option<&crate::redact::Redactor>) -> String {
+pub(crate) fn of_line(line: &str, redactor: &crate::redact::Redactor) -> String {
     let Ok(entry) = crate::js_json::from_str::<Value>(line) else {
         return String::new();
     };
@@ -29,10 +29,7 @@ pub(crate) fn of_line(line: &str, redactor: Option<&crate::redact::Redactor>) ->
         _ => None,
     };
     let text = found.unwrap_or_default();
-    match redactor {
-        Some(redactor) => shorten(&redactor.redact(&text, &mut Default::default())),
-        None => shorten(&text),
-    }
+    shorten(&redactor.seal(text).into_inner())
 }
 
 /// The text of a message: its content, or what a tool call or bash execution did.
@@ -125,14 +122,14 @@ mod tests {
             ("not json", ""),
         ];
         for (line, want) in cases {
-            assert_eq!(of_line(line, None), want, "{line}");
+            assert_eq!(of_line(line, &crate::redact::Redactor::disabled()), want, "{line}");
         }
         let long = format!(
             r#"{{"type":"message","id":"f","message":{{"role":"user","content":"{}"}}}}"#,
             "word ".repeat(100)
         );
-        assert_eq!(of_line(&long, None).chars().count(), 141);
-        assert!(of_line(&long, None).ends_with('…'));
+        assert_eq!(of_line(&long, &crate::redact::Redactor::disabled()).chars().count(), 141);
+        assert!(of_line(&long, &crate::redact::Redactor::disabled()).ends_with('…'));
     }
 
     #[test]
@@ -143,8 +140,8 @@ mod tests {
         let line = serde_json::json!({"type": "message", "id": "s", "message": {"role": "user",
             "content": format!("{} {secret}", "w".repeat(130))}})
         .to_string();
-        let preview = of_line(&line, Some(&redactor));
+        let preview = of_line(&line, &redactor);
         assert!(!preview.contains(&secret[..8]), "{preview}");
-        assert!(of_line(&line, None).contains(&secret[..8]));
+        assert!(of_line(&line, &crate::redact::Redactor::disabled()).contains(&secret[..8]));
     }
 }

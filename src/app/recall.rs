@@ -163,7 +163,7 @@ impl App {
     /// them, tool calls written out, the paths they named listed.
     fn recall_turns_of(&self, conversation: &Conversation, has_secrets: bool) -> Vec<RecallTurn> {
         let mut placeholders = Placeholders::default();
-        let redactor = self.pipeline.redactor().filter(|_| has_secrets);
+        let redactor = Some(self.pipeline.redactor()).filter(|r| has_secrets && r.is_enabled());
         let mut redact = |text: String| match redactor {
             Some(redactor) => redactor.redact(&text, &mut placeholders),
             None => text,

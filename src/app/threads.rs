@@ -6,6 +6,7 @@
 //! through the pipeline (redacted, budgeted, cached) and within the prompt's budget, whatever
 //! the thread's length. Without one, the ranked quotes are the answer.
 
+use crate::redact::Redacted;
 use crate::ids::Id;
 use std::collections::HashSet;
 
@@ -36,7 +37,8 @@ const MAX_RECALL_TURNS: i64 = 20_000;
 /// An answer about a thread and who wrote it.
 #[derive(Debug, Clone)]
 pub(crate) struct Answer {
-    pub(crate) reading: Reading,
+    /// What the answer rests on, quotes of the thread and the model's words alike: redacted.
+    pub(crate) reading: Redacted<Reading>,
     /// `provider:model`, or `extractive` (the ranked quotes).
     pub(crate) answered_by: String,
     /// Calls made to the model.
@@ -74,7 +76,7 @@ impl App {
         };
         let (thread_read, reading) = thread_read;
         let extractive = Answer {
-            reading,
+            reading: self.pipeline.redactor().seal(reading),
             answered_by: "extractive".to_owned(),
             steps: 0,
         };
@@ -161,15 +163,15 @@ impl App {
                 }
                 Step::More(_) => break,
                 Step::Answer(text) => {
-                    let mut reading = extractive.reading;
+                    let mut reading = extractive.reading.into_inner();
                     let cited = steps::citations(&text, &read.index);
                     if !cited.is_empty() {
                         reading.cited = cited;
                     }
                     reading.answer = crate::fidelity::facts::clip(&text, ANSWER_CHARS);
                     return Ok(Answer {
-                        reading,
-                        answered_by: summary.model,
+                        reading: self.pipeline.redactor().seal(reading),
+                        answered_by: summary.model.clone(),
                         steps: step,
                     });
                 }

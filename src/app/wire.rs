@@ -4,6 +4,7 @@
 //! compactd does not re-plan: the prompt is read once into its typed shape and forwarded as the
 //! agent wrote it; a structured conversation is written in pi's form for the model.
 
+use crate::redact::Redacted;
 use super::{App, AppError};
 use crate::access::Identity;
 use std::sync::Arc;
@@ -127,7 +128,7 @@ impl App {
         who: &Identity,
         endpoint: Endpoint,
         request: WireRequest,
-    ) -> Result<Summary, AppError> {
+    ) -> Result<Redacted<Summary>, AppError> {
         self.summarize_prompt_with(who, endpoint, request, None)
             .await
     }
@@ -139,7 +140,7 @@ impl App {
         endpoint: Endpoint,
         request: WireRequest,
         chain: Option<Arc<Chain>>,
-    ) -> Result<Summary, AppError> {
+    ) -> Result<Redacted<Summary>, AppError> {
         let system = request.system_prompt.unwrap_or_default();
         let size = system.len() + request.prompt.len();
         let limit = self.limits.max_prompt_bytes;
@@ -182,15 +183,19 @@ impl App {
         // whose conversation recall already keeps).
         let request = summary_request.clone();
         let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
-        let mut summary = self.pipeline.summarize_job(&context, job).await?;
+        let summary = self.pipeline.summarize_job(&context, job).await?;
         // Kept only once summarized: a failed summarization leaves nothing behind.
-        if let Some(id) = self.keep_recall(who, endpoint, &request, &summary.flags) {
-            if self.limits.recall_footer {
+        let Some(id) = self.keep_recall(who, endpoint, &request, &summary.flags) else {
+            return Ok(summary);
+        };
+        let footer = self.limits.recall_footer;
+        Ok(summary.map(|mut summary| {
+            if footer {
                 summary.text = super::recall::with_footer(&summary.text, &id);
             }
             summary.flags.recall_id = Some(id);
-        }
-        Ok(summary)
+            summary
+        }))
     }
 
     /// The prompt for a structured conversation: the conversation in pi's form, the summary it
@@ -303,7 +308,7 @@ mod tests {
         let unkeyed = request();
         let flags = Flags {
             cache_key: None,
-            ..second.flags
+            ..second.flags.clone()
         };
         assert_eq!(
             app.keep_recall(&who, Endpoint::Compact, &unkeyed, &flags),

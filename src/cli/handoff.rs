@@ -69,8 +69,11 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         app.flush_writes().await;
         drafted.map_err(|e| CliError::new(e.to_string()))
     })?;
-    let file = crate::app::handoff::handoff_file(&session.header, &parent, &drafted.draft.prompt);
-    let draft = drafted.draft;
+    let (prompt, draft) = drafted
+        .draft
+        .split(|draft| (draft.prompt.clone(), draft));
+    let file = crate::app::handoff::handoff_file(&session.header, &parent, &prompt);
+    let draft = draft.into_inner();
     let target = args.out.unwrap_or_else(|| {
         let stem = args
             .session

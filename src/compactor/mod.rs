@@ -238,7 +238,10 @@ async fn summarize_parts(
     let mut results = pipeline.run_all(context, jobs).await?.into_iter();
     let mut next = |present: bool| -> Result<Option<Summary>, CompactError> {
         match present {
-            true => Ok(Some(results.next().expect("a result per request")?)),
+            // The entry is written from the pipeline's sealed summaries: stored redacted.
+            true => Ok(Some(
+                results.next().expect("a result per request")?.into_inner(),
+            )),
             false => Ok(None),
         }
     };
@@ -372,7 +375,8 @@ pub async fn summarize_branch(
             .run_all(context, vec![job])
             .await?
             .pop()
-            .expect("one result per job")?;
+            .expect("one result per job")?
+            .into_inner();
         let text = format!(
             "{}\n\n{}{}",
             prompts.branch_preamble,

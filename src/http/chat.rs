@@ -6,6 +6,7 @@
 //! The `Authorization` header such clients send carries the agent's own provider key: it is
 //! never read, logged or forwarded.
 
+use crate::redact::Redacted;
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -141,7 +142,8 @@ pub(super) const FIDELITY_HEADER: HeaderName = HeaderName::from_static("x-compac
 /// The header that says what the pipeline's stages did (cache, loop, budget, redactions).
 pub(super) const STAGES_HEADER: HeaderName = HeaderName::from_static("x-compactd-stages");
 
-fn chat_completion(id: String, created: u64, summary: Summary) -> Response {
+fn chat_completion(id: String, created: u64, summary: Redacted<Summary>) -> Response {
+    let summary = summary.into_inner();
     Json(ChatCompletion {
         id,
         object: "chat.completion",
@@ -165,7 +167,8 @@ const CHUNK_CHARS: usize = 1024;
 
 /// The finished summary as OpenAI chunks: the role, the content in pieces, the finish reason
 /// with usage, then `[DONE]`.
-fn stream_response(id: String, created: u64, summary: Summary) -> Response {
+fn stream_response(id: String, created: u64, summary: Redacted<Summary>) -> Response {
+    let summary = summary.into_inner();
     let chunk = |delta: Value, finish: Option<&str>| {
         json!({
             "id": id, "object": "chat.completion.chunk", "created": created, "model": summary.model,

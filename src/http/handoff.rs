@@ -87,7 +87,7 @@ pub(super) async fn handoff(
         .app
         .handoff(&who, &id, &request.goal, request.leaf_id.as_deref())
         .await?;
-    let draft = drafted.draft;
+    let draft = drafted.draft.into_inner();
     Ok((
         StatusCode::CREATED,
         Json(Handoff {
@@ -184,7 +184,7 @@ pub(super) async fn handoff_conversation(
         .app
         .handoff_conversation(&who, &request.goal, conversation, request.previous_summary)
         .await?;
-    let draft = drafted.draft;
+    let draft = drafted.draft.into_inner();
     Ok(Json(ConversationHandoff {
         prompt: draft.prompt,
         files: files(draft.files),

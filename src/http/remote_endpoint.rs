@@ -81,7 +81,8 @@ pub(super) async fn compact(
                 prompt_field: "prompt",
             },
         )
-        .await?;
+        .await?
+        .into_inner();
     Ok(Json(CompactResponse {
         summary: summary.text,
         model: summary.model,

@@ -74,7 +74,7 @@ pub(super) async fn read(
         .app
         .read_thread(&who, &request.thread, &request.question)
         .await?;
-    let reading = answer.reading;
+    let reading = answer.reading.into_inner();
     Ok(Json(ThreadAnswer {
         answer: reading.answer,
         answered_by: answer.answered_by,

@@ -175,14 +175,14 @@ impl Pipeline {
         missing: &[&Anchor],
         deadline: Instant,
     ) -> Option<Summary> {
-        let request = SummaryRequest::plain(
+        let request = self.seal_request(SummaryRequest::plain(
             job.request.system_prompt.clone(),
             repair_prompt(&summary.text, missing),
             job.request.max_tokens,
-        );
+        ));
         let repaired = self
             .chain_of(job)
-            .ask(&summary.model, &request, deadline, |event| {
+            .ask(&summary.model, request.as_ref(), deadline, |event| {
                 if let ChainEvent::Attempt(attempt) = &event {
                     self.tell(run, &Event::Attempt(attempt));
                 }

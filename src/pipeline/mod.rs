@@ -36,6 +36,7 @@ pub(crate) mod limiter;
 pub(crate) mod loops;
 mod redaction;
 
+use crate::redact::Redacted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -162,7 +163,8 @@ pub struct Pipeline {
 /// The optional stages around the chain; each is off when `None`.
 #[derive(Debug, Clone, Default)]
 pub struct Stages {
-    pub redactor: Option<crate::redact::Redactor>,
+    /// The redaction stage's rules (none when `COMPACTD_REDACT=false`).
+    pub redactor: crate::redact::Redactor,
     pub cache: Option<SummaryCache>,
     pub budgets: Option<Budgets>,
     pub loops: Option<Loops>,
@@ -189,9 +191,10 @@ impl Pipeline {
         }
     }
 
-    /// The redaction stage's rules, when redaction is on (the console redacts what it shows).
-    pub fn redactor(&self) -> Option<&crate::redact::Redactor> {
-        self.stages.redactor.as_ref()
+    /// The redaction stage's rules (no rules when redaction is off): what compactd returns,
+    /// stores or shows is sealed by them.
+    pub fn redactor(&self) -> &crate::redact::Redactor {
+        &self.stages.redactor
     }
 
     /// The same pipeline with these stages around the chain.
@@ -219,7 +222,7 @@ impl Pipeline {
         context: &Context,
         purpose: Purpose,
         request: SummaryRequest,
-    ) -> Result<Summary, SummarizeError> {
+    ) -> Result<Redacted<Summary>, SummarizeError> {
         self.summarize_job(context, Job::new(purpose, request))
             .await
     }
@@ -229,7 +232,7 @@ impl Pipeline {
         &self,
         context: &Context,
         job: Job,
-    ) -> Result<Summary, SummarizeError> {
+    ) -> Result<Redacted<Summary>, SummarizeError> {
         let mut results = self.run_all(context, vec![job]).await?;
         results.pop().expect("one result per job")
     }
@@ -247,7 +250,7 @@ impl Pipeline {
         &self,
         context: &Context,
         jobs: Vec<Job>,
-    ) -> Result<Vec<Result<Summary, SummarizeError>>, SummarizeError> {
+    ) -> Result<Vec<Result<Redacted<Summary>, SummarizeError>>, SummarizeError> {
         let deadline = Instant::now() + self.chain.policy.deadline;
         let admitted = self
             .admission
@@ -289,7 +292,7 @@ impl Pipeline {
         context: &Context,
         job: &Job,
         deadline: Instant,
-    ) -> Result<Summary, SummarizeError> {
+    ) -> Result<Redacted<Summary>, SummarizeError> {
         let run = Run {
             context,
             purpose: job.purpose,
@@ -312,23 +315,25 @@ impl Pipeline {
             );
             if let Some((mut summary, _)) = hit {
                 summary.flags.cache_key = Some(key.clone());
+                // Stored redacted; sealed again as every answer is (no new secret is found).
+                let summary = self.seal(summary, &mut Default::default());
                 return self.finished(run, &job.request, Ok(summary), started);
             }
         }
         // Nothing below sees the secrets: not the models, the gate's anchors (which are appended
         // to summaries), nor the call log.
-        let (job, mut placeholders) = match self.redact(job, deadline).await {
+        let (redacted_job, mut placeholders) = match self.redact(job, deadline).await {
             Ok(redacted) => redacted,
             Err(error) => return self.finished(run, &job.request, Err(error.into()), started),
         };
-        let job = job.as_ref();
+        let job = redacted_job.get();
         // The budget's reservation is held until the call-log row is queued (by `Finished`), so
         // that what the call used is always counted somewhere.
         let mut reservation = None;
         let result = self
             .summarize_redacted(
                 run,
-                job,
+                &redacted_job,
                 key.as_deref(),
                 &mut placeholders,
                 &mut reservation,
@@ -346,9 +351,11 @@ impl Pipeline {
         }
         let result = self.finished(run, &job.request, result, started);
         drop(reservation);
-        result.map(|mut summary| {
-            summary.flags.cache_key = key;
-            summary
+        result.map(|summary| {
+            summary.map(|mut summary| {
+                summary.flags.cache_key = key;
+                summary
+            })
         })
     }
 
@@ -357,14 +364,14 @@ impl Pipeline {
         &self,
         run: Run<'_>,
         request: &SummaryRequest,
-        result: Result<Summary, SummarizeError>,
+        result: Result<Redacted<Summary>, SummarizeError>,
         started: Instant,
-    ) -> Result<Summary, SummarizeError> {
+    ) -> Result<Redacted<Summary>, SummarizeError> {
         self.tell(
             run,
             &Event::Finished {
                 request,
-                outcome: result.as_ref(),
+                outcome: result.as_ref().map(|summary| summary.get()),
                 latency: started.elapsed(),
             },
         );
@@ -377,14 +384,15 @@ impl Pipeline {
     async fn summarize_redacted(
         &self,
         run: Run<'_>,
-        job: &Job,
+        redacted_job: &Redacted<Job>,
         key: Option<&str>,
         placeholders: &mut crate::redact::Placeholders,
         reservation: &mut Option<budget::Reservation>,
         deadline: Instant,
         started: Instant,
-    ) -> Result<Summary, SummarizeError> {
+    ) -> Result<Redacted<Summary>, SummarizeError> {
         let context = run.context;
+        let job = redacted_job.get();
         let models = self.chain_of(job).names();
         let exhausted = match &self.stages.budgets {
             Some(budgets) => {
@@ -410,28 +418,23 @@ impl Pipeline {
         } else {
             self.chain_of(job)
         };
-        let mut summary = chain
-            .summarize(&job.request, deadline, |event| match &event {
-                ChainEvent::Attempt(attempt) => self.tell(run, &Event::Attempt(attempt)),
-                ChainEvent::Fallback { from } => self.tell(run, &Event::Fallback { from }),
-            })
+        let summary = chain
+            .summarize(
+                redacted_job.part(|job| &job.request),
+                deadline,
+                |event| match &event {
+                    ChainEvent::Attempt(attempt) => self.tell(run, &Event::Attempt(attempt)),
+                    ChainEvent::Fallback { from } => self.tell(run, &Event::Fallback { from }),
+                },
+            )
             .await?;
         // A model can echo a secret it was not shown (from a summary it remembers): the answer is
-        // redacted before the gate sends it back in a repair request, and again after it.
-        if let Some(redactor) = &self.stages.redactor {
-            summary.text = redactor.redact(&summary.text, placeholders);
-        }
-        let answered = summary.text.clone();
+        // redacted before the gate sends it back in a repair request, and sealed after it.
+        let summary = self.seal(summary, placeholders).into_inner();
         let mut summary = self
             .gate(run, job, summary, started.elapsed(), deadline)
             .await;
         summary.flags.budget_exhausted = exhausted;
-        // A text the gate left as it was has been redacted already.
-        if let Some(redactor) = &self.stages.redactor
-            && summary.text != answered
-        {
-            summary.text = redactor.redact(&summary.text, placeholders);
-        }
         if let Some(loops) = &self.stages.loops
             && matches!(job.purpose, Purpose::Prompt | Purpose::History)
             && loops
@@ -446,6 +449,7 @@ impl Pipeline {
         let first_choice = models.first() == Some(&summary.model);
         // Counted before it is cached: a hit reports the secrets its request had.
         summary.flags.redactions = placeholders.total();
+        let summary = self.seal(summary, placeholders);
         if let (Some(cache), Some(key)) = (&self.stages.cache, key)
             && first_choice
             && !exhausted

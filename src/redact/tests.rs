@@ -395,3 +395,45 @@ fn prefixed_provider_keys_of_any_near_length_are_redacted() {
         assert_eq!(redactor.redact(text, &mut names), text);
     }
 }
+
+#[test]
+fn a_value_under_a_key_named_like_a_secret_is_found_whatever_its_shape() {
+    let redactor = redactor();
+    let mut rng = fastrand::Rng::with_seed(64);
+    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut of = |n: usize| -> String {
+        (0..n)
+            .map(|_| URLSAFE[rng.usize(..URLSAFE.len())] as char)
+            .collect()
+    };
+    for _ in 0..100 {
+        // The last two segments of a Discord bot token (`abc.def`, which reads as a code path
+        // without its key), a UUID (a Heroku key), a password of any letters.
+        let values = [
+            format!("{}.{}", of(6), of(38)),
+            uuid::Uuid::new_v4().to_string(),
+            format!("{}!{}", of(6), of(9)),
+        ];
+        for value in &values {
+            for text in [
+                format!("bash(command=\"ls\", env={{\"SECRET_VALUE\":\"{value}\"}})"),
+                format!("{{\"headers\": {{\"X-Api-Key\": \"{value}\"}}}}"),
+                format!("requests.get(url, headers={{'Authorization': 'Bearer {value}'}})"),
+                format!("db:\n  password: \"{value}\"\n"),
+                format!("{{\\\"client_secret\\\": \\\"{value}\\\"}}"),
+            ] {
+                let redacted = redactor.redact(&text, &mut Placeholders::default());
+                assert!(!redacted.contains(value.as_str()), "{text} -> {redacted}");
+            }
+        }
+    }
+    // Names and numbers under such keys are what they say.
+    for text in [
+        r#"{"token_type": "Bearer", "max_tokens": "4096", "tokenizer": "cl100k_base"}"#,
+        r#"{"secretName": "DATABASE_URL", "password_field": "passwordInput"}"#,
+        r#"{"api_key": "${OPENAI_API_KEY}", "token": "<your token>", "password": "changeme"}"#,
+        r#"{"auth_key": "[REDACTED:generic-api-key:1]"}"#,
+    ] {
+        assert_eq!(redactor.redact(text, &mut Placeholders::default()), text);
+    }
+}

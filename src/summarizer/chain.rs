@@ -8,6 +8,7 @@
 //! summary (blank, a refusal, none of the asked structure: [`crate::fidelity::gate`]) is a failed
 //! attempt.
 
+use crate::redact::Redacted;
 use std::time::{Duration, Instant};
 
 use super::fold::{Fold, FoldPrompts};
@@ -177,10 +178,13 @@ impl Chain {
     /// every attempt as it ends, and every move to the next model.
     pub(crate) async fn summarize(
         &self,
-        request: &SummaryRequest,
+        request: Redacted<&SummaryRequest>,
         deadline: Instant,
         mut on_event: impl FnMut(ChainEvent),
     ) -> Result<Summary, ChainError> {
+        // Only a redacted request reaches a model: what the links and folds below send is this
+        // request or its parts.
+        let request = request.into_inner();
         let mut last_error: Option<AttemptError> = None;
         let mut only_overflows = true;
         let mut longest_retry_after = Duration::ZERO;
@@ -218,10 +222,11 @@ impl Chain {
     pub(crate) async fn ask(
         &self,
         model: &str,
-        request: &SummaryRequest,
+        request: Redacted<&SummaryRequest>,
         deadline: Instant,
         mut on_event: impl FnMut(ChainEvent),
     ) -> Result<Summary, AttemptError> {
+        let request = request.into_inner();
         let Some(link) = self.links.iter().find(|l| l.name() == model) else {
             return Err(AttemptError::Rejected {
                 status: 0,
@@ -468,7 +473,11 @@ mod tests {
         );
         let mut seen = Vec::new();
         let summary = chain
-            .summarize(&request, Instant::now(), |a| seen.push(a.clone()))
+            .summarize(
+                crate::redact::Redactor::disabled().seal(request).as_ref(),
+                Instant::now(),
+                |a| seen.push(a.clone()),
+            )
             .await
             .unwrap();
         assert_eq!(summary.model, "extractive");

@@ -188,3 +188,13 @@ pub fn read(entries: &[Entry], index: &Index, question: &str, budget: usize) -> 
         searched: entries.len(),
     }
 }
+
+/// An answer's texts leave compactd: the answer and the quotes it rests on.
+impl crate::redact::Screen for Reading {
+    fn screen(&mut self, screening: &mut crate::redact::Screening<'_>) {
+        screening.text(&mut self.answer);
+        for hit in &mut self.hits {
+            screening.text(&mut hit.text);
+        }
+    }
+}

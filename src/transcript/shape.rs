@@ -92,3 +92,31 @@ impl Shape {
             .collect()
     }
 }
+
+/// Every text of the typed conversation and its prompt's other parts: a tool call's arguments
+/// each by its name (an `env` map's `SECRET_VALUE` by its key).
+impl crate::redact::Screen for Shape {
+    fn screen(&mut self, screening: &mut crate::redact::Screening<'_>) {
+        for message in &mut self.conversation.messages {
+            screening.text(&mut message.text);
+            screening.text(&mut message.thinking);
+            for call in &mut message.calls {
+                for (name, value) in &mut call.arguments {
+                    match value {
+                        serde_json::Value::String(text) => screening.keyed(name, text),
+                        other => screening.json(other),
+                    }
+                }
+                for raw in &mut call.raw_strings {
+                    screening.text(raw);
+                }
+            }
+        }
+        screening.text(&mut self.conversation.cut.text);
+        if let Some(previous) = &mut self.previous_summary {
+            screening.text(previous);
+        }
+        screening.text(&mut self.instructions);
+        screening.text(&mut self.before);
+    }
+}

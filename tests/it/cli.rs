@@ -546,3 +546,36 @@ fn handoff_writes_a_new_session_and_prints_its_draft() {
     assert_eq!(code, 2);
     assert!(err.contains("--goal"), "{err}");
 }
+
+/// `compactd handoff` prints and writes its draft redacted (issue 64): the token a user turn
+/// named is in neither the printed draft nor the new session's file.
+#[test]
+fn handoff_prints_and_writes_no_secret() {
+    let dir = temp_dir("handoff-secret");
+    let file = dir.join("lexer.jsonl");
+    let token = "ghp_R2k9vQx7LmN4pZ8tW1yB6cH3jD5fG0sK2aE9";
+    let lines = [
+        json!({"type": "session", "version": 3, "id": "lexer", "timestamp": "2026-11-22T10:00:00.000Z", "cwd": "/w"}),
+        json!({"type": "message", "id": "u1", "parentId": null, "timestamp": "2026-11-22T10:00:00.000Z",
+            "message": {"role": "user", "timestamp": 1,
+                "content": format!("Fix tab handling in src/lexer.rs with token {token}")}}),
+        json!({"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2026-11-22T10:00:01.000Z",
+            "message": {"role": "assistant", "timestamp": 2, "provider": "p", "model": "m", "stopReason": "toolUse",
+                "content": [{"type": "toolCall", "id": "c1", "name": "edit",
+                    "arguments": {"path": "src/lexer.rs", "oldText": "a", "newText": "b"}}]}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let (code, draft, err) = compactd(
+        &["handoff", file.to_str().unwrap(), "--goal", "Finish tab handling"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let printed = draft.to_string();
+    assert!(printed.contains("src/lexer.rs"), "{printed}");
+    assert!(printed.contains("[REDACTED:"), "{printed}");
+    assert!(!printed.contains(token), "{printed}");
+    let written = std::fs::read_to_string(draft["session"].as_str().unwrap()).unwrap();
+    assert!(!written.contains(token), "{written}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -36,6 +36,7 @@ mod boundary_credentials;
 mod boundary_ids;
 mod boundary_recall;
 mod boundary_recognition;
+mod boundary_redaction;
 mod boundary_work;
 mod boundary_replicas;
 mod browser;

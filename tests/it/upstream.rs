@@ -32,6 +32,9 @@ pub enum Reply {
     /// A 200 with `content-type: text/event-stream`: each piece written after its pause, then
     /// the connection closed (or held open for the last pause when the piece is empty).
     Stream(Vec<(Duration, String)>),
+    /// An OpenAI chat completion whose content is what the request's messages said: a model
+    /// that repeats its prompt, so that whatever it was sent lands where its answer does.
+    Echo,
 }
 
 impl Reply {
@@ -99,6 +102,26 @@ impl Reply {
         Reply::Stream(events)
     }
 
+    pub fn echo_openai() -> Reply {
+        Reply::Echo
+    }
+
+    /// The reply to a request whose body is `body`.
+    fn to(self, body: &Value) -> Reply {
+        match self {
+            Reply::Echo => {
+                let said: Vec<&str> = body["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m["content"].as_str())
+                    .collect();
+                Reply::openai(&said.join("\n"))
+            }
+            other => other,
+        }
+    }
+
     pub fn garbage() -> Reply {
         Reply::Status {
             status: 200,
@@ -133,7 +156,7 @@ impl Reply {
             Reply::Reset | Reply::Hang(_) => true,
             Reply::Stream(pieces) => pieces.iter().any(|(pause, _)| !pause.is_zero()),
             Reply::Delayed(_, reply) => reply.needs_a_socket(),
-            Reply::Status { .. } => false,
+            Reply::Status { .. } | Reply::Echo => false,
         }
     }
 
@@ -156,6 +179,7 @@ impl Reply {
                     .insert_header("cache-control", "no-store")
             }
             Reply::Reset | Reply::Hang(_) => unreachable!("served on a raw socket"),
+            Reply::Echo => unreachable!("answered as the request said"),
         }
     }
 }
@@ -202,7 +226,8 @@ impl Respond for Script {
             body: serde_json::from_slice(&request.body).unwrap_or(Value::Null),
             at: Instant::now(),
         });
-        self.next().template()
+        let body = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        self.next().to(&body).template()
     }
 }
 
@@ -310,10 +335,10 @@ async fn handle(mut stream: TcpStream, script: Arc<Script>) {
     script.record(Received {
         path,
         headers,
-        body,
+        body: body.clone(),
         at: Instant::now(),
     });
-    let reply = match script.next() {
+    let reply = match script.next().to(&body) {
         Reply::Delayed(delay, reply) => {
             tokio::time::sleep(delay).await;
             *reply
@@ -322,6 +347,7 @@ async fn handle(mut stream: TcpStream, script: Arc<Script>) {
     };
     match reply {
         Reply::Delayed(..) => unreachable!("one level of delay"),
+        Reply::Echo => unreachable!("answered as the request said"),
         Reply::Status {
             status,
             headers,

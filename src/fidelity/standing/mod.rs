@@ -157,8 +157,75 @@ pub fn classify(sentence: &str) -> Option<Statement> {
         || is_preference(&lower)
         || has_standing_scope(&lower)
         || (starts_with_any(&lower, IMPERATIVES) && has_general_scope(&lower))
-        || grammar::is_rule(&spoken);
+        || grammar::is_rule(&spoken)
+        || is_scoped_rule(&lower);
     rule.then_some(Statement::Rule)
+}
+
+/// Leads that say what follows is a rule ("One rule for all billing work: never …").
+static RULE_LEADS: Phrases = Phrases::new(&[
+    "rule",
+    "guideline",
+    "convention",
+    "policy",
+    "constraint",
+    "standing instruction",
+]);
+/// Leads that stress what follows, which is a rule when it is an instruction ("Important:
+/// never push to main"; an agent's "IMPORTANT: these instructions OVERRIDE …" is not).
+static STRESS_LEADS: Phrases =
+    Phrases::new(&["important", "remember", "reminder", "heads up", "note"]);
+
+/// Leads that name a whole kind of work, not the thing at hand ("For all billing work, …").
+const KIND_LEADS: [&str; 14] = [
+    "for all ",
+    "for every ",
+    "for any ",
+    "in all ",
+    "in every ",
+    "in any ",
+    "on all ",
+    "on every ",
+    "across ",
+    "whenever ",
+    "every time ",
+    "anywhere ",
+    "wherever ",
+    "for anything ",
+];
+
+/// A rule behind a lead that scopes it: a label naming a rule ("One rule for all billing
+/// work: never write a card number to a log line", "Rule for the billing module: card numbers
+/// never reach a log") or a whole kind of work ("For all payments code, always round half to
+/// even"), then the rule itself — an instruction, or after a rule's label any statement.
+fn is_scoped_rule(lower: &str) -> bool {
+    // The lead ends at the first colon, dash or comma, within its first few words.
+    let Some(at) = lower
+        .char_indices()
+        .take(80)
+        .find(|(_, c)| matches!(c, ':' | ',' | '—' | '–'))
+        .map(|(at, _)| at)
+    else {
+        return false;
+    };
+    let (lead, rest) = (lower[..at].trim(), lower[at..].trim_start_matches([':', ',', '—', '–']));
+    let rest = rest.trim();
+    let words = rest.split_whitespace().count();
+    if !(3..=MAX_WORDS).contains(&words) || lead.split_whitespace().count() > 10 {
+        return false;
+    }
+    let padded = format!(" {rest} ");
+    if is_one_off(rest, words) || ONE_OFF.in_text(&padded) || grammar::vetoed(rest) {
+        return false;
+    }
+    let instruction = is_prohibition(rest)
+        || is_obligation(rest)
+        || starts_with_any(rest, IMPERATIVES)
+        || rest.starts_with("no ");
+    let labelled = RULE_LEADS.in_text(lead);
+    let stressed = STRESS_LEADS.in_text(lead) && lead.split_whitespace().count() <= 3;
+    let kind = starts_with_any(lead, &KIND_LEADS);
+    (labelled && (instruction || MODALS.in_text(&padded))) || ((kind || stressed) && instruction)
 }
 
 /// Whether `withdrawal` lifts `rule`: the rule is about the withdrawal's topic, its first word
@@ -212,7 +279,12 @@ fn normalized(sentence: &str) -> String {
             break;
         }
     }
-    lower.trim().trim_end_matches(['.', '!', ';']).to_owned()
+    // Quotes around the whole sentence are the message's ('…', “…”, «…»), not the rule's.
+    lower
+        .trim()
+        .trim_start_matches(['\'', '“', '«', '„', '‹', '\u{a0}', ' '])
+        .trim_end_matches(['.', '!', ';', '\'', '”', '»', '‘', '’', '›', '\u{a0}', ' ', '。'])
+        .to_owned()
 }
 
 /// Phrases looked for in a sentence, each list in one pass (see [`Phrases`]).
@@ -409,6 +481,29 @@ mod tests {
             "Always add a test for each bug you fix.",
         ] {
             assert_eq!(classify(rule), Some(Statement::Rule), "{rule}");
+        }
+    }
+
+    #[test]
+    fn a_rule_scoped_by_a_lead_is_a_rule() {
+        for rule in [
+            "One rule for all billing work: never write a card number or a CVC to any log line, not even masked.",
+            "A rule for all payments code: always round half to even.",
+            "For all billing work, never write a card number to any log line.",
+            "Rule for the billing module: card numbers must never reach a log.",
+            "Important: never push to main without a review.",
+            "Across the codebase, use tracing instead of println.",
+            "'Before running `pnpm test`, run `pnpm install` from the worktree root first'",
+        ] {
+            assert_eq!(classify(rule), Some(Statement::Rule), "{rule}");
+        }
+        for request in [
+            "For this fix, use the helper here.",
+            "In the billing module, the invoice total is wrong.",
+            "Rule of thumb for this one: it is fine.",
+            "For all I know, the test is flaky.",
+        ] {
+            assert_eq!(classify(request), None, "{request}");
         }
     }
 

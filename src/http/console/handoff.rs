@@ -92,7 +92,7 @@ pub(super) async fn draft(
         .app
         .handoff_draft(&viewer.identity, &id, &form.goal, None)
         .await?;
-    let draft = drafted.draft;
+    let draft = drafted.draft.into_inner();
     let page = HandoffPage {
         chrome: Chrome::of(&viewer),
         id: id.into_string(),
