@@ -156,10 +156,8 @@ pub fn draft(
     // a session manager's thread) tells little about which turns are the goal's: each shared
     // word weighs by how rare it is among the requests (in tenths, to keep scores whole).
     let thread_turns = turns(messages);
-    let requests: Vec<Option<HashSet<String>>> = thread_turns
-        .iter()
-        .map(|t| t.request.map(words))
-        .collect();
+    let requests: Vec<Option<HashSet<String>>> =
+        thread_turns.iter().map(|t| t.request.map(words)).collect();
     let mut df: HashMap<&str, usize> = HashMap::new();
     for request in requests.iter().flatten() {
         for word in request.iter().filter(|w| wanted.contains(*w)) {

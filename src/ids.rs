@@ -154,11 +154,7 @@ mod tests {
         assert_eq!(Id::parse("  "), Err(BadId::Empty));
         assert_eq!(Id::parse("x".repeat(MAX_ID_BYTES + 1)), Err(BadId::TooLong));
         assert!(Id::parse("é".repeat(MAX_ID_BYTES / 2)).is_ok());
-        assert!(
-            BadId::Control
-                .to_string()
-                .starts_with(BadId::PREFIX)
-        );
+        assert!(BadId::Control.to_string().starts_with(BadId::PREFIX));
         let read: Result<Id, _> = serde_json::from_str(r#""abc\u0000""#);
         assert!(read.unwrap_err().to_string().starts_with(BadId::PREFIX));
         assert_eq!(format!("{:?}", Id::parse("s1").unwrap()), "\"s1\"");

@@ -2,8 +2,8 @@
 //! ([`crate::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
-use crate::redact::{Placeholders, Redacted};
 use crate::ids::Id;
+use crate::redact::{Placeholders, Redacted};
 use serde_json::json;
 
 use super::sessions::Uploaded;
@@ -50,8 +50,14 @@ impl App {
         let draft = {
             let goal = goal.clone();
             crate::cpu::off_runtime_until(self.work_deadline(), move |deadline| {
-                handoff_of(&loaded.session, &parent, &goal, leaf_id.as_deref(), deadline)
-                    .transpose()
+                handoff_of(
+                    &loaded.session,
+                    &parent,
+                    &goal,
+                    leaf_id.as_deref(),
+                    deadline,
+                )
+                .transpose()
             })
             .await?
             .ok_or(AppError::DeadlineExceeded(DRAFTING))??

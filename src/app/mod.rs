@@ -146,7 +146,9 @@ impl App {
     /// The deadline of CPU work on a request's input that starts now (`COMPACTD_DEADLINE_SECS`,
     /// the one a summary has): past it the work stops and the caller gets a 503.
     pub(crate) fn work_deadline(&self) -> crate::deadline::Deadline {
-        crate::deadline::Deadline::at(std::time::Instant::now() + self.pipeline.chain.policy.deadline)
+        crate::deadline::Deadline::at(
+            std::time::Instant::now() + self.pipeline.chain.policy.deadline,
+        )
     }
 
     /// The pipeline context of a call by `who` through `endpoint`.

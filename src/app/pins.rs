@@ -2,9 +2,9 @@
 //! (in a `## Pinned` section), checked by the fidelity gate as a critical anchor. Pins belong to
 //! the session's tenant and go with the session.
 
-use crate::ids::Id;
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::ids::Id;
 use crate::store::{PinAdded, PinRecord, now_ms};
 
 /// Longest pin, in characters: a rule or a fact, not a document.

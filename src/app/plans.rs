@@ -1,13 +1,13 @@
 //! Plans and rebuilt contexts of stored sessions and of session files: what a compaction would
 //! cut, and what the LLM sees at a leaf. Nothing here writes.
 
-use crate::ids::Id;
 use super::sessions::parse;
 use super::stored_path::StoredPath;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::pi15::Planner;
 use crate::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
+use crate::ids::Id;
 use crate::session::{Entry, Session};
 
 /// Largest token setting accepted: far above any model's window, small enough to stay exact.

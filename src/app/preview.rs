@@ -122,13 +122,22 @@ mod tests {
             ("not json", ""),
         ];
         for (line, want) in cases {
-            assert_eq!(of_line(line, &crate::redact::Redactor::disabled()), want, "{line}");
+            assert_eq!(
+                of_line(line, &crate::redact::Redactor::disabled()),
+                want,
+                "{line}"
+            );
         }
         let long = format!(
             r#"{{"type":"message","id":"f","message":{{"role":"user","content":"{}"}}}}"#,
             "word ".repeat(100)
         );
-        assert_eq!(of_line(&long, &crate::redact::Redactor::disabled()).chars().count(), 141);
+        assert_eq!(
+            of_line(&long, &crate::redact::Redactor::disabled())
+                .chars()
+                .count(),
+            141
+        );
         assert!(of_line(&long, &crate::redact::Redactor::disabled()).ends_with('…'));
     }
 

@@ -177,9 +177,10 @@ impl SeenThreads {
         };
         inner.sessions.insert(key, seen);
         // The tenant's own share first: only its own oldest sessions give way.
-        while inner.usage(&who.tenant).is_some_and(|(sessions, bytes)| {
-            sessions > TENANT_SESSIONS || bytes > TENANT_BYTES
-        }) {
+        while inner
+            .usage(&who.tenant)
+            .is_some_and(|(sessions, bytes)| sessions > TENANT_SESSIONS || bytes > TENANT_BYTES)
+        {
             let tenant = who.tenant.clone();
             inner.evict_oldest(|k| k.0 == tenant);
         }

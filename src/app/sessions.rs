@@ -1,8 +1,8 @@
 //! Stored sessions: upload, list, read, delete, the file back, appends. Every operation is for a
 //! caller: another tenant's session is "not found", like a missing one.
 
-use crate::ids::Id;
 use crate::access::Identity;
+use crate::ids::Id;
 use crate::session::EntryType;
 use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
 use crate::store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
@@ -268,11 +268,7 @@ impl App {
     }
 
     /// `who`'s session record.
-    pub(crate) async fn session(
-        &self,
-        who: &Identity,
-        id: &Id,
-    ) -> Result<SessionRecord, AppError> {
+    pub(crate) async fn session(&self, who: &Identity, id: &Id) -> Result<SessionRecord, AppError> {
         self.store
             .get_session(id)
             .await?

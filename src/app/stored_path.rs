@@ -7,11 +7,11 @@
 //! positions on the full path, and the estimates of the messages not read come from their facts,
 //! so that a stored plan is the same as the plan of the file.
 
-use crate::ids::Id;
 use super::index::IndexView;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::compaction::PlanOutcome;
+use crate::ids::Id;
 use crate::session::EntryType;
 use crate::session::{Entry, Session};
 use crate::store::SessionRecord;

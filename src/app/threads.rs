@@ -6,8 +6,8 @@
 //! through the pipeline (redacted, budgeted, cached) and within the prompt's budget, whatever
 //! the thread's length. Without one, the ranked quotes are the answer.
 
-use crate::redact::Redacted;
 use crate::ids::Id;
+use crate::redact::Redacted;
 use std::collections::HashSet;
 
 use serde_json::Value;

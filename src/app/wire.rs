@@ -4,9 +4,9 @@
 //! compactd does not re-plan: the prompt is read once into its typed shape and forwarded as the
 //! agent wrote it; a structured conversation is written in pi's form for the model.
 
-use crate::redact::Redacted;
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::redact::Redacted;
 use std::sync::Arc;
 
 use crate::pipeline::{Endpoint, Job, Purpose};

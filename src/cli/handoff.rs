@@ -69,9 +69,7 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         app.flush_writes().await;
         drafted.map_err(|e| CliError::new(e.to_string()))
     })?;
-    let (prompt, draft) = drafted
-        .draft
-        .split(|draft| (draft.prompt.clone(), draft));
+    let (prompt, draft) = drafted.draft.split(|draft| (draft.prompt.clone(), draft));
     let file = crate::app::handoff::handoff_file(&session.header, &parent, &prompt);
     let draft = draft.into_inner();
     let target = args.out.unwrap_or_else(|| {

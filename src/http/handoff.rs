@@ -76,6 +76,7 @@ pub(super) struct Handoff {
         (status = 201, body = Handoff),
         (status = 404, body = ErrorBody),
         (status = 422, description = "`goal` missing or too long, `leafId` not an entry", body = ErrorBody),
+        (status = 503, description = "The draft did not finish within the deadline (`COMPACTD_DEADLINE_SECS`), or no model answered; see Retry-After", body = ErrorBody),
     ))]
 pub(super) async fn handoff(
     State(state): State<AppState>,
@@ -151,6 +152,7 @@ pub(super) struct ConversationHandoff {
     responses(
         (status = 200, body = ConversationHandoff),
         (status = 422, description = "`goal` missing or too long; not exactly one of `prompt`, `messages`, `input`", body = ErrorBody),
+        (status = 503, description = "The draft did not finish within the deadline (`COMPACTD_DEADLINE_SECS`), or no model answered; see Retry-After", body = ErrorBody),
     ))]
 pub(super) async fn handoff_conversation(
     State(state): State<AppState>,

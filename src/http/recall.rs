@@ -364,9 +364,8 @@ pub(super) mod mcp {
                 })
                 .to_string());
             }
-            let thread = crate::ids::Id::parse(thread).map_err(|bad| {
-                ErrorData::invalid_params(format!("thread: {bad}"), None)
-            })?;
+            let thread = crate::ids::Id::parse(thread)
+                .map_err(|bad| ErrorData::invalid_params(format!("thread: {bad}"), None))?;
             let (drafted, uploaded) = self
                 .app
                 .handoff(who, &thread, &args.goal, None)

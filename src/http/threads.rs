@@ -64,6 +64,7 @@ pub(super) struct ThreadAnswer {
         (status = 400, description = "`thread` is no id (empty, too long, or a control character such as NUL: `invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such session or recall id of the caller's", body = ErrorBody),
         (status = 422, description = "`question` or `thread` missing or too long", body = ErrorBody),
+        (status = 503, description = "The read did not finish within the deadline (`COMPACTD_DEADLINE_SECS`), or no model answered; see Retry-After", body = ErrorBody),
     ))]
 pub(super) async fn read(
     State(state): State<AppState>,

@@ -47,7 +47,11 @@ impl Pipeline {
 
     /// The summary as it may leave compactd: its texts redacted with the placeholders of its
     /// request (the same secret, the same name).
-    pub(super) fn seal(&self, summary: Summary, placeholders: &mut Placeholders) -> Redacted<Summary> {
+    pub(super) fn seal(
+        &self,
+        summary: Summary,
+        placeholders: &mut Placeholders,
+    ) -> Redacted<Summary> {
         self.stages.redactor.seal_with(summary, placeholders)
     }
 

@@ -135,7 +135,11 @@ impl Redactor {
     /// `value` with every text it holds redacted, with `placeholders` (those of one
     /// summarization; see [`Placeholders`]). With redaction off (`COMPACTD_REDACT=false`) the
     /// value is as it was: the operator chose so.
-    pub fn seal_with<T: Screen>(&self, mut value: T, placeholders: &mut Placeholders) -> Redacted<T> {
+    pub fn seal_with<T: Screen>(
+        &self,
+        mut value: T,
+        placeholders: &mut Placeholders,
+    ) -> Redacted<T> {
         value.screen(&mut Screening {
             redactor: self,
             placeholders,
@@ -200,7 +204,10 @@ mod tests {
         let (text, value) = sealed.get();
         assert_eq!(text, "use [REDACTED:github-pat:1]");
         let written = value.to_string();
-        assert!(!written.contains(token) && !written.contains(discord_tail), "{written}");
+        assert!(
+            !written.contains(token) && !written.contains(discord_tail),
+            "{written}"
+        );
         assert_eq!(value["env"]["HOME"], "/home/dev");
         assert_eq!(value["env"]["DEBUG"], "1");
         assert!(value["args"][0].as_str().unwrap().starts_with("[REDACTED:"));

@@ -62,7 +62,11 @@ async fn a_malformed_id_is_the_callers_mistake_on_every_way_in(store: Arc<dyn St
         for (method, route, body) in [
             ("GET", "", None),
             ("GET", "/threads", None),
-            ("POST", "/handoff", Some(json!({"goal": "Finish the parser"}))),
+            (
+                "POST",
+                "/handoff",
+                Some(json!({"goal": "Finish the parser"})),
+            ),
             ("POST", "/compactions", Some(json!({}))),
             ("POST", "/fork", Some(json!({"entryId": "e1"}))),
             ("GET", "/pins", None),
@@ -97,7 +101,10 @@ async fn a_malformed_id_is_the_callers_mistake_on_every_way_in(store: Arc<dyn St
     for id in malformed() {
         for (tool, args) in [
             ("read_thread", json!({"thread": id, "question": "q"})),
-            ("handoff", json!({"thread": id, "goal": "Finish the parser"})),
+            (
+                "handoff",
+                json!({"thread": id, "goal": "Finish the parser"}),
+            ),
             ("recall_read", json!({"recall_id": id})),
         ] {
             let refused = client
@@ -149,7 +156,10 @@ async fn a_malformed_id_in_a_console_address_is_a_page_not_a_500(store: Arc<dyn 
                 "{method} {path}: {status}"
             );
             let page = response.text().await.unwrap();
-            assert!(page.contains("<html") || page.contains("<!doctype"), "{page}");
+            assert!(
+                page.contains("<html") || page.contains("<!doctype"),
+                "{page}"
+            );
         }
     }
 }

@@ -130,7 +130,10 @@ async fn a_handoff_draft_is_redacted_wherever_it_goes(store: Arc<dyn Store>) {
         .json()
         .await
         .unwrap();
-    assert!(posted["prompt"].as_str().unwrap().starts_with(GOAL), "{posted}");
+    assert!(
+        posted["prompt"].as_str().unwrap().starts_with(GOAL),
+        "{posted}"
+    );
     assert!(posted["files"][0]["path"] == "src/lexer.rs", "{posted}");
     assert!(posted.to_string().contains("[REDACTED:"), "{posted}");
     assert_clean("POST /v1/handoff", &posted.to_string(), &[&token]);
@@ -138,7 +141,10 @@ async fn a_handoff_draft_is_redacted_wherever_it_goes(store: Arc<dyn Store>) {
     // A stored session: the answer, and the new session's file.
     let id = upload(&app, key, session(&token)).await;
     let handed = app
-        .post(&format!("/v1/sessions/{id}/handoff"), &json!({"goal": GOAL}))
+        .post(
+            &format!("/v1/sessions/{id}/handoff"),
+            &json!({"goal": GOAL}),
+        )
         .await;
     assert_eq!(handed.status(), StatusCode::CREATED);
     let handed: Value = handed.json().await.unwrap();
@@ -198,7 +204,8 @@ async fn a_handoff_drafted_by_a_model_is_redacted_in_every_field(store: Arc<dyn 
         Reply::openai(&format!("{GOAL}.\n\nUse {echoed} for the registry.")),
     )
     .await;
-    let app = TestApp::with_store(chain_config(&fake, "openai:gpt-test", true), store.clone()).await;
+    let app =
+        TestApp::with_store(chain_config(&fake, "openai:gpt-test", true), store.clone()).await;
     let key = &tenant_keys(store.as_ref(), &["alice"]).await[0];
     let posted = app
         .send(
@@ -211,10 +218,21 @@ async fn a_handoff_drafted_by_a_model_is_redacted_in_every_field(store: Arc<dyn 
     assert_eq!(posted.status(), StatusCode::OK);
     let posted: Value = posted.json().await.unwrap();
     assert_eq!(posted["draftedBy"], "openai:gpt-test", "{posted}");
-    assert!(posted["files"].as_array().is_some_and(|f| !f.is_empty()), "{posted}");
-    assert_clean("the model's handoff", &posted.to_string(), &[&token, &echoed]);
+    assert!(
+        posted["files"].as_array().is_some_and(|f| !f.is_empty()),
+        "{posted}"
+    );
+    assert_clean(
+        "the model's handoff",
+        &posted.to_string(),
+        &[&token, &echoed],
+    );
     for received in fake.received() {
-        assert_clean("what the model was sent", &received.body.to_string(), &[&token]);
+        assert_clean(
+            "what the model was sent",
+            &received.body.to_string(),
+            &[&token],
+        );
     }
 }
 
@@ -224,7 +242,8 @@ async fn secrets_in_structured_tool_arguments_reach_no_model_and_land_nowhere(
     let (_, discord, heroku) = secrets(4);
     // The model echoes its prompt back: whatever it was sent lands in the entry.
     let fake = FakeUpstream::start(vec![], Reply::echo_openai()).await;
-    let app = TestApp::with_store(chain_config(&fake, "openai:gpt-test", true), store.clone()).await;
+    let app =
+        TestApp::with_store(chain_config(&fake, "openai:gpt-test", true), store.clone()).await;
     let key = &tenant_keys(store.as_ref(), &["alice"]).await[0];
     let mut lines = vec![
         json!({"type": "session", "version": 3, "id": "deploy", "timestamp": "2026-11-22T10:00:00.000Z", "cwd": "/w"}).to_string(),
@@ -242,8 +261,12 @@ async fn secrets_in_structured_tool_arguments_reach_no_model_and_land_nowhere(
     let mut parent = "r0".to_owned();
     for i in 0..6 {
         let id = format!("k{i}");
-        lines.push(line(&id, Some(&parent), json!({"role": "user", "timestamp": 4,
-            "content": format!("next step {i}: {}", "words ".repeat(80))})));
+        lines.push(line(
+            &id,
+            Some(&parent),
+            json!({"role": "user", "timestamp": 4,
+            "content": format!("next step {i}: {}", "words ".repeat(80))}),
+        ));
         parent = id;
     }
     let id = upload(&app, key, lines.join("\n") + "\n").await;

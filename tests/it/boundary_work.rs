@@ -55,7 +55,9 @@ fn thread(turns: usize, shared: usize) -> (String, Vec<Value>) {
         messages.push(json!({"role": "user", "content": request}));
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{turn}"), "type": "function",
             "function": {"name": "edit", "arguments": json!({"path": path}).to_string()}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("c{turn}"), "content": "Edited."}));
+        messages.push(
+            json!({"role": "tool", "tool_call_id": format!("c{turn}"), "content": "Edited."}),
+        );
     }
     (file, messages)
 }
@@ -67,7 +69,10 @@ fn goal(shared: usize) -> String {
 
 /// `work`'s output, and the longest `/healthz` took to answer while it ran (asked one after
 /// another, for as long as it runs).
-async fn while_health_is_asked<F: std::future::Future>(url: &str, work: F) -> (F::Output, Duration) {
+async fn while_health_is_asked<F: std::future::Future>(
+    url: &str,
+    work: F,
+) -> (F::Output, Duration) {
     let done = AtomicBool::new(false);
     let client = reqwest::Client::new();
     let health = async {
@@ -161,9 +166,7 @@ async fn a_model_asking_forty_searches_a_step_gets_a_few_and_the_service_stays_u
     store: Arc<dyn Store>,
 ) {
     use crate::upstream::{FakeUpstream, Reply};
-    let asks: String = (0..40)
-        .map(|i| format!("SEARCH: k{i}q turn\n"))
-        .collect();
+    let asks: String = (0..40).map(|i| format!("SEARCH: k{i}q turn\n")).collect();
     let fake = FakeUpstream::start(vec![], Reply::openai(&asks)).await;
     let mut config = crate::support::chain_config(&fake, "openai:gpt-test", true);
     config.http.max_body_bytes = 64 << 20;

@@ -567,7 +567,12 @@ fn handoff_prints_and_writes_no_secret() {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&file, text).unwrap();
     let (code, draft, err) = compactd(
-        &["handoff", file.to_str().unwrap(), "--goal", "Finish tab handling"],
+        &[
+            "handoff",
+            file.to_str().unwrap(),
+            "--goal",
+            "Finish tab handling",
+        ],
         None,
     );
     assert_eq!(code, 0, "{err}");

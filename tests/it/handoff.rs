@@ -464,22 +464,48 @@ async fn a_rule_stated_for_a_kind_of_work_goes_with_that_work(store: Arc<dyn Sto
     let mut lines = vec![header.to_string()];
     let mut parent: Option<String> = None;
     let turns = [
-        (format!("{BILLING_RULE} Start with the charge client."), "src/billing/charge.rs", "test result: ok. 4 passed", false),
-        ("Make the tokenizer skip comments.".to_owned(), "src/parser/lexer.rs", "test result: ok. 9 passed", false),
-        ("Retry failed card charges with backoff.".to_owned(), "src/billing/retry.rs",
-            "error: test billing::retries::gives_up_after_three failed", true),
+        (
+            format!("{BILLING_RULE} Start with the charge client."),
+            "src/billing/charge.rs",
+            "test result: ok. 4 passed",
+            false,
+        ),
+        (
+            "Make the tokenizer skip comments.".to_owned(),
+            "src/parser/lexer.rs",
+            "test result: ok. 9 passed",
+            false,
+        ),
+        (
+            "Retry failed card charges with backoff.".to_owned(),
+            "src/billing/retry.rs",
+            "error: test billing::retries::gives_up_after_three failed",
+            true,
+        ),
     ];
     for (n, (request, file, output, failed)) in turns.iter().enumerate() {
         for (id, message) in [
-            (format!("u{n}"), json!({"role": "user", "content": request, "timestamp": 1})),
-            (format!("a{n}"), json!({"role": "assistant", "content": [
+            (
+                format!("u{n}"),
+                json!({"role": "user", "content": request, "timestamp": 1}),
+            ),
+            (
+                format!("a{n}"),
+                json!({"role": "assistant", "content": [
                 {"type": "toolCall", "id": format!("e{n}"), "name": "edit", "arguments": {"path": file, "oldText": "a", "newText": "b"}},
                 {"type": "toolCall", "id": format!("t{n}"), "name": "bash", "arguments": {"command": "cargo test"}}],
-                "provider": "p", "model": "m", "stopReason": "toolUse", "timestamp": 2})),
-            (format!("r{n}"), json!({"role": "toolResult", "toolCallId": format!("e{n}"), "toolName": "edit",
-                "content": [{"type": "text", "text": "Edited."}], "isError": false, "timestamp": 3})),
-            (format!("b{n}"), json!({"role": "toolResult", "toolCallId": format!("t{n}"), "toolName": "bash",
-                "content": [{"type": "text", "text": output}], "isError": failed, "timestamp": 4})),
+                "provider": "p", "model": "m", "stopReason": "toolUse", "timestamp": 2}),
+            ),
+            (
+                format!("r{n}"),
+                json!({"role": "toolResult", "toolCallId": format!("e{n}"), "toolName": "edit",
+                "content": [{"type": "text", "text": "Edited."}], "isError": false, "timestamp": 3}),
+            ),
+            (
+                format!("b{n}"),
+                json!({"role": "toolResult", "toolCallId": format!("t{n}"), "toolName": "bash",
+                "content": [{"type": "text", "text": output}], "isError": failed, "timestamp": 4}),
+            ),
         ] {
             let entry = json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z", "message": message});
             lines.push(entry.to_string());
@@ -512,10 +538,16 @@ async fn a_rule_stated_for_a_kind_of_work_goes_with_that_work(store: Arc<dyn Sto
         .await
         .unwrap();
     let prompt = draft["prompt"].as_str().unwrap();
-    assert!(prompt.contains(BILLING_RULE), "the rule governs the goal:\n{prompt}");
+    assert!(
+        prompt.contains(BILLING_RULE),
+        "the rule governs the goal:\n{prompt}"
+    );
     for file in ["src/billing/charge.rs", "src/billing/retry.rs"] {
         assert!(prompt.contains(file), "{file}:\n{prompt}");
     }
     assert!(!prompt.contains("src/parser/lexer.rs"), "{prompt}");
-    assert!(prompt.contains("gives_up_after_three"), "the open error:\n{prompt}");
+    assert!(
+        prompt.contains("gives_up_after_three"),
+        "the open error:\n{prompt}"
+    );
 }

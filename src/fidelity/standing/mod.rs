@@ -208,7 +208,10 @@ fn is_scoped_rule(lower: &str) -> bool {
     else {
         return false;
     };
-    let (lead, rest) = (lower[..at].trim(), lower[at..].trim_start_matches([':', ',', '—', '–']));
+    let (lead, rest) = (
+        lower[..at].trim(),
+        lower[at..].trim_start_matches([':', ',', '—', '–']),
+    );
     let rest = rest.trim();
     let words = rest.split_whitespace().count();
     if !(3..=MAX_WORDS).contains(&words) || lead.split_whitespace().count() > 10 {
@@ -283,7 +286,9 @@ fn normalized(sentence: &str) -> String {
     lower
         .trim()
         .trim_start_matches(['\'', '“', '«', '„', '‹', '\u{a0}', ' '])
-        .trim_end_matches(['.', '!', ';', '\'', '”', '»', '‘', '’', '›', '\u{a0}', ' ', '。'])
+        .trim_end_matches([
+            '.', '!', ';', '\'', '”', '»', '‘', '’', '›', '\u{a0}', ' ', '。',
+        ])
         .to_owned()
 }
 
