@@ -437,3 +437,21 @@ fn a_value_under_a_key_named_like_a_secret_is_found_whatever_its_shape() {
         assert_eq!(redactor.redact(text, &mut Placeholders::default()), text);
     }
 }
+
+#[test]
+fn a_uuid_assigned_to_a_secrets_name_is_one_however_the_command_goes_on() {
+    let redactor = redactor();
+    let uuid = "0f8e3c2a-9b4d-4e6f-a1b2-c3d4e5f60718";
+    for text in [
+        format!("export HEROKU_API_KEY={uuid} && heroku apps"),
+        format!("export HEROKU_API_KEY={uuid}&& heroku apps"),
+        format!("CLIENT_SECRET={uuid}|tee log"),
+        format!("bash(command=\"export SERVICE_TOKEN={uuid} && deploy\")"),
+    ] {
+        let redacted = redactor.redact(&text, &mut Placeholders::default());
+        assert!(!redacted.contains(uuid), "{text} -> {redacted}");
+    }
+    // A UUID beside a word like key in ordinary code is an id.
+    let code = format!("let cache_key = \"{uuid}\";");
+    assert_eq!(redactor.redact(&code, &mut Placeholders::default()), code);
+}
