@@ -7,8 +7,9 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
-use compactd::compaction::{CompactionSettings, PlanOutcome};
-use compactd::session::{ParseOptions, Session, synth};
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::session::{ParseOptions, Session};
+use compactd_testkit::synth;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// The allocator the `compactd` binary uses, so the numbers are the binary's.
@@ -107,11 +108,11 @@ fn conversation_400kb() -> String {
 }
 
 fn fidelity(c: &mut Criterion) {
-    use compactd::fidelity::{anchors, gate};
+    use compactd_core::fidelity::{anchors, gate};
     use compactd::summarizer::{SummaryRequest, extractive};
     let conversation = &conversation_400kb();
-    let prompts = compactd::prompts::Prompts::builtin();
-    let prompt = compactd::transcript::prompt::history_prompt(&prompts, conversation, None, None);
+    let prompts = compactd_core::prompts::Prompts::builtin();
+    let prompt = compactd_core::transcript::prompt::history_prompt(&prompts, conversation, None, None);
     let request = SummaryRequest::from_prompt(prompts.system.clone(), prompt.clone(), 13_107);
     let summary = extractive::summarize(&request).text;
     let mut group = c.benchmark_group(format!("fidelity gate ({} KB prompt)", prompt.len() / 1024));
@@ -122,7 +123,7 @@ fn fidelity(c: &mut Criterion) {
     group.bench_function("anchors + check", |b| {
         b.iter(|| {
             let anchors = anchors::of_shape(
-                &compactd::transcript::Shape::of_prompt(black_box(&prompt)),
+                &compactd_core::transcript::Shape::of_prompt(black_box(&prompt)),
                 16_384,
             );
             gate::check(black_box(&summary), &anchors)
@@ -138,7 +139,8 @@ fn fidelity(c: &mut Criterion) {
 /// occur still runs) and the same with one secret of every family planted every 20 KB. Baseline
 /// in the same run: one copy of the prompt (the least any rewrite costs).
 fn redaction(c: &mut Criterion) {
-    use compactd::redact::{Placeholders, Redactor, samples};
+    use compactd_core::redact::{Placeholders, Redactor};
+    use compactd_testkit::samples;
     let clean = conversation_400kb();
     let mut planted = String::with_capacity(clean.len() + 16 * 1024);
     let secrets = samples::all(1);

@@ -7,9 +7,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use compactd::fidelity::{anchors, gate};
-use compactd::redact::{Placeholders, Redactor};
-use compactd::transcript::Shape;
+use compactd_core::fidelity::{anchors, gate};
+use compactd_core::redact::{Placeholders, Redactor};
+use compactd_core::transcript::Shape;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[global_allocator]
@@ -101,7 +101,7 @@ fn stages(c: &mut Criterion) {
 /// Standing-rule detection (issue 28): every user turn of the labelled sets, as one request's
 /// worth of turns would be read.
 fn standing_rules(c: &mut Criterion) {
-    use compactd::fidelity::standing;
+    use compactd_core::fidelity::standing;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/standing-rules");
     let turns: Vec<String> = ["fixture-turns.jsonl", "own-turns.jsonl"]
         .iter()

@@ -1,7 +1,8 @@
 //! Writes a synthetic v3 session of at least N MB (the large fixture repeated in one chain), for
 //! load tests and benchmarks: `cargo run --release --example make_session -- OUT.jsonl 20`
 
-use compactd::session::{ParseOptions, Session, synth};
+use compactd_core::session::{ParseOptions, Session};
+use compactd_testkit::synth;
 
 fn main() {
     let mut args = std::env::args().skip(1);

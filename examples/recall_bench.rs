@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use compactd::session::{ParseOptions, Session};
-use compactd::store::{NewRecall, RecallQuery, RecallTurn, StoreConfig, connect};
+use compactd_core::session::{ParseOptions, Session};
+use compactd_store::{NewRecall, RecallQuery, RecallTurn, StoreConfig, connect};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -33,9 +33,9 @@ async fn main() -> anyhow::Result<()> {
         ))?;
         let session = Session::parse(&bytes, ParseOptions::default())?;
         let path = session.active_path(None).unwrap();
-        let plan = compactd::compaction::PlanOutcome::for_path(
+        let plan = compactd_core::compaction::PlanOutcome::for_path(
             &path,
-            &compactd::compaction::CompactionSettings::default(),
+            &compactd_core::compaction::CompactionSettings::default(),
         );
         if let Some(plan) = plan.plan {
             texts.extend(

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::store::{KeyRecord, Store, StoreError};
+use compactd_store::{KeyRecord, Store, StoreError};
 
 /// Every compactd key starts with this, which tells it apart from the provider keys that
 /// chat-completions clients send in the same header.
@@ -314,7 +314,7 @@ mod tests {
     #[tokio::test]
     async fn a_bad_key_is_refused_again_without_asking_the_database() {
         let store =
-            crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
+            compactd_store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
                 .await
                 .unwrap();
         let access = Access::new(AccessConfig {
@@ -322,7 +322,7 @@ mod tests {
             rate_per_minute: 0,
         });
         let (good, record) = new_key("t", None, 1);
-        crate::store::Ledger::create_key(&store, &record)
+        compactd_store::Ledger::create_key(&store, &record)
             .await
             .unwrap();
         assert!(access.verify(&store, &good).await.is_ok());

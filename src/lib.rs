@@ -14,30 +14,13 @@ pub mod access;
 pub(crate) mod agents;
 pub mod app;
 pub mod cli;
-pub mod compaction;
 pub mod compactor;
 pub mod config;
 pub(crate) mod cpu;
-pub mod deadline;
-pub mod fidelity;
-pub mod handoff;
 pub mod http;
-pub mod ids;
-pub mod js_json;
 pub(crate) mod log_throttle;
+pub mod openapi;
 pub mod metrics;
 pub mod pipeline;
-pub(crate) mod probe;
-pub mod prompts;
-pub mod redact;
-pub mod session;
 pub(crate) mod session_file;
-pub mod store;
 pub mod summarizer;
-#[doc(hidden)]
-pub mod test_tiers;
-pub mod threads;
-pub mod transcript;
-
-#[cfg(test)]
-mod testkit;

@@ -9,7 +9,7 @@ use super::answer::{Answer, id, json_response, pieces, sse};
 use super::carried;
 use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
-use crate::transcript::structured;
+use compactd_core::transcript::structured;
 
 /// Claude Code (2.1.330, 2.1.332): `/v1/messages` with its summary instruction appended.
 pub(crate) const CLAUDE_CODE: Agent = Agent {

@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use crate::transcript::{Conversation, Role};
+use compactd_core::transcript::{Conversation, Role};
 
 /// What Claude Code's continuation says in its opening paragraph.
 const CLAUDE_OPENING: &str = "is being continued from a previous conversation";
@@ -154,7 +154,7 @@ pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::{Dialect, Message};
+    use compactd_core::transcript::{Dialect, Message};
     use serde_json::json;
 
     fn conversation(texts: &[(Role, &str)]) -> Conversation {

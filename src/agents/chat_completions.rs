@@ -13,7 +13,7 @@ use super::recognize::{Compaction, Form};
 use crate::app::AppError;
 use crate::app::wire::{WireRequest, token_count};
 use crate::pipeline::Agent;
-use crate::transcript::structured;
+use compactd_core::transcript::structured;
 
 // A chat request as compactd reads it, and its schema in the API's description: what is
 // documented is what is read.
@@ -132,7 +132,7 @@ fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), AppError> 
         _ => String::new(),
     };
     let history: Vec<Value> = rest.into_iter().map(|(_, _, m)| m.clone()).collect();
-    let conversation = crate::transcript::structured::from_chat(&history);
+    let conversation = compactd_core::transcript::structured::from_chat(&history);
     Ok((
         system.join("\n\n"),
         WirePrompt::Conversation(conversation, instructions),
@@ -141,7 +141,7 @@ fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), AppError> 
 
 enum WirePrompt {
     Text(String),
-    Conversation(crate::transcript::Conversation, String),
+    Conversation(compactd_core::transcript::Conversation, String),
 }
 
 /// OpenCode (1.18.33): chat completions with its summarization system prompt.

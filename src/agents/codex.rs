@@ -66,7 +66,7 @@ impl Seal {
 
     /// The compaction item that carries `summary` for `who`.
     pub(crate) fn item(&self, summary: &str, who: &Identity) -> Value {
-        let payload = json!({"summary": summary, "at": crate::store::now_ms()}).to_string();
+        let payload = json!({"summary": summary, "at": compactd_store::now_ms()}).to_string();
         // 192-bit nonces: drawn at random, they do not repeat.
         let mut nonce = [0u8; 24];
         getrandom::fill(&mut nonce).expect("the OS random source works");

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 
 use super::{Wire, codex, proxy};
 use crate::config::{GatewayConfig, GatewaySummarizer};
-use crate::store::Store;
+use compactd_store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::chain::{Chain, Link};
 use crate::summarizer::openai::OpenAiClient;
@@ -105,14 +105,14 @@ impl Gateway {
     pub(crate) async fn seal(
         &self,
         store: &Arc<dyn Store>,
-    ) -> Result<&codex::Seal, crate::store::StoreError> {
+    ) -> Result<&codex::Seal, compactd_store::StoreError> {
         self.seal
             .get_or_try_init(|| async {
                 let mut candidate = [0u8; 32];
                 getrandom::fill(&mut candidate).expect("the OS random source works");
                 let hex = hex::encode(candidate);
                 let secret = store
-                    .shared_secret(SEAL_SECRET, &hex, crate::store::now_ms())
+                    .shared_secret(SEAL_SECRET, &hex, compactd_store::now_ms())
                     .await?;
                 Ok(codex::Seal::new(secret.as_bytes()))
             })

@@ -77,7 +77,7 @@ pub(crate) enum Outcome {
     Response(Response),
     /// A summary for the chat wire, whose answer (a documented API type) the HTTP layer writes.
     Chat {
-        summary: crate::redact::Redacted<Summary>,
+        summary: compactd_core::redact::Redacted<Summary>,
         stream: bool,
     },
 }

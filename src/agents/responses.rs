@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::answer::{Answer, id, json_response, pieces, sse};
 use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
-use crate::transcript::structured;
+use compactd_core::transcript::structured;
 
 /// Codex (0.169.0, 0.171.0) with a custom provider: local "memento" compaction over `/v1/responses`.
 pub(crate) const CODEX_LOCAL: Agent = Agent {
@@ -98,7 +98,7 @@ fn codex_request_kind(headers: &HeaderMap, body: &Value) -> Option<String> {
 /// text when `None`).
 pub(super) fn answer(answer: &Answer<'_>, stream: bool, item: Option<Value>) -> Response {
     let response_id = id("resp");
-    let created = crate::store::now_ms() / 1000;
+    let created = compactd_store::now_ms() / 1000;
     let usage = &answer.usage;
     let message_id = id("msg");
     let is_message = item.is_none();

@@ -15,9 +15,9 @@ use crate::pipeline::events::MetricsObserver;
 use crate::pipeline::{
     Admission, Budgets, Limiter, Loops, Observer, Pipeline, Stages, SummaryCache,
 };
-use crate::prompts::Prompts;
-use crate::redact::Redactor;
-use crate::store::{Store, StoreConfig};
+use compactd_core::prompts::Prompts;
+use compactd_core::redact::Redactor;
+use compactd_store::{Store, StoreConfig};
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::fold::FoldPrompts;
 use crate::summarizer::openai::OpenAiClient;
@@ -31,7 +31,7 @@ impl App {
         store: Arc<dyn Store>,
     ) -> anyhow::Result<App> {
         let prompts = match &summarizers.prompts_dir {
-            Some(dir) => Prompts::load(dir)?,
+            Some(dir) => prompts_from(dir)?,
             None => Prompts::builtin(),
         };
         let metrics = Arc::new(Metrics::new());
@@ -214,4 +214,24 @@ pub fn build_chain(config: &SummarizerConfig, prompts: &Prompts) -> anyhow::Resu
         });
     }
     Ok(Chain::new(links, config.retry_policy()).with_fold_prompts(FoldPrompts::of(prompts)))
+}
+
+/// The built-in templates, with each file of the same name found in `dir` used instead. A file
+/// that exists but cannot be read, or is empty, is an error; so is a directory that is none.
+fn prompts_from(dir: &std::path::Path) -> anyhow::Result<Prompts> {
+    use anyhow::Context;
+    if !dir.is_dir() {
+        anyhow::bail!("prompt directory {} does not exist", dir.display());
+    }
+    let mut files = Vec::new();
+    for name in Prompts::file_names() {
+        let path = dir.join(name);
+        if path.exists() {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading prompt template {}", path.display()))?;
+            files.push((name, text));
+        }
+    }
+    Prompts::with_files(files.iter().map(|(name, text)| (*name, text.as_str())))
+        .map_err(|e| anyhow::anyhow!("{} ({e})", dir.display()))
 }

@@ -6,7 +6,7 @@
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::store::CallRecord;
+use compactd_store::CallRecord;
 
 /// Calls on a page, at most.
 pub(crate) const MAX_PAGE: i64 = 500;

@@ -4,8 +4,8 @@
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
 
-use crate::ids::Id;
-use crate::session::EntryType;
+use compactd_core::ids::Id;
+use compactd_core::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -15,13 +15,13 @@ use super::index::{self, IndexView};
 use super::sessions::{appended_record, context_tokens_at};
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::compaction::NothingReason;
+use compactd_core::compaction::NothingReason;
 use crate::compactor::{
     self, BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest,
 };
 use crate::pipeline::Endpoint;
-use crate::session::Session;
-use crate::store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
+use compactd_core::session::Session;
+use compactd_store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
 use crate::summarizer::TokenUsage;
 
 /// Held while one leaf of one session is being compacted.
@@ -263,7 +263,7 @@ impl App {
 
 fn existing_entry(raw: &str, session: SessionRecord) -> Compacted {
     Compacted::Existing {
-        entry: crate::js_json::from_str(raw).unwrap_or(serde_json::Value::Null),
+        entry: compactd_core::js_json::from_str(raw).unwrap_or(serde_json::Value::Null),
         line: raw.to_owned(),
         session,
     }
@@ -273,7 +273,7 @@ fn existing_entry(raw: &str, session: SessionRecord) -> Compacted {
 /// session as `view` shows it.
 fn new_leaf(
     view: &IndexView,
-    entry: crate::session::Entry,
+    entry: compactd_core::session::Entry,
     compaction: Option<CompactionRecord>,
 ) -> Append {
     let entries = index::appended_rows(view, std::slice::from_ref(&entry));

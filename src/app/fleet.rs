@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::store::{CallRecord, now_ms};
+use compactd_store::{CallRecord, now_ms};
 
 /// Calls of the call log the view reads at most (the newest).
 const MAX_CALLS: i64 = 5000;

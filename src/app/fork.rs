@@ -4,13 +4,13 @@
 //! writes the parent's id, which is what locates it here). The new session is the caller's,
 //! stored as an upload is, so everything a session has (compactions, recall, pins) works on it.
 
-use crate::ids::Id;
+use compactd_core::ids::Id;
 use serde_json::{Map, Value};
 
 use super::sessions::Uploaded;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::session::{Entry, Header};
+use compactd_core::session::{Entry, Header};
 
 impl App {
     /// A new session of `who` holding the path of session `id` to `entry_id`.
@@ -40,7 +40,7 @@ pub(crate) fn child_header(header: &Header, parent: &str) -> String {
     fields.insert("type".into(), "session".into());
     fields.insert("version".into(), 3.into());
     fields.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
-    fields.insert("timestamp".into(), crate::session::time::now_iso().into());
+    fields.insert("timestamp".into(), compactd_core::session::time::now_iso().into());
     fields.insert("parentSession".into(), parent.into());
     Value::Object(fields).to_string()
 }

@@ -1,18 +1,18 @@
 //! Handoff of a stored session (issue 57): the draft of a new thread's first prompt for a goal
-//! ([`crate::handoff`]), and the new session that starts with it, its header naming the old one
+//! ([`compactd_core::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
-use crate::ids::Id;
-use crate::redact::{Placeholders, Redacted};
+use compactd_core::ids::Id;
+use compactd_core::redact::{Placeholders, Redacted};
 use serde_json::json;
 
 use super::sessions::Uploaded;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::fidelity::{Anchor, AnchorKind};
-use crate::handoff::Draft;
+use compactd_core::fidelity::{Anchor, AnchorKind};
+use compactd_core::handoff::Draft;
 use crate::pipeline::{Context, Endpoint, Job, Purpose};
-use crate::session::{Header, Session};
+use compactd_core::session::{Header, Session};
 use crate::summarizer::SummaryRequest;
 
 /// Longest goal, in characters: a goal is a sentence or a paragraph, not a document.
@@ -112,7 +112,7 @@ impl App {
         if !self.has_model() {
             return Ok(extractive(draft));
         }
-        let prompt = crate::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
+        let prompt = compactd_core::handoff::model_prompt(goal, &draft, PROMPT_CHARS);
         let max_tokens = self.max_tokens(None, &prompt);
         // Its own system prompt: the summarizer's asks for a summary.
         let request = SummaryRequest::plain(self.prompts.handoff.clone(), prompt, max_tokens);
@@ -125,7 +125,7 @@ impl App {
             return Ok(extractive(draft));
         }
         let mut draft = draft.into_inner();
-        draft.prompt = crate::handoff::completed(&summary.text, goal, &draft);
+        draft.prompt = compactd_core::handoff::completed(&summary.text, goal, &draft);
         Ok(Drafted {
             draft: redactor.seal_with(draft, &mut placeholders),
             drafted_by: summary.model.clone(),
@@ -141,7 +141,7 @@ impl App {
         &self,
         who: &Identity,
         goal: &str,
-        (field, conversation): (&'static str, crate::transcript::Conversation),
+        (field, conversation): (&'static str, compactd_core::transcript::Conversation),
         previous_summary: Option<String>,
     ) -> Result<Drafted, AppError> {
         let goal = checked_goal(goal)?;
@@ -158,9 +158,9 @@ impl App {
         let draft = {
             let goal = goal.clone();
             crate::cpu::off_runtime_until(self.work_deadline(), move |deadline| {
-                let facts = crate::fidelity::facts::Facts::extract(&conversation.messages);
+                let facts = compactd_core::fidelity::facts::Facts::extract(&conversation.messages);
                 let rules = carried_rules(&facts, previous_summary.as_deref());
-                crate::handoff::draft(&goal, &conversation.messages, &rules, "", deadline)
+                compactd_core::handoff::draft(&goal, &conversation.messages, &rules, "", deadline)
             })
             .await?
             .ok_or(AppError::DeadlineExceeded(DRAFTING))?
@@ -181,7 +181,7 @@ impl App {
         goal: &str,
     ) -> Result<(Drafted, super::seen::Seen), AppError> {
         use super::seen::SeenWire;
-        use crate::transcript::structured::{from_anthropic, from_chat, from_responses};
+        use compactd_core::transcript::structured::{from_anthropic, from_chat, from_responses};
         let seen = self.seen.latest(who, agent).ok_or_else(|| {
             AppError::NotFound(format!(
                 "no thread of {} seen through compactd's gateway: give a session id, or point \
@@ -209,8 +209,8 @@ impl App {
 }
 
 /// The rules an earlier summary carried and the ones `facts` found.
-fn carried_rules(facts: &crate::fidelity::facts::Facts, previous: Option<&str>) -> Vec<String> {
-    crate::fidelity::anchors::of_facts(facts, previous, 16_384)
+fn carried_rules(facts: &compactd_core::fidelity::facts::Facts, previous: Option<&str>) -> Vec<String> {
+    compactd_core::fidelity::anchors::of_facts(facts, previous, 16_384)
         .into_iter()
         .filter(|a| a.kind == AnchorKind::Constraint)
         .map(|a| a.text)
@@ -277,7 +277,7 @@ pub(crate) fn handoff_of(
     parent: &str,
     goal: &str,
     leaf_id: Option<&str>,
-    deadline: crate::deadline::Deadline,
+    deadline: compactd_core::deadline::Deadline,
 ) -> Result<Option<Draft>, AppError> {
     let path = session
         .active_path(leaf_id)
@@ -288,15 +288,15 @@ pub(crate) fn handoff_of(
         .iter()
         .rev()
         .find_map(|e| e.is_compaction().then(|| e.summary()).flatten());
-    let messages = crate::compaction::typed_conversation(
+    let messages = compactd_core::compaction::typed_conversation(
         path.iter()
             .filter(|e| !e.is_compaction())
             .filter_map(|e| e.as_message()),
     )
     .messages;
-    let facts = crate::fidelity::facts::Facts::extract(&messages);
+    let facts = compactd_core::fidelity::facts::Facts::extract(&messages);
     let rules = carried_rules(&facts, previous);
-    Ok(crate::handoff::draft(
+    Ok(compactd_core::handoff::draft(
         goal, &messages, &rules, parent, deadline,
     ))
 }
@@ -307,13 +307,13 @@ pub(crate) fn handoff_file(header: &Header, parent: &str, prompt: &Redacted<Stri
     let prompt: &str = prompt;
     let message = json!({
         "type": "message",
-        "id": crate::session::new_entry_id(&std::collections::HashSet::new()),
+        "id": compactd_core::session::new_entry_id(&std::collections::HashSet::new()),
         "parentId": null,
-        "timestamp": crate::session::time::now_iso(),
+        "timestamp": compactd_core::session::time::now_iso(),
         "message": {
             "role": "user",
             "content": [{"type": "text", "text": prompt}],
-            "timestamp": crate::store::now_ms(),
+            "timestamp": compactd_store::now_ms(),
         },
     });
     format!("{}\n{message}\n", super::fork::child_header(header, parent))

@@ -73,7 +73,7 @@ impl App {
             .context("counting API keys")?;
         if keys == 0 && config.access.create_first_key {
             let (text, record) =
-                crate::access::new_key("default", Some("first key"), crate::store::now_ms());
+                crate::access::new_key("default", Some("first key"), compactd_store::now_ms());
             self.store
                 .create_key(&record)
                 .await

@@ -6,16 +6,16 @@
 //! facts in one pass (no line read), then only the page's lines and records are read, in one
 //! query each. A session compacted 60,000 times answers a page as fast as one compacted twice.
 
-use crate::ids::Id;
-use crate::session::EntryType;
+use compactd_core::ids::Id;
+use compactd_core::session::EntryType;
 use serde::Serialize;
 
 use super::compactions::UsageView;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::fidelity::{Missing, Report};
-use crate::session::{EntryKind, Message, time};
-use crate::store::CompactionRecord;
+use compactd_core::fidelity::{Missing, Report};
+use compactd_core::session::{EntryKind, Message, time};
+use compactd_store::CompactionRecord;
 
 /// Most compactions a page of the history holds.
 pub(crate) const MAX_HISTORY_PAGE: usize = 1000;
@@ -48,10 +48,12 @@ pub(crate) struct CompactionView {
     pub(crate) created_at: Option<String>,
     /// What the fidelity gate found and did (compactions compactd wrote).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::openapi::Report>)]
     pub(crate) fidelity: Option<Report>,
     /// The anchors of the replaced history this summary does not keep: what the agent will no
     /// longer know.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<crate::openapi::Missing>>)]
     pub(crate) forgotten: Option<Vec<Missing>>,
     /// Flagged as a compaction loop (compactions compactd wrote).
     #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
@@ -144,7 +146,7 @@ impl App {
             let mut views = Vec::with_capacity(page.len());
             for ((seq, previous), (_, raw)) in page.into_iter().zip(lines) {
                 let entry =
-                    crate::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
+                    compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
                         AppError::Internal(anyhow::anyhow!(
                             "a stored compaction entry does not read: {e}"
                         ))
@@ -209,7 +211,7 @@ impl App {
                 .iter()
                 .find(|(s, _)| *s == seq as i64)
                 .ok_or_else(not_found)?;
-            let entry = crate::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
+            let entry = compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
                 AppError::Internal(anyhow::anyhow!(
                     "a stored compaction entry does not read: {e}"
                 ))
@@ -230,7 +232,7 @@ impl App {
 impl CompactionView {
     /// The view of a compaction entry, with compactd's record of it if compactd wrote it.
     pub(super) fn of(
-        entry: &crate::session::Entry,
+        entry: &compactd_core::session::Entry,
         made: Option<&CompactionRecord>,
         previous_entry_id: Option<String>,
     ) -> CompactionView {

@@ -6,15 +6,15 @@
 //! only grow, so an index behind the record is extended with the facts of the new rows; one whose
 //! last entry is not the record's leaf is dropped and read again.
 
-use crate::session::EntryType;
+use compactd_core::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use super::sessions::parse_stored;
 use super::{App, AppError};
-use crate::compaction::entry_facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
-use crate::session::{Entry, IdSet, Session};
-use crate::store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
+use compactd_core::compaction::entry_facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
+use compactd_core::session::{Entry, IdSet, Session};
+use compactd_store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 
 /// The derivation of the facts that rows written now hold. Raise it when `compaction::entry_facts`
 /// changes what it derives: sessions stored with an older one are derived again on first use.

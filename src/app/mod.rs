@@ -45,8 +45,8 @@ use crate::access::Identity;
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
 use crate::pipeline::{Context, Endpoint, Pipeline};
-use crate::prompts::Prompts;
-use crate::store::Store;
+use compactd_core::prompts::Prompts;
+use compactd_store::Store;
 
 /// Limits and defaults of the operations (the HTTP layer has its own for bodies and time).
 #[derive(Debug, Clone, Copy)]
@@ -145,8 +145,8 @@ impl App {
 
     /// The deadline of CPU work on a request's input that starts now (`COMPACTD_DEADLINE_SECS`,
     /// the one a summary has): past it the work stops and the caller gets a 503.
-    pub(crate) fn work_deadline(&self) -> crate::deadline::Deadline {
-        crate::deadline::Deadline::at(
+    pub(crate) fn work_deadline(&self) -> compactd_core::deadline::Deadline {
+        compactd_core::deadline::Deadline::at(
             std::time::Instant::now() + self.pipeline.chain.policy.deadline,
         )
     }

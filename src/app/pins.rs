@@ -4,8 +4,8 @@
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::ids::Id;
-use crate::store::{PinAdded, PinRecord, now_ms};
+use compactd_core::ids::Id;
+use compactd_store::{PinAdded, PinRecord, now_ms};
 
 /// Longest pin, in characters: a rule or a fact, not a document.
 pub(crate) const MAX_PIN_CHARS: usize = 2000;

@@ -5,10 +5,10 @@ use super::sessions::parse;
 use super::stored_path::StoredPath;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::compaction::pi15::Planner;
-use crate::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
-use crate::ids::Id;
-use crate::session::{Entry, Session};
+use compactd_core::compaction::pi15::Planner;
+use compactd_core::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
+use compactd_core::ids::Id;
+use compactd_core::session::{Entry, Session};
 
 /// Largest token setting accepted: far above any model's window, small enough to stay exact.
 const MAX_TOKEN_SETTING: u64 = 100_000_000;
@@ -135,18 +135,19 @@ pub struct ContextView {
     #[schema(value_type = Vec<Object>)]
     pub messages: Vec<serde_json::Value>,
     pub thinking_level: Option<String>,
-    pub model: Option<crate::compaction::ModelRef>,
+    #[schema(value_type = Option<crate::openapi::ModelRef>)]
+    pub model: Option<compactd_core::compaction::ModelRef>,
 }
 
 impl ContextView {
     /// What the model sees at the end of `path`, by the rules of the pi that wrote it.
-    pub fn of_path(path: &[&crate::session::Entry]) -> ContextView {
+    pub fn of_path(path: &[&compactd_core::session::Entry]) -> ContextView {
         if Planner::of_entries(path.iter().copied()) == Planner::Pi15 {
-            let (messages, thinking_level, model) = crate::compaction::pi15::context(path);
+            let (messages, thinking_level, model) = compactd_core::compaction::pi15::context(path);
             return ContextView {
                 messages,
                 thinking_level: Some(thinking_level),
-                model: model.map(|(provider, model_id)| crate::compaction::ModelRef {
+                model: model.map(|(provider, model_id)| compactd_core::compaction::ModelRef {
                     provider: provider.as_str().map(str::to_owned),
                     model_id: model_id.as_str().map(str::to_owned),
                 }),

@@ -9,8 +9,8 @@ const PREVIEW_CHARS: usize = 140;
 /// setting; `""` for a line that does not read. Secrets in it are replaced by `redactor`'s
 /// placeholders (before it is shortened, so no part of one shows): the console shows previews,
 /// and a page is text that leaves compactd as a prompt does.
-pub(crate) fn of_line(line: &str, redactor: &crate::redact::Redactor) -> String {
-    let Ok(entry) = crate::js_json::from_str::<Value>(line) else {
+pub(crate) fn of_line(line: &str, redactor: &compactd_core::redact::Redactor) -> String {
+    let Ok(entry) = compactd_core::js_json::from_str::<Value>(line) else {
         return String::new();
     };
     let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -123,7 +123,7 @@ mod tests {
         ];
         for (line, want) in cases {
             assert_eq!(
-                of_line(line, &crate::redact::Redactor::disabled()),
+                of_line(line, &compactd_core::redact::Redactor::disabled()),
                 want,
                 "{line}"
             );
@@ -133,24 +133,24 @@ mod tests {
             "word ".repeat(100)
         );
         assert_eq!(
-            of_line(&long, &crate::redact::Redactor::disabled())
+            of_line(&long, &compactd_core::redact::Redactor::disabled())
                 .chars()
                 .count(),
             141
         );
-        assert!(of_line(&long, &crate::redact::Redactor::disabled()).ends_with('…'));
+        assert!(of_line(&long, &compactd_core::redact::Redactor::disabled()).ends_with('…'));
     }
 
     #[test]
     fn previews_never_show_a_secret_or_a_part_of_one() {
-        let redactor = crate::redact::Redactor::new(None).unwrap();
-        let secret = &crate::redact::samples::all(3)[5].secret;
+        let redactor = compactd_core::redact::Redactor::new(None).unwrap();
+        let secret = &compactd_testkit::samples::all(3)[5].secret;
         // The secret straddles the preview's cut.
         let line = serde_json::json!({"type": "message", "id": "s", "message": {"role": "user",
             "content": format!("{} {secret}", "w".repeat(130))}})
         .to_string();
         let preview = of_line(&line, &redactor);
         assert!(!preview.contains(&secret[..8]), "{preview}");
-        assert!(of_line(&line, &crate::redact::Redactor::disabled()).contains(&secret[..8]));
+        assert!(of_line(&line, &compactd_core::redact::Redactor::disabled()).contains(&secret[..8]));
     }
 }

@@ -3,19 +3,19 @@
 //! id that the summary's last line names; the agent searches and reads it back through the MCP
 //! tools or the REST API. Shared by the HTTP handlers, the MCP server and the CLI.
 
-use crate::ids::Id;
+use compactd_core::ids::Id;
 use std::time::Duration;
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::compaction::typed_conversation;
+use compactd_core::compaction::typed_conversation;
 use crate::compactor::CompactionOutcome;
 use crate::pipeline::Endpoint;
-use crate::redact::Placeholders;
-use crate::session::Message as SessionMessage;
-use crate::store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
+use compactd_core::redact::Placeholders;
+use compactd_core::session::Message as SessionMessage;
+use compactd_store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
 use crate::summarizer::{Flags, SummaryRequest};
-use crate::transcript::{Conversation, Message, Role};
+use compactd_core::transcript::{Conversation, Message, Role};
 
 /// Most hits one search returns.
 pub(crate) const MAX_HITS: i64 = 50;
@@ -122,8 +122,8 @@ impl App {
         if messages.is_empty() {
             return;
         }
-        crate::transcript::name_results(&mut messages);
-        let conversation = Conversation::new(crate::transcript::Dialect::Pi, messages);
+        compactd_core::transcript::name_results(&mut messages);
+        let conversation = Conversation::new(compactd_core::transcript::Dialect::Pi, messages);
         // Session entries are stored as uploaded: every turn is searched for secrets.
         let mut turns = self.recall_turns_of(&conversation, true);
         for (turn, seq) in turns.iter_mut().zip(seqs) {
@@ -238,7 +238,7 @@ impl App {
         ] {
             no_nul(param, text.map(String::as_str))?;
         }
-        if crate::store::recall::query_words(&query.text).is_empty() {
+        if compactd_store::recall::query_words(&query.text).is_empty() {
             return Err(AppError::invalid(
                 "q",
                 "q: give at least one word to search for",
@@ -398,7 +398,7 @@ mod tests {
     use serde_json::json;
 
     use super::turn_text;
-    use crate::transcript::{Message, Role, ToolCall};
+    use compactd_core::transcript::{Message, Role, ToolCall};
 
     #[test]
     fn a_turns_calls_are_written_after_its_text_with_their_arguments_in_order() {

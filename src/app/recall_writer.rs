@@ -1,6 +1,6 @@
 //! Recall's writer: conversations are kept write-behind, like the call log — queued (bounded) on
 //! the request path, written by one task in batches (one transaction each, see
-//! [`crate::store::behind`]), so that a summarization does not wait for the store and SQLite's
+//! [`compactd_store::behind`]), so that a summarization does not wait for the store and SQLite's
 //! single writer is not asked once per request. A conversation the queue has no room for is not
 //! kept, and its summary names no recall id.
 
@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::log_throttle::Throttle;
 use crate::metrics::Metrics;
-use crate::store::behind::{Weigh, WriteBehind};
-use crate::store::{NewRecall, Store, StoreError};
+use compactd_store::behind::{Weigh, WriteBehind};
+use compactd_store::{NewRecall, Store, StoreError};
 
 /// Conversations waiting to be written, at most, and their bytes at most (a conversation may be
 /// megabytes). The queue holds four batches: at the peak miss rate a batch takes about a
@@ -125,16 +125,7 @@ async fn save(store: &dyn Store, metrics: &Metrics, batch: &[NewRecall]) {
     }
 }
 
-impl Weigh for NewRecall {
-    fn weight(&self) -> usize {
-        let turns: usize = self
-            .turns
-            .iter()
-            .map(|t| t.text.len() + t.paths.len() + t.role.len() + 64)
-            .sum();
-        turns + self.id.len() + self.tenant.len() + 128
-    }
-}
+
 
 /// At most [`SEEN`] keys (a set of ids, or ids by cache key), each remembered for ten minutes.
 fn remembered<V: Clone + Send + Sync + 'static>() -> moka::sync::Cache<String, V> {

@@ -2,10 +2,10 @@
 //! caller: another tenant's session is "not found", like a missing one.
 
 use crate::access::Identity;
-use crate::ids::Id;
-use crate::session::EntryType;
-use crate::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
-use crate::store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
+use compactd_core::ids::Id;
+use compactd_core::session::EntryType;
+use compactd_core::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
+use compactd_store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
 
 use super::index::{self, FACTS_VERSION, IndexView};
 use super::{App, AppError};
@@ -449,8 +449,8 @@ fn check_append(
     let mut unchanged = 0;
     for entry in lines {
         if let Some(stored) = stored.get(&entry.id) {
-            let same = crate::js_json::from_str::<serde_json::Value>(stored).ok()
-                == crate::js_json::from_str::<serde_json::Value>(&entry.raw).ok();
+            let same = compactd_core::js_json::from_str::<serde_json::Value>(stored).ok()
+                == compactd_core::js_json::from_str::<serde_json::Value>(&entry.raw).ok();
             if same {
                 unchanged += 1;
                 continue;

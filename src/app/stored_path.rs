@@ -10,11 +10,11 @@
 use super::index::IndexView;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::compaction::PlanOutcome;
-use crate::ids::Id;
-use crate::session::EntryType;
-use crate::session::{Entry, Session};
-use crate::store::SessionRecord;
+use compactd_core::compaction::PlanOutcome;
+use compactd_core::ids::Id;
+use compactd_core::session::EntryType;
+use compactd_core::session::{Entry, Session};
+use compactd_store::SessionRecord;
 
 /// A stored session's active path, partly read.
 pub(crate) struct StoredPath {
@@ -213,10 +213,10 @@ impl App {
 /// Entries a tail slice fetches and parses at a time.
 const TAIL_SLICE_ENTRIES: usize = 2048;
 
-fn parse_lines(lines: Vec<(i64, String)>) -> Result<Vec<Entry>, crate::session::ParseError> {
+fn parse_lines(lines: Vec<(i64, String)>) -> Result<Vec<Entry>, compactd_core::session::ParseError> {
     lines
         .into_iter()
-        .map(|(_, raw)| crate::session::parse_stored_line(raw))
+        .map(|(_, raw)| compactd_core::session::parse_stored_line(raw))
         .collect()
 }
 

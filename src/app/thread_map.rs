@@ -3,12 +3,12 @@
 //! in their header's `parentSession`, as pi's own forks do; a handoff's session starts with one
 //! user message (its prompt), a fork's with the path it copied.
 
-use crate::ids::Id;
+use compactd_core::ids::Id;
 use serde_json::Value;
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::store::SessionRecord;
+use compactd_store::SessionRecord;
 
 /// Children looked at, the newest first: a session's map is for reading, not an export.
 const MAX_CHILDREN: i64 = 200;

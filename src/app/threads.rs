@@ -1,13 +1,13 @@
 //! Thread references (issue 57): `read_thread` over a stored session or a kept conversation
-//! (a recall id) of the caller's tenant ([`crate::threads`]): the entries of the session's
+//! (a recall id) of the caller's tenant ([`compactd_core::threads`]): the entries of the session's
 //! active path, each with its role and text, a tool call marked failed when its result was an
 //! error. With a model, a short loop: the model is shown the best hits with their neighbours,
-//! and answers or asks to search again or read an entry ([`crate::threads::steps`]), each step
+//! and answers or asks to search again or read an entry ([`compactd_core::threads::steps`]), each step
 //! through the pipeline (redacted, budgeted, cached) and within the prompt's budget, whatever
 //! the thread's length. Without one, the ranked quotes are the answer.
 
-use crate::ids::Id;
-use crate::redact::Redacted;
+use compactd_core::ids::Id;
+use compactd_core::redact::Redacted;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -15,10 +15,10 @@ use serde_json::Value;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::pipeline::{Endpoint, Job, Purpose};
-use crate::session::Session;
+use compactd_core::session::Session;
 use crate::summarizer::SummaryRequest;
-use crate::threads::steps::{self, Ask, Shown, Step};
-use crate::threads::{Entry, Index, Reading};
+use compactd_core::threads::steps::{self, Ask, Shown, Step};
+use compactd_core::threads::{Entry, Index, Reading};
 use std::sync::Arc;
 
 /// Longest question, in characters.
@@ -68,7 +68,7 @@ impl App {
             let question = question.clone();
             crate::cpu::off_runtime_until(deadline, move |deadline| {
                 let index = Index::new(&entries, deadline)?;
-                let reading = crate::threads::read(&entries, &index, &question, ANSWER_CHARS);
+                let reading = compactd_core::threads::read(&entries, &index, &question, ANSWER_CHARS);
                 Some((Arc::new(Thread { entries, index }), reading))
             })
             .await?
@@ -98,7 +98,7 @@ impl App {
         question: &str,
         read: Arc<Thread>,
         extractive: Answer,
-        deadline: crate::deadline::Deadline,
+        deadline: compactd_core::deadline::Deadline,
     ) -> Result<Answer, AppError> {
         let mut shown = Shown::default();
         for hit in &extractive.reading.hits {
@@ -168,7 +168,7 @@ impl App {
                     if !cited.is_empty() {
                         reading.cited = cited;
                     }
-                    reading.answer = crate::fidelity::facts::clip(&text, ANSWER_CHARS);
+                    reading.answer = compactd_core::fidelity::facts::clip(&text, ANSWER_CHARS);
                     return Ok(Answer {
                         reading: self.pipeline.redactor().seal(reading),
                         answered_by: summary.model.clone(),
@@ -189,7 +189,7 @@ impl App {
             Err(AppError::NotFound(_)) => {
                 let (_, turns) = self
                     .store
-                    .recall_turns(&who.tenant, id, 0, MAX_RECALL_TURNS, crate::store::now_ms())
+                    .recall_turns(&who.tenant, id, 0, MAX_RECALL_TURNS, compactd_store::now_ms())
                     .await?
                     .ok_or_else(|| {
                         AppError::NotFound(format!(
@@ -232,13 +232,13 @@ fn follow(read: &Thread, shown: &mut Shown, asks: Vec<Ask>) -> String {
                 for at in read.index.search(&words, SEARCH_HITS) {
                     shown.add(at, 1, len);
                 }
-                format!("SEARCH: {}", crate::fidelity::facts::clip(&words, 200))
+                format!("SEARCH: {}", compactd_core::fidelity::facts::clip(&words, 200))
             }
             Ask::Read(id) => {
                 if let Some(at) = read.index.position(&id) {
                     shown.add(at, 2, len);
                 }
-                format!("READ: {}", crate::fidelity::facts::clip(&id, 200))
+                format!("READ: {}", compactd_core::fidelity::facts::clip(&id, 200))
             }
         };
         let found = shown.len() - before;

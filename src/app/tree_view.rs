@@ -3,15 +3,15 @@
 //! it — what is already behind a summary, what would be summarized, the split turn's prefix and
 //! what would be kept.
 
-use crate::ids::Id;
-use crate::session::EntryType;
+use compactd_core::ids::Id;
+use compactd_core::session::EntryType;
 use std::collections::HashMap;
 
 use super::index::Snapshot;
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::compaction::{CompactionSettings, PlanOutcome};
-use crate::store::SessionRecord;
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
+use compactd_store::SessionRecord;
 
 /// Rows of the tree on one page: a 20 MB session has tens of thousands of entries, and a page
 /// of them is what a person reads at once.

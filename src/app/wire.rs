@@ -6,7 +6,7 @@
 
 use super::{App, AppError};
 use crate::access::Identity;
-use crate::redact::Redacted;
+use compactd_core::redact::Redacted;
 use std::sync::Arc;
 
 use crate::pipeline::{Endpoint, Job, Purpose};
@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
-use crate::transcript::Conversation;
-use crate::transcript::prompt::{conversation_block, is_short_summary_request, previous_block};
+use compactd_core::transcript::Conversation;
+use compactd_core::transcript::prompt::{conversation_block, is_short_summary_request, previous_block};
 
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
@@ -229,7 +229,7 @@ mod tests {
 
     async fn app() -> App {
         let store =
-            crate::store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
+            compactd_store::SqliteStore::connect_url("sqlite::memory:", Duration::from_secs(1))
                 .await
                 .unwrap();
         App::build(

@@ -52,12 +52,12 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         &parent,
         &goal,
         args.session.leaf.as_deref(),
-        crate::deadline::Deadline::NONE,
+        compactd_core::deadline::Deadline::NONE,
     )
     .map_err(|e| CliError::new(e.to_string()))?
     .expect("no deadline to pass");
     let drafted = runtime()?.block_on(async {
-        let store = crate::store::connect(&crate::app::store_config(&args.storage))
+        let store = compactd_store::connect(&crate::app::store_config(&args.storage))
             .await
             .map_err(|e| CliError::new(format!("{e:#}")))?;
         let app = crate::app::App::build(&args.summarizers, &args.storage, store)

@@ -48,12 +48,12 @@ pub enum KeysAction {
 
 /// `compactd keys create|list|revoke|budget`.
 pub(super) fn run(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> {
-    use crate::store::now_ms;
+    use compactd_store::now_ms;
     args.storage.validate().map_err(invalid)?;
-    let failed = |e: crate::store::StoreError| CliError(format!("storage error: {e}"));
+    let failed = |e: compactd_store::StoreError| CliError(format!("storage error: {e}"));
     let runtime = runtime()?;
     let store = runtime
-        .block_on(crate::store::connect(&crate::app::store_config(
+        .block_on(compactd_store::connect(&crate::app::store_config(
             &args.storage,
         )))
         .map_err(|e| CliError(format!("{e:#}")))?;
@@ -76,8 +76,8 @@ pub(super) fn run(args: KeysArgs, out: &mut impl Write) -> Result<(), CliError> 
                     .map(|k| {
                         serde_json::json!({
                             "keyId": k.key_id, "tenant": k.tenant, "name": k.name,
-                            "createdAt": crate::session::time::epoch_ms_to_iso(k.created_at_ms),
-                            "revokedAt": k.revoked_at_ms.map(crate::session::time::epoch_ms_to_iso),
+                            "createdAt": compactd_core::session::time::epoch_ms_to_iso(k.created_at_ms),
+                            "revokedAt": k.revoked_at_ms.map(compactd_core::session::time::epoch_ms_to_iso),
                         })
                     })
                     .collect(),

@@ -12,10 +12,10 @@ use clap::{Args, Parser, Subcommand};
 
 pub use keys::{KeysAction, KeysArgs};
 
-use crate::compaction::pi15::Planner;
-use crate::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::compaction::pi15::Planner;
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
 use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
-use crate::session::{ParseOptions, Session};
+use compactd_core::session::{ParseOptions, Session};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -363,7 +363,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
         pins: args.pins.clone(),
     };
     let outcome = runtime()?.block_on(async {
-        let store = crate::store::connect(&crate::app::store_config(&args.storage))
+        let store = compactd_store::connect(&crate::app::store_config(&args.storage))
             .await
             .map_err(|e| CliError(format!("{e:#}")))?;
         let app = crate::app::App::build(&args.summarizers, &args.storage, store)
@@ -399,7 +399,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
 /// permissions are kept.
 fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError(format!("cannot write {}: {e}", file.display()));
-    if session.source_version >= crate::session::CURRENT_VERSION {
+    if session.source_version >= compactd_core::session::CURRENT_VERSION {
         crate::session_file::append_line(file, line).map_err(failed)
     } else {
         let contents = session.to_jsonl() + line + "\n";
@@ -411,7 +411,7 @@ fn write_entry(file: &Path, session: &Session, line: &str) -> Result<(), CliErro
 fn migrate(config: StorageConfig, out: &mut impl Write) -> Result<(), CliError> {
     config.validate().map_err(invalid)?;
     let store = runtime()?
-        .block_on(crate::store::connect(&crate::app::store_config(&config)))
+        .block_on(compactd_store::connect(&crate::app::store_config(&config)))
         .map_err(|e| CliError(format!("{e:#}")))?;
     writeln!(out, "migrations applied ({})", store.backend())
         .map_err(|e| CliError(format!("cannot write output: {e}")))

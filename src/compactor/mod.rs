@@ -10,21 +10,21 @@ mod pi15;
 
 use std::time::Instant;
 
-use crate::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
-use crate::compaction::file_ops::FileLists;
-use crate::compaction::output_budget::{
+use compactd_core::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
+use compactd_core::compaction::file_ops::FileLists;
+use compactd_core::compaction::output_budget::{
     BRANCH_MAX_TOKENS, history_max_tokens, turn_prefix_max_tokens,
 };
-use crate::compaction::{
+use compactd_core::compaction::{
     CompactionSettings, NothingReason, NothingToCompact, branch, build_session_context,
     estimate_tokens, prepare_compaction, serialize_conversation, typed_conversation,
 };
-use crate::fidelity::{Anchor, Report};
+use compactd_core::fidelity::{Anchor, Report};
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
-use crate::prompts::Prompts;
-use crate::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
+use compactd_core::prompts::Prompts;
+use compactd_core::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
 use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
-use crate::transcript::prompt::{
+use compactd_core::transcript::prompt::{
     branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
 };
 
@@ -88,8 +88,8 @@ pub async fn compact(
     let started = Instant::now();
     let path = session.active_path(request.leaf_id.as_deref())?;
     // A session pi ≥ 1.5 wrote is planned and written as pi 1.5 does.
-    if crate::compaction::pi15::Planner::of_entries(path.iter().copied())
-        == crate::compaction::pi15::Planner::Pi15
+    if compactd_core::compaction::pi15::Planner::of_entries(path.iter().copied())
+        == compactd_core::compaction::pi15::Planner::Pi15
     {
         return pi15::compact(&path, taken, request, pipeline, context, started).await;
     }

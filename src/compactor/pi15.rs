@@ -1,5 +1,5 @@
 //! Compacting a session pi ≥ 1.5 wrote, as pi 1.5.2 compacts it: its planner
-//! ([`crate::compaction::pi15`]), its prompts (`prompts/pi15/`: the split update prompt, the turn
+//! ([`compactd_core::compaction::pi15`]), its prompts (`prompts/pi15/`: the split update prompt, the turn
 //! prefix as `# Conversation` / `# Instructions`), the previous summary kept as it is when only
 //! the split turn is new, and its entry: `usage` and the current `systemMessage` written with it.
 //! Every summary goes through compactd's pipeline like the others.
@@ -11,20 +11,17 @@ use serde_json::{Value, json};
 use super::{
     CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
 };
-use crate::compaction::NothingReason;
-use crate::compaction::entry::CompactionEntry;
-use crate::compaction::output_budget::{history_max_tokens, turn_prefix_max_tokens};
-use crate::compaction::pi15::prepare;
-use crate::js_json::utf16_len;
+use compactd_core::compaction::NothingReason;
+use compactd_core::compaction::entry::CompactionEntry;
+use compactd_core::compaction::output_budget::{history_max_tokens, turn_prefix_max_tokens};
+use compactd_core::compaction::pi15::prepare;
+use compactd_core::js_json::utf16_len;
 use crate::pipeline::{Context, Pipeline};
-use crate::session::{Entry, IdSet, new_entry_id, time};
+use compactd_core::session::{Entry, IdSet, new_entry_id, time};
 use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
-use crate::transcript::prompt::{conversation_block, previous_block};
+use compactd_core::transcript::prompt::{conversation_block, previous_block};
 
-const SYSTEM: &str = include_str!("../../prompts/pi15/system.md");
-const SUMMARY: &str = include_str!("../../prompts/pi15/summary.md");
-const UPDATE: &str = include_str!("../../prompts/pi15/update.md");
-const TURN_PREFIX: &str = include_str!("../../prompts/pi15/turn-prefix.md");
+use compactd_core::prompts::pi15::{SUMMARY, SYSTEM, TURN_PREFIX, UPDATE};
 
 /// pi 1.5.2's usage shape (`input`, `output`, `cacheRead`, `cacheWrite`, `totalTokens`, `cost`):
 /// compactd's models are compactd's to pay for, so the cost is 0.
@@ -110,7 +107,7 @@ pub(super) async fn compact(
     entry.usage = Some(pi_usage(usage));
     entry.system_message = prep.system_message.clone().map(|mut system| {
         let ms = time::iso_to_epoch_ms(&timestamp).unwrap_or_default();
-        system["timestamp"] = crate::js_json::number_value(ms);
+        system["timestamp"] = compactd_core::js_json::number_value(ms);
         system
     });
     let tokens_after = (utf16_len(&entry.summary) as u64).div_ceil(4) + prep.kept_tokens;
@@ -120,7 +117,7 @@ pub(super) async fn compact(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fidelity::anchors;
+    use compactd_core::fidelity::anchors;
 
     /// The split turn's prefix, framed as pi 1.5 frames it: its headings are not the user's words,
     /// neither in the extractive summary nor in the anchors a model's summary is checked against.
@@ -130,7 +127,7 @@ mod tests {
             "# Conversation\n[User]: Fix the parser in src/parse.rs; it drops the last token.\n\n[Assistant tool calls]: edit(path=\"src/parse.rs\", oldText=\"a\", newText=\"b\")\n\n[Tool result]: edited\n\n# Instructions\n{TURN_PREFIX}"
         );
         let request = SummaryRequest::from_prompt(SYSTEM.to_owned(), prompt, 2000);
-        let summary = crate::summarizer::extractive::summarize(&request);
+        let summary = compactd_core::extractive::summarize(&request);
         for framing in ["# Conversation", "# Instructions", "[User]:"] {
             assert!(
                 !summary.text.contains(framing),

@@ -13,8 +13,8 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::QueryParams;
-use crate::session::time::epoch_ms_to_iso;
-use crate::store::CallRecord;
+use compactd_core::session::time::epoch_ms_to_iso;
+use compactd_store::CallRecord;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(calls))

@@ -6,7 +6,7 @@
 //! The `Authorization` header such clients send carries the agent's own provider key: it is
 //! never read, logged or forwarded.
 
-use crate::redact::Redacted;
+use compactd_core::redact::Redacted;
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,6 +1,6 @@
 //! Planning, context rebuild, compaction and branch summaries of sessions (spec §4–§9).
 
-use crate::compaction::pi15::Planner;
+use compactd_core::compaction::pi15::Planner;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -18,10 +18,9 @@ use crate::app::history::{CompactionView, HistoryRange};
 use crate::app::plans::{ContextView, settings};
 use crate::app::sessions::ReplaceNotice;
 use crate::app::wire::StagesView;
-use crate::compaction::PlanOutcome;
-use crate::compaction::entry::BranchSummaryEntry;
+use compactd_core::compaction::entry::BranchSummaryEntry;
 use crate::compactor::{BranchSummaryRequest, CompactionRequest};
-use crate::fidelity::{Missing, Report};
+use compactd_core::fidelity::{Missing, Report};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -54,7 +53,7 @@ pub(super) struct PlanQuery {
 /// `POST /v1/plan`: the plan of a JSONL body; nothing is stored.
 #[utoipa::path(post, path = "/v1/plan", tag = "compaction", params(PlanQuery),
     request_body(content = String, content_type = "application/x-ndjson", description = "A pi session file (JSONL)"),
-    responses((status = 200, body = PlanOutcome), (status = 422, description = "A line or field cannot be read", body = ErrorBody)))]
+    responses((status = 200, body = crate::openapi::PlanOutcome), (status = 422, description = "A line or field cannot be read", body = ErrorBody)))]
 pub(super) async fn plan_upload(
     State(state): State<AppState>,
     _caller: Caller,
@@ -78,7 +77,7 @@ pub(super) async fn plan_upload(
 /// `GET /v1/sessions/{id}/plan?keepRecentTokens=&reserveTokens=&leafId=`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/plan", tag = "compaction",
     params(("id" = String, Path, description = "Session id"), PlanQuery),
-    responses((status = 200, body = PlanOutcome), (status = 404, body = ErrorBody), (status = 422, description = "A field is missing or invalid", body = ErrorBody)))]
+    responses((status = 200, body = crate::openapi::PlanOutcome), (status = 404, body = ErrorBody), (status = 422, description = "A field is missing or invalid", body = ErrorBody)))]
 pub(super) async fn plan_stored(
     State(state): State<AppState>,
     Caller(who): Caller,
@@ -150,7 +149,7 @@ pub(super) struct CompactionResponse {
     created: bool,
     /// The entry, in pi's shape (`compaction`, with `summary`, `firstKeptEntryId`,
     /// `tokensBefore`, `details`, `fromHook`).
-    #[schema(value_type = crate::compaction::entry::CompactionEntry)]
+    #[schema(value_type = crate::openapi::CompactionEntry)]
     entry: serde_json::Value,
     /// The entry as stored: the JSONL line to append to a v3 session file.
     line: String,
@@ -168,10 +167,12 @@ pub(super) struct CompactionResponse {
     summarizer_calls: Option<u32>,
     /// What the fidelity gate found in the summary and did to it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::openapi::Report>)]
     fidelity: Option<Report>,
     /// The anchors of the replaced history the summary does not keep: what the agent will no
     /// longer know.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<crate::openapi::Missing>>)]
     forgotten: Option<Vec<Missing>>,
     /// What the pipeline's stages did (compactions written now).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -339,6 +340,7 @@ pub(super) struct BranchBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct BranchSummaryResponse {
+    #[schema(value_type = crate::openapi::BranchSummaryEntry)]
     entry: BranchSummaryEntry,
     /// The entry as stored: the JSONL line to append to a v3 session file.
     line: String,
@@ -346,6 +348,7 @@ pub(super) struct BranchSummaryResponse {
     usage: UsageView,
     latency_ms: u64,
     /// What the fidelity gate found in the summary and did to it.
+    #[schema(value_type = crate::openapi::Report)]
     fidelity: Report,
 }
 

@@ -52,7 +52,7 @@ pub(crate) enum ApiError {
     /// An uploaded session (or appended lines) that cannot be read: names the line (and the
     /// setting, for a breached limit).
     #[error("{}{}", .0, limit_setting(.0.kind))]
-    InvalidSession(crate::session::ParseError),
+    InvalidSession(compactd_core::session::ParseError),
     /// The session, entry or resource does not exist.
     #[error("{0}")]
     NotFoundWhat(String),
@@ -277,9 +277,9 @@ impl From<crate::agents::AgentError> for ApiError {
     }
 }
 
-impl From<crate::store::StoreError> for ApiError {
-    fn from(error: crate::store::StoreError) -> Self {
-        use crate::store::StoreError;
+impl From<compactd_store::StoreError> for ApiError {
+    fn from(error: compactd_store::StoreError) -> Self {
+        use compactd_store::StoreError;
         match error {
             StoreError::Unavailable(cause) => ApiError::StorageUnavailable {
                 cause: format!("storage unavailable: {cause}"),
@@ -328,7 +328,7 @@ impl From<crate::pipeline::SummarizeError> for ApiError {
 impl From<crate::app::AppError> for ApiError {
     fn from(error: crate::app::AppError) -> Self {
         use crate::app::AppError;
-        use crate::compaction::NothingReason;
+        use compactd_core::compaction::NothingReason;
         match error {
             AppError::NotFound(message) => ApiError::NotFoundWhat(message),
             AppError::Invalid { param, message } => ApiError::unprocessable(&param, message),
@@ -359,13 +359,13 @@ impl From<crate::app::AppError> for ApiError {
     }
 }
 
-fn is_limit(kind: crate::session::ParseErrorKind) -> bool {
-    use crate::session::ParseErrorKind::{LineTooLong, TooManyEntries};
+fn is_limit(kind: compactd_core::session::ParseErrorKind) -> bool {
+    use compactd_core::session::ParseErrorKind::{LineTooLong, TooManyEntries};
     matches!(kind, LineTooLong | TooManyEntries)
 }
 
-fn limit_setting(kind: crate::session::ParseErrorKind) -> &'static str {
-    use crate::session::ParseErrorKind::{LineTooLong, TooManyEntries};
+fn limit_setting(kind: compactd_core::session::ParseErrorKind) -> &'static str {
+    use compactd_core::session::ParseErrorKind::{LineTooLong, TooManyEntries};
     match kind {
         LineTooLong => " (COMPACTD_MAX_LINE_BYTES)",
         TooManyEntries => " (COMPACTD_MAX_ENTRIES)",

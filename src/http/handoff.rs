@@ -105,7 +105,7 @@ pub(super) async fn handoff(
     ))
 }
 
-fn files(files: Vec<crate::handoff::RelevantFile>) -> Vec<FileView> {
+fn files(files: Vec<compactd_core::handoff::RelevantFile>) -> Vec<FileView> {
     files
         .into_iter()
         .map(|f| FileView {
@@ -161,18 +161,18 @@ pub(super) async fn handoff_conversation(
 ) -> Result<Json<ConversationHandoff>, ApiError> {
     let _ = request.system;
     let conversation = match (request.prompt, request.messages, request.input) {
-        (Some(prompt), None, None) => ("prompt", crate::transcript::read(&prompt)),
+        (Some(prompt), None, None) => ("prompt", compactd_core::transcript::read(&prompt)),
         (None, Some(messages), None) if is_anthropic(&messages) => (
             "messages",
-            crate::transcript::structured::from_anthropic(&messages),
+            compactd_core::transcript::structured::from_anthropic(&messages),
         ),
         (None, Some(messages), None) => (
             "messages",
-            crate::transcript::structured::from_chat(&messages),
+            compactd_core::transcript::structured::from_chat(&messages),
         ),
         (None, None, Some(input)) => (
             "input",
-            crate::transcript::structured::from_responses(&input),
+            compactd_core::transcript::structured::from_responses(&input),
         ),
         _ => {
             return Err(crate::app::AppError::invalid(
@@ -239,7 +239,7 @@ fn linked(l: crate::app::thread_map::Linked) -> LinkedView {
         id: l.id,
         kind: l.kind,
         title: l.title,
-        created_at: crate::session::time::epoch_ms_to_iso(l.created_at_ms),
+        created_at: compactd_core::session::time::epoch_ms_to_iso(l.created_at_ms),
     }
 }
 

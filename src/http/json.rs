@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use super::encoding::{self, Content};
 use super::error::ApiError;
-use crate::ids::{BadId, Id};
+use compactd_core::ids::{BadId, Id};
 
 /// The configured body limit, read from the router state.
 #[derive(Debug, Clone, Copy)]
@@ -325,17 +325,17 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     };
     // Fields serde skips are not depth-checked by it: bound the nesting of the whole body first.
-    if crate::session::nesting_exceeds(bytes, crate::session::JSON_DEPTH_LIMIT) {
+    if compactd_core::session::nesting_exceeds(bytes, compactd_core::session::JSON_DEPTH_LIMIT) {
         return Err(ApiError::unprocessable(
             "body",
             format!(
                 "the JSON is nested deeper than {} levels",
-                crate::session::JSON_DEPTH_LIMIT
+                compactd_core::session::JSON_DEPTH_LIMIT
             ),
         ));
     }
     // JavaScript clients write lone surrogates as escapes that serde_json refuses.
-    let bytes = crate::js_json::replace_lone_surrogates(bytes);
+    let bytes = compactd_core::js_json::replace_lone_surrogates(bytes);
     let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -351,7 +351,7 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 "body",
                 format!(
                     "the JSON is nested deeper than {} levels ({place})",
-                    crate::session::JSON_DEPTH_LIMIT
+                    compactd_core::session::JSON_DEPTH_LIMIT
                 ),
             );
         }

@@ -42,7 +42,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::access::Access;
 use crate::app::App;
 use crate::config::{HttpConfig, ServeConfig};
-use crate::store::Store;
+use compactd_store::Store;
 pub use document::openapi;
 use error::ApiError;
 use json::BodyLimit;
@@ -106,7 +106,7 @@ impl FromRef<AppState> for BodyLimit {
 impl AppState {
     /// Connects the store (applying migrations) and builds the application.
     pub async fn from_config(config: &ServeConfig) -> anyhow::Result<AppState> {
-        let store = crate::store::connect(&crate::app::store_config(&config.storage)).await?;
+        let store = compactd_store::connect(&crate::app::store_config(&config.storage)).await?;
         AppState::with_store(config, store)
     }
 

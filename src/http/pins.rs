@@ -11,8 +11,8 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{JsonBody, PinId, SessionId};
-use crate::session::time;
-use crate::store::PinRecord;
+use compactd_core::session::time;
+use compactd_store::PinRecord;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -15,7 +15,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::QueryParams;
 use crate::app::recall::RecallPage;
-use crate::store::{RecallHit, RecallQuery, RecallTurn};
+use compactd_store::{RecallHit, RecallQuery, RecallTurn};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -112,7 +112,7 @@ pub(super) async fn turns(
     Path(id): Path<String>,
     QueryParams(params): QueryParams<TurnsParams>,
 ) -> Result<Json<Turns>, ApiError> {
-    let id = crate::ids::Id::parse(id).map_err(|bad| ApiError::Invalid {
+    let id = compactd_core::ids::Id::parse(id).map_err(|bad| ApiError::Invalid {
         status: axum::http::StatusCode::BAD_REQUEST,
         code: "invalid_id",
         message: format!("id: {bad}"),
@@ -156,7 +156,7 @@ pub(super) async fn mcp_caller(
                 Ok(bytes) => bytes,
                 Err(_) => return ApiError::PayloadTooLarge { limit }.into_response(),
             };
-            let bytes = match crate::js_json::replace_lone_surrogates(&bytes) {
+            let bytes = match compactd_core::js_json::replace_lone_surrogates(&bytes) {
                 std::borrow::Cow::Borrowed(_) => bytes,
                 std::borrow::Cow::Owned(fixed) => fixed.into(),
             };
@@ -179,7 +179,7 @@ pub(super) mod mcp {
 
     use crate::access::Identity;
     use crate::app::App;
-    use crate::store::RecallQuery;
+    use compactd_store::RecallQuery;
 
     #[derive(Debug, Deserialize, schemars::JsonSchema)]
     pub(crate) struct SearchArgs {
@@ -204,7 +204,7 @@ pub(super) mod mcp {
     pub(crate) struct ReadArgs {
         /// The recall id (from the summary's last line or a search hit).
         #[schemars(with = "String")]
-        pub recall_id: crate::ids::Id,
+        pub recall_id: compactd_core::ids::Id,
         /// First turn to read, 0-based (a search hit's `seq`).
         pub from: Option<i32>,
         /// Most turns, 1 to 50 (default 1: the turn at `from`, in full).
@@ -215,7 +215,7 @@ pub(super) mod mcp {
     pub(crate) struct ThreadArgs {
         /// The thread: a stored session's id.
         #[schemars(with = "String")]
-        pub thread: crate::ids::Id,
+        pub thread: compactd_core::ids::Id,
         /// What to find out from it.
         pub question: String,
     }
@@ -364,7 +364,7 @@ pub(super) mod mcp {
                 })
                 .to_string());
             }
-            let thread = crate::ids::Id::parse(thread)
+            let thread = compactd_core::ids::Id::parse(thread)
                 .map_err(|bad| ErrorData::invalid_params(format!("thread: {bad}"), None))?;
             let (drafted, uploaded) = self
                 .app

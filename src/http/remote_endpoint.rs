@@ -13,7 +13,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
 use crate::app::wire::{StagesView, WireRequest, token_count};
-use crate::fidelity::Report;
+use compactd_core::fidelity::Report;
 use crate::pipeline::Endpoint;
 use crate::summarizer::TokenUsage;
 
@@ -40,8 +40,10 @@ pub(super) struct CompactResponse {
     summary: String,
     /// `provider:model` or `extractive`.
     model: String,
+    #[schema(value_type = crate::openapi::TokenUsage)]
     usage: TokenUsage,
     /// What compactd checked the summary against and repaired (agents read only `summary`).
+    #[schema(value_type = crate::openapi::Report)]
     fidelity: Report,
     #[serde(flatten)]
     stages: StagesView,

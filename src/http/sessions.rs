@@ -14,8 +14,8 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{JsonBody, JsonlBody, QueryParams, SessionId};
 use crate::app::sessions::ReplaceNotice;
-use crate::session::{self, LineIssue, time};
-use crate::store::SessionRecord;
+use compactd_core::session::{self, LineIssue, time};
+use compactd_store::SessionRecord;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -70,8 +70,10 @@ pub(super) struct Uploaded {
     #[serde(flatten)]
     session: SessionView,
     /// Lines lenient reading skipped.
+    #[schema(value_type = Vec<crate::openapi::LineIssue>)]
     skipped_lines: Vec<LineIssue>,
     /// Links lenient reading repaired.
+    #[schema(value_type = Vec<crate::openapi::LineIssue>)]
     repaired_lines: Vec<LineIssue>,
     #[serde(flatten)]
     replace: ReplaceNotice,

@@ -23,7 +23,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 pub(super) struct ReadRequest {
     /// A stored session's id, or a recall id (the caller's tenant's).
     #[schema(value_type = String)]
-    thread: crate::ids::Id,
+    thread: compactd_core::ids::Id,
     /// What to find out from it (at most 2,000 characters).
     question: String,
 }

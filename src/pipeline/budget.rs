@@ -22,7 +22,7 @@ use crate::config::WhenStoreDown;
 use crate::log_throttle::Throttle;
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;
-use crate::store::{Store, now_ms};
+use compactd_store::{Store, now_ms};
 
 /// How long a tenant's budget setting is remembered before it is read again (a change made with
 /// `compactd keys budget` applies within this time).

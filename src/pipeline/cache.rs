@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::Job;
 use crate::metrics::Metrics;
-use crate::store::behind::{Weigh, WriteBehind};
-use crate::store::{CachedSummaryRow, Store, now_ms};
+use compactd_store::behind::WriteBehind;
+use compactd_store::{CachedSummaryRow, Store, now_ms};
 use crate::summarizer::{Summary, TokenUsage};
 
 /// Changes whenever the stages change what a summary holds for the same request (the gate, the
@@ -28,7 +28,7 @@ struct Cached {
     text: String,
     model: String,
     usage: TokenUsage,
-    fidelity: Option<crate::fidelity::Report>,
+    fidelity: Option<compactd_core::fidelity::Report>,
     /// The secrets replaced in the request when it was summarized: a hit reports them without
     /// searching the request again.
     #[serde(default)]
@@ -198,11 +198,7 @@ impl SummaryCache {
     }
 }
 
-impl Weigh for CachedSummaryRow {
-    fn weight(&self) -> usize {
-        self.key.len() + self.summary.len() + 64
-    }
-}
+
 
 fn summary(cached: &Cached) -> Summary {
     Summary {

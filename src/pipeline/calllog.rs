@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use super::events::{Event, Observer, Run};
 use crate::log_throttle::Throttle;
-use crate::store::behind::{Weigh, WriteBehind};
-use crate::store::{CallRecord, Store, now_ms};
-use crate::transcript::estimate_tokens;
+use compactd_store::behind::WriteBehind;
+use compactd_store::{CallRecord, Store, now_ms};
+use compactd_core::transcript::estimate_tokens;
 
 /// Rows waiting to be written, at most, and their bytes at most (with `COMPACTD_STORE_TEXT` a
 /// row holds a prompt and its summary).
@@ -48,12 +48,7 @@ impl Shared {
     }
 }
 
-impl Weigh for CallRecord {
-    fn weight(&self) -> usize {
-        let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
-        text(&self.prompt) + text(&self.summary) + 512
-    }
-}
+
 
 /// The upstream tokens a row counts against its tenant's budget (as the store sums them: model
 /// calls, not cache hits or the extractive summarizer).

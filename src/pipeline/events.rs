@@ -18,7 +18,7 @@ pub enum Event<'a> {
     Refused,
     /// The fidelity gate checked (and repaired) a summary.
     Gated {
-        report: &'a crate::fidelity::Report,
+        report: &'a compactd_core::fidelity::Report,
         anchors: &'a [AnchorOutcome],
     },
     /// Secrets were replaced by placeholders (counts by rule).
@@ -43,7 +43,7 @@ pub enum Event<'a> {
 /// `appended` (by compactd) or `missing`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnchorOutcome {
-    pub kind: crate::fidelity::AnchorKind,
+    pub kind: compactd_core::fidelity::AnchorKind,
     pub outcome: &'static str,
 }
 
@@ -149,7 +149,7 @@ fn count_served(metrics: &Metrics, run: Run<'_>, request: &SummaryRequest, summa
     }
     let (agent, wire) = endpoint.agent_and_wire();
     metrics.compactions.with_label_values(&[agent, wire]).inc();
-    let after = crate::transcript::estimate_tokens(&summary.text);
+    let after = compactd_core::transcript::estimate_tokens(&summary.text);
     metrics
         .tokens_saved
         .inc_by(super::replaced_tokens(request).saturating_sub(after));

@@ -1,5 +1,5 @@
 //! The fidelity gate, a stage of every run after the chain: the summary is checked against the
-//! anchors of the text it replaces ([`crate::fidelity`]). When it leaves out critical anchors the
+//! anchors of the text it replaces ([`compactd_core::fidelity`]). When it leaves out critical anchors the
 //! same model is asked once more to put them back (when the deadline leaves time for a call as
 //! long as the first); what is still missing is appended verbatim where it belongs. The summary
 //! comes back with its [`Report`].
@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use super::events::{AnchorOutcome, Event};
 use super::{Job, Pipeline, Run};
-use crate::fidelity::gate::{
+use compactd_core::fidelity::gate::{
     Expectation, append_missing, check, drop_withdrawn, repair_prompt, unusable,
 };
-use crate::fidelity::{Anchor, AnchorKind, Missing, Report, Weight, anchors};
+use compactd_core::fidelity::{Anchor, AnchorKind, Missing, Report, Weight, anchors};
 use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
-use crate::transcript::prompt::Asks;
+use compactd_core::transcript::prompt::Asks;
 
 /// What a caller adds to the anchors of the prompt.
 #[derive(Debug, Clone, Default)]

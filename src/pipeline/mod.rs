@@ -36,7 +36,7 @@ pub(crate) mod limiter;
 pub(crate) mod loops;
 mod redaction;
 
-use crate::redact::Redacted;
+use compactd_core::redact::Redacted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ use crate::summarizer::{Chain, ChainError, ChainEvent, Summary, SummaryRequest};
 /// conversation but for a few lines of instructions (read as text: the conversation itself is not
 /// parsed for it, which a cache hit never does).
 pub(crate) fn replaced_tokens(request: &SummaryRequest) -> u64 {
-    crate::transcript::estimate_tokens(&request.prompt)
+    compactd_core::transcript::estimate_tokens(&request.prompt)
 }
 
 /// One stage of a run: its name and the module it lives in (under `src/`).
@@ -164,7 +164,7 @@ pub struct Pipeline {
 #[derive(Debug, Clone, Default)]
 pub struct Stages {
     /// The redaction stage's rules (none when `COMPACTD_REDACT=false`).
-    pub redactor: crate::redact::Redactor,
+    pub redactor: compactd_core::redact::Redactor,
     pub cache: Option<SummaryCache>,
     pub budgets: Option<Budgets>,
     pub loops: Option<Loops>,
@@ -193,7 +193,7 @@ impl Pipeline {
 
     /// The redaction stage's rules (no rules when redaction is off): what compactd returns,
     /// stores or shows is sealed by them.
-    pub fn redactor(&self) -> &crate::redact::Redactor {
+    pub fn redactor(&self) -> &compactd_core::redact::Redactor {
         &self.stages.redactor
     }
 
@@ -386,7 +386,7 @@ impl Pipeline {
         run: Run<'_>,
         redacted_job: &Redacted<Job>,
         key: Option<&str>,
-        placeholders: &mut crate::redact::Placeholders,
+        placeholders: &mut compactd_core::redact::Placeholders,
         reservation: &mut Option<budget::Reservation>,
         deadline: Instant,
         started: Instant,

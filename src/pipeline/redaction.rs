@@ -5,7 +5,7 @@
 //! [`Redacted`] request, so nothing reaches a model another way.
 
 use super::{Job, Pipeline};
-use crate::redact::{Placeholders, Redacted, Redactor, Screen, Screening};
+use compactd_core::redact::{Placeholders, Redacted, Redactor, Screen, Screening};
 use crate::summarizer::chain::ChainError;
 use crate::summarizer::{Summary, SummaryRequest};
 
@@ -32,7 +32,7 @@ impl Pipeline {
         let screened = tokio::time::timeout_at(
             deadline.into(),
             crate::cpu::off_runtime(move || {
-                crate::redact::within(deadline, || redact_job(&rules, &owned))
+                compactd_core::redact::within(deadline, || redact_job(&rules, &owned))
             }),
         )
         .await
@@ -76,37 +76,5 @@ impl Screen for Job {
             screening.text(&mut anchor.text);
         }
         screening.text(&mut self.gate.appendix);
-    }
-}
-
-impl Screen for SummaryRequest {
-    fn screen(&mut self, screening: &mut Screening<'_>) {
-        let before = screening.found();
-        screening.text(&mut self.system_prompt);
-        screening.text(&mut self.prompt);
-        if screening.found() == before {
-            return;
-        }
-        // The typed conversation is what the gate, the extractive summarizer and a fold read: it
-        // is redacted with the same placeholders. Its texts are pieces of the prompt's (escapes
-        // undone, which the rules also look through), so a prompt with nothing found has nothing
-        // here, and the same secrets again are counted once, in the prompt.
-        let mut shape = self.shape().clone();
-        screening.uncounted(|screening| shape.screen(screening));
-        self.set_shape(shape);
-    }
-}
-
-impl Screen for Summary {
-    fn screen(&mut self, screening: &mut Screening<'_>) {
-        screening.text(&mut self.text);
-        if let Some(report) = &mut self.fidelity {
-            for missing in &mut report.missing {
-                screening.text(&mut missing.text);
-            }
-            for rule in &mut report.rules {
-                screening.text(rule);
-            }
-        }
     }
 }

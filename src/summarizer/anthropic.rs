@@ -179,10 +179,10 @@ const MIN_CACHED_TOKENS: u64 = 1024;
 /// first, as a block of its own marked as a cache breakpoint, then the conversation and the
 /// instructions (which name both by their tags, so the order does not change what is asked).
 fn user_content(request: &SummaryRequest) -> Value {
-    use crate::transcript::prompt::previous_block;
+    use compactd_core::transcript::prompt::previous_block;
     let prompt = &request.prompt;
     let Some(previous) = (request.shape().previous_summary.as_deref())
-        .filter(|p| crate::transcript::estimate_tokens(p) >= MIN_CACHED_TOKENS)
+        .filter(|p| compactd_core::transcript::estimate_tokens(p) >= MIN_CACHED_TOKENS)
     else {
         return json!(prompt);
     };

@@ -5,10 +5,10 @@
 //! to the model's context window before it is sent ([`super::window`]): its output capped, and a
 //! conversation too long for the window folded ([`super::fold`]); a model that reports an
 //! overflow teaches the chain its window, and the request is fitted again. An answer that is no
-//! summary (blank, a refusal, none of the asked structure: [`crate::fidelity::gate`]) is a failed
+//! summary (blank, a refusal, none of the asked structure: [`compactd_core::fidelity::gate`]) is a failed
 //! attempt.
 
-use crate::redact::Redacted;
+use compactd_core::redact::Redacted;
 use std::time::{Duration, Instant};
 
 use super::fold::{Fold, FoldPrompts};
@@ -16,8 +16,8 @@ pub use super::link::Link;
 use super::stream::Timing;
 use super::window::{self, Learnt};
 use super::{AttemptError, Summary, SummaryRequest};
-use crate::fidelity::gate::{self, Expectation};
-use crate::transcript::estimate_tokens;
+use compactd_core::fidelity::gate::{self, Expectation};
+use compactd_core::transcript::estimate_tokens;
 
 /// Times a model that reports an overflow is asked again, fitted to what it said.
 const MAX_REFITS: u32 = 2;
@@ -168,10 +168,7 @@ impl Chain {
         if max_tokens == request.max_tokens {
             return Fitted::Whole(std::borrow::Cow::Borrowed(request));
         }
-        Fitted::Whole(std::borrow::Cow::Owned(SummaryRequest {
-            max_tokens,
-            ..request.clone()
-        }))
+        Fitted::Whole(std::borrow::Cow::Owned(request.with_max_tokens(max_tokens)))
     }
 
     /// Runs the chain until one model produces a summary or `deadline` passes. `on_event` sees
@@ -474,7 +471,7 @@ mod tests {
         let mut seen = Vec::new();
         let summary = chain
             .summarize(
-                crate::redact::Redactor::disabled().seal(request).as_ref(),
+                compactd_core::redact::Redactor::disabled().seal(request).as_ref(),
                 Instant::now(),
                 |a| seen.push(a.clone()),
             )

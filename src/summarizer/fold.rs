@@ -5,12 +5,12 @@
 //! history is dropped, and the fidelity gate then checks the final summary against the anchors of
 //! the whole conversation.
 
-use crate::prompts::Prompts;
-use crate::transcript::Conversation;
-use crate::transcript::prompt::Asks;
+use compactd_core::prompts::Prompts;
+use compactd_core::transcript::Conversation;
+use compactd_core::transcript::prompt::Asks;
 
 use super::SummaryRequest;
-use crate::transcript::{Shape, estimate_tokens};
+use compactd_core::transcript::{Shape, estimate_tokens};
 
 /// The instructions fold uses for the windows before the last.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +180,7 @@ impl<'r> Fold<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::prompt::{Parts, history_prompt};
+    use compactd_core::transcript::prompt::{Parts, history_prompt};
 
     fn conversation(turns: usize) -> String {
         (0..turns)

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::stream::{Ended, Progress, Timing, is_event_stream, read_events};
 use super::{AttemptError, Summary, SummaryRequest, TokenUsage, read_body, send};
-use crate::transcript::estimate_tokens;
+use compactd_core::transcript::estimate_tokens;
 
 /// One client per provider, built once; it serves every model of the provider in the chain.
 #[derive(Clone)]

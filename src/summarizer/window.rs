@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::SummaryRequest;
-use crate::transcript::estimate_tokens;
+use compactd_core::transcript::estimate_tokens;
 
 /// Windows of models whose size is published, by model-name prefix (longest match wins).
 const KNOWN: [(&str, u64); 14] = [

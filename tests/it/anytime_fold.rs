@@ -12,7 +12,7 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config, secs};
 const MODEL_SUMMARY: &str = "## Goal\nMODEL-WRITTEN GOAL\n\n## Key Decisions\n- **MODEL-DECISION-7**: keep the parser streaming";
 
 fn long_prompt() -> String {
-    let prompts = compactd::prompts::Prompts::builtin();
+    let prompts = compactd_core::prompts::Prompts::builtin();
     let turns: Vec<String> = (0..220)
         .map(|i| {
             format!(
@@ -21,7 +21,7 @@ fn long_prompt() -> String {
         })
         .chain(["[User]: Now write the release notes for 2.0 in CHANGELOG.md".to_owned()])
         .collect();
-    compactd::transcript::prompt::history_prompt(&prompts, &turns.join("\n\n"), None, None)
+    compactd_core::transcript::prompt::history_prompt(&prompts, &turns.join("\n\n"), None, None)
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::Method;
 use serde_json::json;
 

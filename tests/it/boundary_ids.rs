@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -23,7 +23,7 @@ fn malformed() -> Vec<String> {
         "abc\u{0}".to_owned(),
         "\u{0}".to_owned(),
         "a\u{1b}[2J".to_owned(),
-        "x".repeat(compactd::ids::MAX_ID_BYTES + 1),
+        "x".repeat(compactd_core::ids::MAX_ID_BYTES + 1),
     ]
 }
 

@@ -22,7 +22,7 @@ async fn cached_rows(url: &str) -> i64 {
 
 #[tokio::test]
 async fn replicas_on_postgres_share_the_summary_cache_once_the_row_lands() {
-    compactd::needs!(Postgres);
+    compactd_testkit::needs!(Postgres);
     let url = crate::crash::postgres_url("replicas").await;
     let url = url.as_str();
     let fake = FakeUpstream::start(vec![], Reply::openai(&answer("shared"))).await;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

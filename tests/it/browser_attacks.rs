@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::response::Html;
-use compactd::store::Store;
+use compactd_store::Store;
 use serde_json::{Value, json};
 
 use crate::browser::Driver;
@@ -103,7 +103,7 @@ const results = {};
 "#;
 
 async fn web_pages_on_other_sites_cannot_use_a_loopback_compactd(store: Arc<dyn Store>) {
-    compactd::needs!(Browser);
+    compactd_testkit::needs!(Browser);
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     // Loopback, no key: anyone on this machine may call it, as on a developer's laptop.
     let app =

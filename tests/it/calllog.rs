@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compactd::access::new_key;
-use compactd::store::{CallRecord, Store, now_ms};
+use compactd_store::{CallRecord, Store, now_ms};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

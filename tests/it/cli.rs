@@ -82,7 +82,7 @@ fn plan_reads_standard_input_and_honours_the_settings_and_leaf() {
 
     // Planning from an earlier leaf: the path ends there. Migrated v1 ids are random on every
     // read, so plan over the migrated (v3) text, whose ids are fixed.
-    let session = compactd::session::Session::parse(&bytes, Default::default()).unwrap();
+    let session = compactd_core::session::Session::parse(&bytes, Default::default()).unwrap();
     let bytes = session.to_jsonl().into_bytes();
     let leaf = &session.entries[700].id;
     let (code, json, _) = compactd(&["plan", "-", "--leaf", leaf], Some(&bytes));
@@ -110,7 +110,8 @@ fn plan_reads_standard_input_and_honours_the_settings_and_leaf() {
 /// byte as the library does.
 #[test]
 fn a_mapped_file_and_standard_input_plan_as_the_library_does() {
-    use compactd::session::{ParseOptions, Session, synth};
+    use compactd_core::session::{ParseOptions, Session};
+    use compactd_testkit::synth;
     let template = std::fs::read(fixture_path("large-session.jsonl")).unwrap();
     let template = Session::parse(&template, ParseOptions::default()).unwrap();
     // v3 text, so that ids are the same on every read; larger than what is read, not mapped.
@@ -134,7 +135,7 @@ fn a_mapped_file_and_standard_input_plan_as_the_library_does() {
 
     let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
     let path = session.active_path(None).unwrap();
-    let outcome = compactd::compaction::PlanOutcome::for_path(&path, &Default::default());
+    let outcome = compactd_core::compaction::PlanOutcome::for_path(&path, &Default::default());
     assert!(outcome.plan.is_some(), "a plan with a conversation");
     let mut expected = serde_json::to_vec(&outcome).unwrap();
     expected.push(b'\n');
@@ -267,7 +268,7 @@ fn compact_prints_the_entry_and_write_appends_it() {
     let dir = temp_dir("compact");
     // A v3 file: the migrated large fixture.
     let v1 = std::fs::read(fixture_path("large-session.jsonl")).unwrap();
-    let session = compactd::session::Session::parse(&v1, Default::default()).unwrap();
+    let session = compactd_core::session::Session::parse(&v1, Default::default()).unwrap();
     let file = dir.join("v3.jsonl");
     std::fs::write(&file, session.to_jsonl()).unwrap();
     let path = file.to_str().unwrap();
@@ -281,10 +282,10 @@ fn compact_prints_the_entry_and_write_appends_it() {
     let calls = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let url = format!("sqlite:{}", data_dir.join("compactd.db").display());
         let store =
-            compactd::store::SqliteStore::connect_url(&url, std::time::Duration::from_secs(5))
+            compactd_store::SqliteStore::connect_url(&url, std::time::Duration::from_secs(5))
                 .await
                 .unwrap();
-        compactd::store::Ledger::calls(&store, "", None, 10)
+        compactd_store::Ledger::calls(&store, "", None, 10)
             .await
             .unwrap()
     });
@@ -319,7 +320,7 @@ fn compact_prints_the_entry_and_write_appends_it() {
     );
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written, format!("{}{}", session.to_jsonl(), stdout));
-    let reread = compactd::session::Session::parse(written.as_bytes(), Default::default()).unwrap();
+    let reread = compactd_core::session::Session::parse(written.as_bytes(), Default::default()).unwrap();
     assert!(reread.entries.last().unwrap().is_compaction());
 
     // Compacting again right away: nothing to compact.
@@ -333,7 +334,7 @@ fn compact_prints_the_entry_and_write_appends_it() {
     let (code, stdout, stderr) = compactd_env(&["compact", old.to_str().unwrap(), "--write"], &env);
     assert_eq!(code, 0, "{stderr}");
     let rewritten =
-        compactd::session::Session::parse(&std::fs::read(&old).unwrap(), Default::default())
+        compactd_core::session::Session::parse(&std::fs::read(&old).unwrap(), Default::default())
             .unwrap();
     assert_eq!(rewritten.source_version, 3);
     assert_eq!(rewritten.entries.len(), 1019);

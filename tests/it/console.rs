@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ on_both_backends!(a_person_uploads_plans_compacts_pins_and_another_tenant_sees_n
 async fn a_person_uploads_plans_compacts_pins_and_another_tenant_sees_none_of_it(
     store: Arc<dyn Store>,
 ) {
-    compactd::needs!(Browser);
+    compactd_testkit::needs!(Browser);
     let (alice, bob) = (key(&store, "alice").await, key(&store, "bob").await);
     // Listening beyond loopback: the console, like the API, wants a key.
     let mut config = config();

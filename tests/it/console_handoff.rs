@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use serde_json::Value;
 
 use crate::browser::Driver;
@@ -16,7 +16,7 @@ use crate::support::{TestApp, config};
 on_both_backends!(a_person_hands_a_session_off_from_the_console);
 
 async fn a_person_hands_a_session_off_from_the_console(store: Arc<dyn Store>) {
-    compactd::needs!(Browser);
+    compactd_testkit::needs!(Browser);
     let (alice, bob) = (key(&store, "alice").await, key(&store, "bob").await);
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();

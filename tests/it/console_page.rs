@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compactd::access::new_key;
-use compactd::store::{Store, now_ms};
+use compactd_store::{Store, now_ms};
 use fantoccini::{Client, Locator};
 use serde_json::Value;
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use compactd::session::{ParseOptions, Session, synth};
+use compactd_core::session::{ParseOptions, Session};
+use compactd_testkit::synth;
 use serde_json::{Value, json};
 
 use crate::binary::Served;
@@ -204,7 +205,7 @@ async fn kill_9_during_uploads_leaves_whole_sessions_or_none_sqlite() {
 
 #[tokio::test]
 async fn kill_9_during_uploads_leaves_whole_sessions_or_none_postgres() {
-    compactd::needs!(Postgres);
+    compactd_testkit::needs!(Postgres);
     uploads_survive_kill_9(&postgres_url("upload").await).await;
 }
 
@@ -217,6 +218,6 @@ async fn kill_9_during_a_compaction_stores_nothing_sqlite() {
 
 #[tokio::test]
 async fn kill_9_during_a_compaction_stores_nothing_postgres() {
-    compactd::needs!(Postgres);
+    compactd_testkit::needs!(Postgres);
     compaction_killed_mid_summary_stores_nothing(&postgres_url("compaction").await).await;
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use compactd::summarizer::SummaryRequest;
-use compactd::summarizer::extractive::summarize;
+use compactd_core::extractive::summarize;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -1,12 +1,12 @@
 //! The extractive summarizer on the real sessions of `tests/fixtures`: the prompt compactd would
 //! send for their planned compaction, summarized without any model.
 
-use compactd::compaction::{CompactionSettings, PlanOutcome};
-use compactd::prompts::Prompts;
-use compactd::session::{ParseOptions, Session};
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::prompts::Prompts;
+use compactd_core::session::{ParseOptions, Session};
 use compactd::summarizer::SummaryRequest;
-use compactd::summarizer::extractive::summarize;
-use compactd::transcript::prompt::history_prompt;
+use compactd_core::extractive::summarize;
+use compactd_core::transcript::prompt::history_prompt;
 
 use super::fixture;
 

@@ -5,11 +5,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use compactd::fidelity::Anchor;
-use compactd::fidelity::gate::check;
-use compactd::fidelity::{AnchorKind, Weight};
-use compactd::store::Store;
-use compactd::transcript::estimate_tokens;
+use compactd_core::fidelity::Anchor;
+use compactd_core::fidelity::gate::check;
+use compactd_core::fidelity::{AnchorKind, Weight};
+use compactd_store::Store;
+use compactd_core::transcript::estimate_tokens;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
 
 /// The anchors of an agent's prompt, read as compactd reads one.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    compactd::fidelity::anchors::of_shape(&compactd::transcript::Shape::of_prompt(prompt), 16_384)
+    compactd_core::fidelity::anchors::of_shape(&compactd_core::transcript::Shape::of_prompt(prompt), 16_384)
 }
 
 on_both_backends!(
@@ -136,7 +136,7 @@ async fn no_repair_call_when_the_model_kept_everything_critical() {
         .find(|r| r.model == "qwen3-coder" && r.call == "history")
         .unwrap();
     // A summary that holds every critical anchor: the extractive one, passed through a model.
-    let complete = compactd::summarizer::extractive::summarize(
+    let complete = compactd_core::extractive::summarize(
         &compactd::summarizer::SummaryRequest::from_prompt(
             String::new(),
             sample.prompt().to_owned(),
@@ -183,9 +183,9 @@ fn long_conversation(turns: usize) -> String {
 
 #[tokio::test]
 async fn a_prompt_ten_times_the_window_is_folded_and_keeps_both_ends() {
-    let prompts = compactd::prompts::Prompts::builtin();
+    let prompts = compactd_core::prompts::Prompts::builtin();
     let prompt =
-        compactd::transcript::prompt::history_prompt(&prompts, &long_conversation(260), None, None);
+        compactd_core::transcript::prompt::history_prompt(&prompts, &long_conversation(260), None, None);
     let window = 4096;
     assert!(
         estimate_tokens(&prompt) > 10 * window,
@@ -346,7 +346,7 @@ async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
 async fn pins_belong_to_the_sessions_tenant(store: Arc<dyn Store>) {
     let mut keys = Vec::new();
     for tenant in ["a", "b"] {
-        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
+        let (key, record) = compactd::access::new_key(tenant, None, compactd_store::now_ms());
         store.create_key(&record).await.unwrap();
         keys.push(key);
     }

@@ -1,11 +1,11 @@
 //! The golden values of spec Appendix A, computed from the shared fixtures, and reference tests
 //! 17–21 of §11 that use them. Migrated v1 ids are random, so entries are named by position.
 
-use compactd::compaction::{
+use compactd_core::compaction::{
     CompactionSettings, CutPoint, Preparation, build_session_context, estimate_tokens,
     find_cut_point, prepare_compaction, serialize_conversation,
 };
-use compactd::session::{Entry, EntryKind, Message, ParseOptions, Session};
+use compactd_core::session::{Entry, EntryKind, Message, ParseOptions, Session};
 use sha2::{Digest, Sha256};
 
 use super::fixture;

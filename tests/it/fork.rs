@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use compactd::session::{ParseOptions, Session};
-use compactd::store::Store;
+use compactd_core::session::{ParseOptions, Session};
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -133,7 +133,7 @@ async fn a_fork_holds_the_path_to_its_entry_and_names_its_parent(store: Arc<dyn 
     assert!(response.status().is_client_error());
 
     // The pinned pi opens the fork with the entry as its leaf and the parent in its header.
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let on_disk = std::env::temp_dir().join(format!(
         "compactd-fork-{}-{child}.jsonl",
         std::process::id()

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactd::store::{CallRecord, Store};
+use compactd_store::{CallRecord, Store};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::access::new_key;
-use compactd::store::{SqliteStore, Store, now_ms};
+use compactd_store::{SqliteStore, Store, now_ms};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

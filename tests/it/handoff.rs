@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -260,7 +260,7 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
     assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
     // The pinned pi opens the new session with the prompt as its first user message.
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let on_disk = std::env::temp_dir().join(format!(
         "compactd-handoff-{}-{child}.jsonl",
         std::process::id()
@@ -291,7 +291,7 @@ async fn a_model_drafts_the_handoff_and_the_gate_completes_it(store: Arc<dyn Sto
         crate::support::chain_config(&fake, "openai:gpt-test", true),
         store,
     );
-    let secret = &compactd::redact::samples::all(3)[0].secret;
+    let secret = &compactd_testkit::samples::all(3)[0].secret;
     let goal = format!("{GOAL} The staging key is {secret}.");
     let handoff = || {
         app.client

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -338,8 +338,8 @@ async fn concurrent_compactions_of_one_leaf_wait_for_it_instead_of_spending_the_
     let mut config = chain_config(&fake, "openai:m", false);
     config.summarizers.max_concurrent_per_key = 1;
     let app = TestApp::spawn(config).await;
-    let file = compactd::session::synth::repeat_session(
-        &compactd::session::Session::parse(
+    let file = compactd_testkit::synth::repeat_session(
+        &compactd_core::session::Session::parse(
             &super::fixture("large-session.jsonl"),
             Default::default(),
         )

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -65,11 +65,11 @@ async fn a_locked_sqlite_database_answers_503_with_retry_after() {
 
 /// A store on the test's database with short storage timeouts.
 async fn pg_store(pool: &sqlx::PgPool, statement_timeout: Duration) -> Arc<dyn Store> {
-    compactd::store::PgStore::from_pool(pool.clone())
+    compactd_store::PgStore::from_pool(pool.clone())
         .await
         .unwrap();
     let options = pool.connect_options().as_ref().clone();
-    let config = compactd::store::StoreConfig {
+    let config = compactd_store::StoreConfig {
         database_url: None,
         data_dir: std::env::temp_dir(),
         max_connections: 4,
@@ -78,13 +78,13 @@ async fn pg_store(pool: &sqlx::PgPool, statement_timeout: Duration) -> Arc<dyn S
         lock_timeout: Duration::from_secs(1),
     };
     Arc::new(
-        compactd::store::PgStore::connect_with(options, &config)
+        compactd_store::PgStore::connect_with(options, &config)
             .await
             .unwrap(),
     )
 }
 
-compactd::postgres_test! {
+compactd_testkit::postgres_test! {
     async fn a_read_only_postgres_after_a_failover_answers_503(pool: sqlx::PgPool) {
         let store = pg_store(&pool, Duration::from_secs(5)).await;
         let app = TestApp::with_store(config(), store).await;
@@ -116,7 +116,7 @@ compactd::postgres_test! {
     }
 }
 
-compactd::postgres_test! {
+compactd_testkit::postgres_test! {
     async fn a_lock_held_elsewhere_costs_a_bounded_wait_and_a_503(pool: sqlx::PgPool) {
         let store = pg_store(&pool, Duration::from_millis(500)).await;
         let app = TestApp::with_store(config(), store).await;
@@ -138,7 +138,7 @@ compactd::postgres_test! {
     }
 }
 
-compactd::postgres_test! {
+compactd_testkit::postgres_test! {
     /// A read of a session whose rows are locked elsewhere (a migration, an operator's `lock
     /// table`) answers 503 with Retry-After after the lock timeout (a second), not after the
     /// statement timeout; NUL in a query parameter is a 400, not a database error.

@@ -42,7 +42,7 @@ async fn both_wires_take_prompts_with_lone_surrogates() {
     assert!(summary["summary"].as_str().unwrap().contains("## Progress"));
 
     // The chat wire: the same prompt as a user message, as oh-my-pi's JSON.stringify writes it.
-    let request: Value = compactd::js_json::from_str(&body).unwrap();
+    let request: Value = compactd_core::js_json::from_str(&body).unwrap();
     let chat = format!(
         r#"{{"model":"qwen3-coder","messages":[{{"role":"system","content":{}}},{{"role":"user","content":"<conversation>\n<|im_start|>user\nfix it \ud83d<|im_end|>\n</conversation>\n\nSummarize. ## Critical Context"}}],"stream":false,"max_tokens":512}}"#,
         serde_json::to_string(&request["systemPrompt"]).unwrap()

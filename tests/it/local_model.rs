@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use compactd::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
 use compactd::config::ServeConfig;
-use compactd::prompts::Prompts;
-use compactd::session::{ParseOptions, Session};
-use compactd::transcript::prompt::history_prompt;
+use compactd_core::prompts::Prompts;
+use compactd_core::session::{ParseOptions, Session};
+use compactd_core::transcript::prompt::history_prompt;
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, config, secs};
@@ -179,7 +179,7 @@ async fn a_prompt_larger_than_the_window_is_an_overflow_not_a_rejection() {
     // compactd is not told the window: it learns it from the server's overflow answer.
     let app = TestApp::spawn(local_config(&local, false)).await;
     let (system, prompt) = fixture_prompt();
-    assert!(compactd::transcript::estimate_tokens(&prompt) > 10 * local.window);
+    assert!(compactd_core::transcript::estimate_tokens(&prompt) > 10 * local.window);
     let started = Instant::now();
     let response = app
         .post(
@@ -219,8 +219,8 @@ async fn local_model_latency_against_the_model_alone() {
     let (system, prompt) = fixture_prompt();
     let prompt: String = {
         // About 3 600 estimated tokens of conversation, as in the measurement.
-        let parts = compactd::transcript::prompt::Parts::parse(&prompt);
-        let cut = compactd::transcript::read(parts.conversation).windows(14_400)[0].write();
+        let parts = compactd_core::transcript::prompt::Parts::parse(&prompt);
+        let cut = compactd_core::transcript::read(parts.conversation).windows(14_400)[0].write();
         parts.with(&cut, None)
     };
     let (mut alone_total, mut via_total) = (0.0, 0.0);
@@ -291,7 +291,7 @@ async fn an_over_window_update_request_keeps_the_models_share_within_the_deadlin
     let request = &sample["request"];
     let prompt = request["prompt"].as_str().unwrap();
     assert!(prompt.contains("<previous-summary>"));
-    let tokens = compactd::transcript::estimate_tokens(prompt);
+    let tokens = compactd_core::transcript::estimate_tokens(prompt);
     assert!(tokens > 5 * local.window, "{tokens}");
     let started = Instant::now();
     let response = app.post("/v1/compact", request).await;

@@ -198,7 +198,7 @@ async fn a_long_history_is_paged_and_never_starves_health_sqlite() {
 
 #[tokio::test]
 async fn a_long_history_is_paged_and_never_starves_health_postgres() {
-    compactd::needs!(Postgres);
+    compactd_testkit::needs!(Postgres);
     let url = crate::crash::postgres_url("long_history").await;
     a_long_history_is_paged_and_never_starves_health(&url).await;
 }

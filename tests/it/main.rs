@@ -9,15 +9,15 @@
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            compactd::postgres_test! {
+            compactd_testkit::postgres_test! {
                 async fn postgres(pool: sqlx::PgPool) {
-                    let store = compactd::store::PgStore::from_pool(pool).await.unwrap();
+                    let store = compactd_store::PgStore::from_pool(pool).await.unwrap();
                     super::$name(std::sync::Arc::new(store)).await
                 }
             }
             #[sqlx::test(migrations = false)]
             async fn sqlite(pool: sqlx::SqlitePool) {
-                let store = compactd::store::SqliteStore::from_pool(pool).await.unwrap();
+                let store = compactd_store::SqliteStore::from_pool(pool).await.unwrap();
                 super::$name(std::sync::Arc::new(store)).await
             }
         }

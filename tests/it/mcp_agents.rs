@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use compactd::store::Store;
-use compactd::test_tiers::agents_bin;
+use compactd_store::Store;
+use compactd_testkit::agents_bin;
 use serde_json::json;
 
 use crate::agent_player::Player;
@@ -84,8 +84,8 @@ async fn provider() -> (ModelProvider, wiremock::MockServer) {
 }
 
 async fn claude_code_and_opencode_connect_to_compactds_mcp_server(store: Arc<dyn Store>) {
-    compactd::needs!(Agents);
-    let (key, record) = compactd::access::new_key("a", None, compactd::store::now_ms());
+    compactd_testkit::needs!(Agents);
+    let (key, record) = compactd::access::new_key("a", None, compactd_store::now_ms());
     store.create_key(&record).await.unwrap();
     let app = TestApp::with_store(crate::support::config(), store).await;
     let url = format!("{}/mcp", app.url);
@@ -140,9 +140,9 @@ async fn claude_code_and_opencode_connect_to_compactds_mcp_server(store: Arc<dyn
 
 #[sqlx::test(migrations = false)]
 async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::SqlitePool) {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let store: Arc<dyn Store> =
-        Arc::new(compactd::store::SqliteStore::from_pool(pool).await.unwrap());
+        Arc::new(compactd_store::SqliteStore::from_pool(pool).await.unwrap());
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
     let app = TestApp::with_store(crate::support::config(), store).await;
     let (file, _) = crate::threads::session();
@@ -239,9 +239,9 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
 #[sqlx::test(migrations = false)]
 async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqlitePool) {
     use crate::agent_scenario::{Op, script};
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let store: Arc<dyn Store> =
-        Arc::new(compactd::store::SqliteStore::from_pool(pool).await.unwrap());
+        Arc::new(compactd_store::SqliteStore::from_pool(pool).await.unwrap());
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
     let (provider, server) = provider().await;
     let mut config = crate::support::config();

@@ -28,7 +28,7 @@ async fn wait_for(app: &TestApp, path: &str, status: StatusCode, within: Duratio
 
 #[tokio::test]
 async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
-    compactd::needs!(PostgresServer);
+    compactd_testkit::needs!(PostgresServer);
     let postgres = OwnedPostgres::start();
     let mut config = config();
     config.storage.database_url = Some(compactd::config::Secret::new(postgres.url()));

@@ -15,7 +15,7 @@ pub struct OwnedPostgres {
 }
 
 fn bindir() -> PathBuf {
-    compactd::test_tiers::postgres_bindir()
+    compactd_testkit::postgres_bindir()
         .expect("PostgreSQL server binaries (scripts/ensure-postgres.sh installs them)")
 }
 

@@ -9,13 +9,13 @@
 
 use std::path::Path;
 
-use compactd::compaction::pi15::Planner;
-use compactd::compaction::plan::PlanOutcome;
-use compactd::compaction::tokens::CompactionSettings;
-use compactd::session::{ParseOptions, Session};
+use compactd_core::compaction::pi15::Planner;
+use compactd_core::compaction::plan::PlanOutcome;
+use compactd_core::compaction::tokens::CompactionSettings;
+use compactd_core::session::{ParseOptions, Session};
 use serde_json::{Value, json};
 
-use compactd::test_tiers::agents_bin;
+use compactd_testkit::agents_bin;
 
 const SETTINGS: [u64; 2] = [2000, 20000];
 
@@ -110,7 +110,7 @@ fn oracle(file: &Path) -> Vec<Value> {
 
 #[test]
 fn generated_pi15_sessions_plan_as_the_pinned_pi_does() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let dir = std::env::temp_dir().join(format!("compactd-pi15-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (mut checked, mut planned, mut split) = (0, 0, 0);
@@ -188,9 +188,9 @@ on_both_backends!(a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_i
 /// A pi 1.5 session compacted through the API: pi 1.5.2's cut, its prompts, an entry in pi 1.5's
 /// shape (`usage`, `systemMessage`), and the pinned pi itself rebuilds the context from it.
 async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
-    store: std::sync::Arc<dyn compactd::store::Store>,
+    store: std::sync::Arc<dyn compactd_store::Store>,
 ) {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
     let model = FakeUpstream::start(
         vec![],

@@ -17,7 +17,7 @@ use wiremock::MockServer;
 use crate::gateway_support::MODEL_SUMMARY;
 use crate::model_provider::ModelProvider;
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
-use compactd::test_tiers::agents_bin;
+use compactd_testkit::agents_bin;
 
 /// pi in RPC mode: commands in on stdin, events and responses out on stdout, one JSON a line.
 struct Pi {
@@ -138,7 +138,7 @@ async fn bodies(provider: &MockServer) -> Vec<String> {
 
 #[tokio::test]
 async fn pi_compacts_through_the_extension_with_compactds_summary() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let provider = provider().await;
     let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
     let app = TestApp::spawn(chain_config(&model, "openai:compactd-summarizer", false)).await;
@@ -226,7 +226,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
 
 #[tokio::test]
 async fn with_compactd_down_pi_compacts_by_itself() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let provider = provider().await;
     let gone = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -262,7 +262,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// it is the new session's first user message and all its model sees of the old thread.
 #[tokio::test]
 async fn pi_hands_off_to_a_new_session_through_the_extension() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let provider = provider().await;
     let app = TestApp::spawn(crate::support::config()).await;
     let root = scratch(&provider);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -104,7 +104,7 @@ async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store
     config.summarizers.stages.cache_bytes = 0;
     let app = Arc::new(TestApp::with_store(config, store.clone()).await);
     store.set_budget("", Some(1000), 1).await.unwrap();
-    let spent = compactd::store::CallRecord {
+    let spent = compactd_store::CallRecord {
         endpoint: "/v1/compact".into(),
         tenant: String::new(),
         purpose: "prompt".into(),
@@ -119,7 +119,7 @@ async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store
         latency_ms: 1,
         prompt: None,
         summary: None,
-        created_at_ms: compactd::store::now_ms(),
+        created_at_ms: compactd_store::now_ms(),
         cached: false,
         cached_input_tokens: 0,
         summary_fingerprint: None,
@@ -206,10 +206,10 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     assert_eq!(closed.metric("compactd_budget_unchecked_total").await, 1.0);
 }
 
-compactd::postgres_test! {
+compactd_testkit::postgres_test! {
     async fn budgets_when_the_store_is_down_postgres(pool: sqlx::PgPool) {
         let store = Arc::new(
-            compactd::store::PgStore::from_pool(pool.clone())
+            compactd_store::PgStore::from_pool(pool.clone())
                 .await
                 .unwrap(),
         );
@@ -221,7 +221,7 @@ compactd::postgres_test! {
 #[sqlx::test(migrations = false)]
 async fn budgets_when_the_store_is_down_sqlite(pool: sqlx::SqlitePool) {
     let store = Arc::new(
-        compactd::store::SqliteStore::from_pool(pool.clone())
+        compactd_store::SqliteStore::from_pool(pool.clone())
             .await
             .unwrap(),
     );

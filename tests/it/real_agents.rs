@@ -127,7 +127,7 @@ struct Rig {
 
 impl Rig {
     async fn start(agent: Agent) -> Rig {
-        let bin = compactd::test_tiers::agents_bin();
+        let bin = compactd_testkit::agents_bin();
         let provider = ModelProvider::default();
         let server = MockServer::start().await;
         wiremock::Mock::given(wiremock::matchers::any())
@@ -276,24 +276,24 @@ async fn plays_the_session(agent: Agent) {
 
 #[tokio::test]
 async fn claude_code_has_every_compaction_served_by_compactd() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     plays_the_session(Agent::ClaudeCode).await;
 }
 
 #[tokio::test]
 async fn codex_with_a_custom_provider_has_every_compaction_served_by_compactd() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     plays_the_session(Agent::CodexCustom).await;
 }
 
 #[tokio::test]
 async fn codex_with_the_openai_provider_has_every_compaction_served_by_compactd() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     plays_the_session(Agent::CodexOpenai).await;
 }
 
 #[tokio::test]
 async fn opencode_has_every_compaction_served_by_compactd() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     plays_the_session(Agent::OpenCode).await;
 }

@@ -9,7 +9,7 @@
 //! `/v1/compact` with each request carrying the previous summary — extractive and behind a model
 //! that drops every rule. `REAL_RULES_REPORT=1` prints what is missed and what is promoted.
 
-use compactd::fidelity::standing;
+use compactd_core::fidelity::standing;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -239,14 +239,14 @@ async fn six_compactions(
     session: usize,
     looks: &Looks<'_>,
 ) -> String {
-    let prompts = compactd::prompts::Prompts::builtin();
+    let prompts = compactd_core::prompts::Prompts::builtin();
     let mut previous: Option<String> = None;
     for round in 0..6 {
         let turns = match round {
             0 => stating(rules, session, looks),
             _ => working(round, session, looks),
         };
-        let prompt = compactd::transcript::prompt::history_prompt(
+        let prompt = compactd_core::transcript::prompt::history_prompt(
             &prompts,
             &serialized(&turns),
             previous.as_deref(),
@@ -384,10 +384,10 @@ fn wrapped_rule_survives(
         format!("the tests fail now:\n```\n{output}\n```\nwhat now?"),
         "Update the docs for the new flag.".to_owned(),
     ];
-    let prompts = compactd::prompts::Prompts::builtin();
+    let prompts = compactd_core::prompts::Prompts::builtin();
     let prompt =
-        compactd::transcript::prompt::history_prompt(&prompts, &serialized(&turns), None, None);
-    let summary = compactd::summarizer::extractive::summarize(
+        compactd_core::transcript::prompt::history_prompt(&prompts, &serialized(&turns), None, None);
+    let summary = compactd_core::extractive::summarize(
         &compactd::summarizer::SummaryRequest::from_prompt(prompts.system.clone(), prompt, 13_107),
     )
     .text;

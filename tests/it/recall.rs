@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use compactd::access::new_key;
-use compactd::store::{Store, now_ms};
+use compactd_store::{Store, now_ms};
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -42,8 +42,8 @@ fn prompt() -> String {
          [User]: Now update the lockfile.",
         tool_output()
     );
-    compactd::transcript::prompt::history_prompt(
-        &compactd::prompts::Prompts::builtin(),
+    compactd_core::transcript::prompt::history_prompt(
+        &compactd_core::prompts::Prompts::builtin(),
         &conversation,
         None,
         None,
@@ -102,7 +102,7 @@ pub async fn call(
 }
 
 async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
-    compactd::needs!(Node);
+    compactd_testkit::needs!(Node);
     let mut config = config();
     config.http.listen = "0.0.0.0:0".parse().unwrap();
     config.summarizers.models = vec!["extractive".parse().unwrap()];
@@ -150,8 +150,8 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     assert_eq!(again["recallId"], id.as_str());
 
     // The next compaction carries the summary on, with one recall line: its own.
-    let next = compactd::transcript::prompt::history_prompt(
-        &compactd::prompts::Prompts::builtin(),
+    let next = compactd_core::transcript::prompt::history_prompt(
+        &compactd_core::prompts::Prompts::builtin(),
         "[User]: Then bump the version.",
         Some(summary),
         None,

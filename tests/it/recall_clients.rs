@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::access::new_key;
-use compactd::store::{SqliteStore, Store, now_ms};
+use compactd_store::{SqliteStore, Store, now_ms};
 
 use crate::support::{TestApp, config};
-use compactd::test_tiers::agents_bin;
+use compactd_testkit::agents_bin;
 
 /// The block of docs/agents.md (where README.md points for each agent's configuration) that
 /// follows the line `marker`, up to its closing fence.
@@ -95,7 +95,7 @@ impl Scratch {
 
 #[tokio::test]
 async fn readmes_mcp_configurations_connect_with_the_real_agents() {
-    compactd::needs!(Agents);
+    compactd_testkit::needs!(Agents);
     let mut config = config();
     // Not loopback-only: a key is required, as on a team's compactd.
     config.http.listen = "0.0.0.0:0".parse().unwrap();

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use compactd::access::new_key;
-use compactd::store::{Store, now_ms};
+use compactd_store::{Store, now_ms};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 //! searched and purged after the upgrade, on both stores: the migration moves every turn to its
 //! conversation's number, and SQLite's full-text index keeps pointing at the same turns.
 
-use compactd::store::{NewRecall, Recall, RecallQuery, RecallTurn};
+use compactd_store::{NewRecall, Recall, RecallQuery, RecallTurn};
 
 /// The last migration before turns were keyed by number (the same version on both stores).
 const BEFORE_NUMBERS: i64 = 20261129000001;
@@ -61,21 +61,21 @@ macro_rules! upgraded {
     }};
 }
 
-compactd::postgres_test! {
+compactd_testkit::postgres_test! {
     async fn postgres(pool: sqlx::PgPool) {
-        upgraded!(pool, compactd::store::PgStore, "./migrations/postgres")
+        upgraded!(pool, compactd_store::PgStore, "./crates/compactd-store/migrations/postgres")
     }
 }
 
 #[sqlx::test(migrations = false)]
 async fn sqlite(pool: sqlx::SqlitePool) {
-    upgraded!(pool, compactd::store::SqliteStore, "./migrations/sqlite")
+    upgraded!(pool, compactd_store::SqliteStore, "./crates/compactd-store/migrations/sqlite")
 }
 
 /// SQLite's full-text index merges sixteen segments at a time (FTS5's default is four).
 #[sqlx::test(migrations = false)]
 async fn sqlite_full_text_index_merges_sixteen_segments_at_a_time(pool: sqlx::SqlitePool) {
-    compactd::store::SqliteStore::from_pool(pool.clone())
+    compactd_store::SqliteStore::from_pool(pool.clone())
         .await
         .unwrap();
     let automerge: i64 =

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use compactd::redact::samples;
-use compactd::store::Store;
+use compactd_testkit::samples;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -99,8 +99,8 @@ fn prompt_with(planted: &[(String, String)], filler: usize) -> String {
         ));
     }
     turns.push_str("[User]: now fix src/lib.rs");
-    compactd::transcript::prompt::history_prompt(
-        &compactd::prompts::Prompts::builtin(),
+    compactd_core::transcript::prompt::history_prompt(
+        &compactd_core::prompts::Prompts::builtin(),
         &turns,
         None,
         None,

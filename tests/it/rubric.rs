@@ -7,9 +7,9 @@
 //! agents' own continuation text); no bullet twice; the latest request verbatim; every file the
 //! summarized span changed. `RUBRIC_REPORT=1` prints every summary checked.
 
-use compactd::compaction::plan::PlanOutcome;
-use compactd::compaction::tokens::CompactionSettings;
-use compactd::session::{ParseOptions, Session};
+use compactd_core::compaction::plan::PlanOutcome;
+use compactd_core::compaction::tokens::CompactionSettings;
+use compactd_core::session::{ParseOptions, Session};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::{CallRecord, Store};
+use compactd_store::{CallRecord, Store};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use compactd::compaction::{
+use compactd_core::compaction::{
     CompactionSettings, PlanOutcome, build_session_context, estimate_context_tokens,
 };
-use compactd::session::{ParseOptions, Session};
-use compactd::store::Store;
+use compactd_core::session::{ParseOptions, Session};
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -280,9 +280,9 @@ mod migrated_rows {
         assert_plans_match(&swept, &second, &sample_leaves(&file)).await;
     }
 
-    compactd::postgres_test! {
+    compactd_testkit::postgres_test! {
         async fn postgres(pool: sqlx::PgPool) {
-            let store = compactd::store::PgStore::from_pool(pool.clone())
+            let store = compactd_store::PgStore::from_pool(pool.clone())
                 .await
                 .unwrap();
             check(Arc::new(store), async || {
@@ -296,7 +296,7 @@ mod migrated_rows {
 
     #[sqlx::test(migrations = false)]
     async fn sqlite(pool: sqlx::SqlitePool) {
-        let store = compactd::store::SqliteStore::from_pool(pool.clone())
+        let store = compactd_store::SqliteStore::from_pool(pool.clone())
             .await
             .unwrap();
         check(Arc::new(store), async || {

@@ -304,7 +304,7 @@ async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
         .collect();
     assert!(windows.len() >= 3, "{} windows", windows.len());
     for (window, request) in windows.iter().zip(&received[1..]) {
-        let tokens = compactd::transcript::estimate_tokens(window)
+        let tokens = compactd_core::transcript::estimate_tokens(window)
             + request.body["max_tokens"].as_u64().unwrap();
         assert!(tokens <= 8192, "a window of {tokens} tokens");
     }

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use compactd::prompts::Prompts;
-use compactd::store::Store;
+use compactd_core::prompts::Prompts;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

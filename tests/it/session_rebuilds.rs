@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use compactd::prompts::Prompts;
-use compactd::session::{ParseOptions, Session};
-use compactd::store::Store;
+use compactd_core::prompts::Prompts;
+use compactd_core::session::{ParseOptions, Session};
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -99,7 +99,7 @@ async fn branch_summaries_hang_where_pi_puts_them(store: Arc<dyn Store>) {
 fn pi_context(file: &str) -> Vec<String> {
     let session = Session::parse(file.as_bytes(), ParseOptions::default()).unwrap();
     let path = session.active_path(None).unwrap();
-    compactd::compaction::build_session_context(&path)
+    compactd_core::compaction::build_session_context(&path)
         .messages()
         .iter()
         .map(|m| m.role().to_owned())

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use compactd::compaction::{CompactionSettings, PlanOutcome};
-use compactd::session::{ParseOptions, Session};
-use compactd::store::Store;
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::session::{ParseOptions, Session};
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use compactd::store::Store;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -227,10 +227,10 @@ enum Wire {
 /// Six requests on `wire`, each carrying the previous answer as its `<previous-summary>`, as
 /// oh-my-pi sends it.
 async fn six_wire_compactions(app: &TestApp, wire: Wire) -> String {
-    let prompts = compactd::prompts::Prompts::builtin();
+    let prompts = compactd_core::prompts::Prompts::builtin();
     let mut previous: Option<String> = None;
     for round in 0..6 {
-        let prompt = compactd::transcript::prompt::history_prompt(
+        let prompt = compactd_core::transcript::prompt::history_prompt(
             &prompts,
             &serialized(round),
             previous.as_deref(),

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use compactd::fidelity::standing;
+use compactd_core::fidelity::standing;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

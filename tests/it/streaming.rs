@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use compactd::transcript::estimate_tokens;
+use compactd_core::transcript::estimate_tokens;
 use serde_json::{Value, json};
 
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, secs};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use compactd::config::ServeConfig;
 use compactd::http::{AppState, serve};
-use compactd::store::Store;
+use compactd_store::Store;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
@@ -261,7 +261,7 @@ pub fn metric_sample(metrics: &str, name_and_labels: &str) -> f64 {
 /// Node 22 and the reference MCP SDK's `node_modules`, as `scripts/agents.sh install` puts them
 /// (in `COMPACTD_AGENTS_BIN` or `target/agents/bin`).
 pub fn node_with_mcp_sdk() -> (std::path::PathBuf, std::path::PathBuf) {
-    let bin = compactd::test_tiers::agents_bin();
+    let bin = compactd_testkit::agents_bin();
     (bin.join("node22"), bin.join("mcp-node-modules"))
 }
 
@@ -286,10 +286,10 @@ where
 }
 
 /// A key of each of `tenants`, stored in `store`, in order.
-pub async fn tenant_keys(store: &dyn compactd::store::Store, tenants: &[&str]) -> Vec<String> {
+pub async fn tenant_keys(store: &dyn compactd_store::Store, tenants: &[&str]) -> Vec<String> {
     let mut keys = Vec::new();
     for tenant in tenants {
-        let (key, record) = compactd::access::new_key(tenant, None, compactd::store::now_ms());
+        let (key, record) = compactd::access::new_key(tenant, None, compactd_store::now_ms());
         store.create_key(&record).await.unwrap();
         keys.push(key);
     }

@@ -7,12 +7,12 @@
 
 use std::collections::BTreeSet;
 
-use compactd::fidelity::AnchorKind;
-use compactd::prompts::Prompts;
+use compactd_core::fidelity::AnchorKind;
+use compactd_core::prompts::Prompts;
 use compactd::summarizer::SummaryRequest;
-use compactd::summarizer::extractive::summarize;
-use compactd::transcript::Shape;
-use compactd::transcript::{self, Dialect, Message, Role, ToolCall};
+use compactd_core::extractive::summarize;
+use compactd_core::transcript::Shape;
+use compactd_core::transcript::{self, Dialect, Message, Role, ToolCall};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -30,7 +30,7 @@ fn must_keep(prompt: &str) -> (BTreeSet<String>, String) {
         .filter(|c| c.name == "edit" || c.name == "write")
         .filter_map(|c| c.arg("path").map(str::to_owned))
         .collect();
-    let latest = compactd::fidelity::anchors::of_shape(&shape, 16_384)
+    let latest = compactd_core::fidelity::anchors::of_shape(&shape, 16_384)
         .into_iter()
         .find(|a| a.kind == AnchorKind::LatestRequest)
         .map(|a| a.text)
@@ -390,7 +390,7 @@ async fn a_structured_chat_conversation_keeps_every_edited_path_and_the_latest_r
 #[tokio::test]
 async fn a_requests_conversation_is_read_once_whatever_runs_on_it() {
     let opening = format!("Human: read-once-{:016x}", fastrand::u64(..));
-    let secret = compactd::redact::samples::all(7).swap_remove(0);
+    let secret = compactd_testkit::samples::all(7).swap_remove(0);
     let prompts = Prompts::builtin();
     let mut turns = Vec::new();
     for i in 0..60 {
@@ -472,7 +472,7 @@ async fn a_requests_facts_are_extracted_once_for_every_stage_that_reads_them() {
          [Assistant tool calls]: read(path=\"src/parse.rs\")\n\n[Tool result]: fn parse() {{}}"
     );
     let prompt = transcript::prompt::history_prompt(&prompts, &conversation, None, None);
-    compactd::fidelity::facts::watch_extractions(&opening);
+    compactd_core::fidelity::facts::watch_extractions(&opening);
     let app = TestApp::handlers(crate::support::config()).await;
     let body = json!({"systemPrompt": prompts.system, "prompt": prompt});
     let response = app.post("/v1/compact", &body).await;
@@ -484,7 +484,7 @@ async fn a_requests_facts_are_extracted_once_for_every_stage_that_reads_them() {
         "{answer}"
     );
     assert_eq!(
-        compactd::fidelity::facts::extractions_of(&opening),
+        compactd_core::fidelity::facts::extractions_of(&opening),
         1,
         "extracted once"
     );

@@ -8,7 +8,7 @@ use super::pages::Page;
 use super::viewer::Viewer;
 use super::views::{self, AgentRow, Bar, CallRow, Chrome, FleetPage, SeriesRow};
 use crate::app::fleet;
-use crate::session::time;
+use compactd_core::session::time;
 
 /// `GET /ui/fleet`: calls over the last day by model and outcome; this replica's counters.
 pub(super) async fn fleet(State(state): State<crate::http::AppState>, viewer: Viewer) -> Page {

@@ -4,7 +4,7 @@
 //! the thread (`POST /ui/sessions/{id}/handoff`) stores the new session with the edited prompt.
 //! The session page's map shows the threads a session came from and led to.
 
-use crate::ids::Id;
+use compactd_core::ids::Id;
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -16,7 +16,7 @@ use super::pages::Page;
 use super::viewer::Viewer;
 use super::views::{self, Chrome};
 use crate::app::thread_map::{Linked, ThreadMap};
-use crate::session::time;
+use compactd_core::session::time;
 
 /// A session connected to the one shown.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! and the request, calls the application layer, and turns the result into a page (or, for an
 //! action, a redirect to the page that shows its result).
 
-use crate::ids::Id;
+use compactd_core::ids::Id;
 use axum::extract::State;
 
 use super::extract::{Multipart, Path, Query};
@@ -20,10 +20,10 @@ use crate::app::history::{HistoryPage, HistoryRange};
 use crate::app::plans::settings;
 use crate::app::tree_view::SessionTree;
 use crate::app::{AppError, tree_view};
-use crate::compaction::CompactionSettings;
+use compactd_core::compaction::CompactionSettings;
 use crate::compactor::CompactionRequest;
-use crate::session::time;
-use crate::store::SessionRecord;
+use compactd_core::session::time;
+use compactd_store::SessionRecord;
 
 pub(super) type Page = Result<Response, PageError>;
 
@@ -192,7 +192,7 @@ fn session_page(
     tree: SessionTree,
     settings: &CompactionSettings,
     compactions: &HistoryPage,
-    pins: Vec<crate::store::PinRecord>,
+    pins: Vec<compactd_store::PinRecord>,
     notice: Option<String>,
 ) -> SessionPage {
     let id = tree.record.session_id.clone();
@@ -473,7 +473,7 @@ pub(super) async fn compaction(
 
 /// A session's title and working directory, from its header: the cwd's last component names it.
 fn title_and_cwd(record: &SessionRecord) -> (String, String) {
-    let cwd = crate::js_json::from_str::<serde_json::Value>(&record.header)
+    let cwd = compactd_core::js_json::from_str::<serde_json::Value>(&record.header)
         .ok()
         .and_then(|h| h.get("cwd").and_then(|c| c.as_str()).map(str::to_owned))
         .unwrap_or_default();

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::pages::Page;
 use super::viewer::Viewer;
 use super::views::{self, Chrome};
-use crate::session::time;
-use crate::store::RecallQuery;
+use compactd_core::session::time;
+use compactd_store::RecallQuery;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Params {
@@ -51,7 +51,7 @@ pub(super) async fn recall(
     Query(params): Query<Params>,
 ) -> Page {
     let query = params.q.trim().to_owned();
-    let hits = if crate::store::recall::query_words(&query).is_empty() {
+    let hits = if compactd_store::recall::query_words(&query).is_empty() {
         Vec::new()
     } else {
         let search = RecallQuery {

@@ -1,0 +1,241 @@
+//! What an agent writes into its user's turns, told apart from what the user wrote. Claude Code
+//! opens a user message with `<system-reminder>` blocks (the project's CLAUDE.md, the git status,
+//! attribution rules), records a slash command the user ran as `<command-name>`,
+//! `<local-command-stdout>` and a `<local-command-caveat>`, a `!` shell command as `<bash-input>`,
+//! and after a compaction replays the calls it kept as reminders ("Called the Read tool with the
+//! following input: …", "Result of calling the Read tool: …"); Codex sends its
+//! `<environment_context>` and the project's AGENTS.md as user messages; OpenCode adds
+//! `<system-reminder>` blocks too.
+//!
+//! None of it is the user's: a summary that takes a reminder for the latest request, a goal or a
+//! rule has lost the user. The structured readers split each user text into [`Piece`]s: the
+//! user's own words stay the user's, the agent's markup becomes the agent's (developer) text, a
+//! replayed call becomes the call and its result. Recognized by structure — an element of one of
+//! the agents' wrapper tags that starts a line — never by the words inside.
+
+use serde_json::Value;
+
+/// One part of a user message's text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece<'a> {
+    /// What the user wrote.
+    User(&'a str),
+    /// The agent's own text: reminders, environment notes, a pasted rules file, command echoes.
+    Agent(&'a str),
+    /// A shell command the user ran from the prompt (`!cmd`), with what it printed.
+    Command { command: &'a str, output: String },
+    /// A call the agent replayed after a compaction, with its arguments.
+    Call { tool: &'a str, arguments: Value },
+    /// The result of such a call.
+    Result { tool: &'a str, text: &'a str },
+}
+
+/// The wrapper tags agents put their own text in, inside a user turn.
+const AGENT_TAGS: [&str; 15] = [
+    // Claude Code (and OpenCode's reminders).
+    "system-reminder",
+    "local-command-caveat",
+    "local-command-stdout",
+    "local-command-stderr",
+    "command-name",
+    "command-message",
+    "command-args",
+    "bash-stdout",
+    "bash-stderr",
+    "user-prompt-submit-hook",
+    "task-notification",
+    // Codex.
+    "environment_context",
+    "user_instructions",
+    "turn_aborted",
+    "user_shell_command",
+];
+
+/// Claude Code's `!command` echo.
+const BASH_INPUT: &str = "bash-input";
+
+/// How Claude Code replays a kept call and its result after a compaction.
+const CALLED: (&str, &str) = ("Called the ", " tool with the following input: ");
+const RESULT: (&str, &str) = ("Result of calling the ", " tool: ");
+
+/// The pieces of a user message's text, in order (empty user text left out).
+pub fn pieces(text: &str) -> Vec<Piece<'_>> {
+    // The cheap answer for most turns: no markup at all.
+    if !text.contains('<') && !opens_rules_file(text) {
+        return vec![Piece::User(text)];
+    }
+    if opens_rules_file(text) {
+        return vec![Piece::Agent(text)];
+    }
+    let mut out = Vec::new();
+    let mut user_from = 0;
+    let mut at = 0;
+    while at < text.len() {
+        // An element opens a line (indentation aside).
+        let element = if text.as_bytes()[at] == b'<' && starts_line(text, at) {
+            element_at(text, at)
+        } else {
+            None
+        };
+        let Some((tag, end)) = element else {
+            at += text[at..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        push_user(&mut out, &text[user_from..at]);
+        let whole = &text[at..end];
+        let inner = inner_of(whole, tag);
+        match tag {
+            BASH_INPUT => out.push(Piece::Command {
+                command: inner.trim(),
+                output: String::new(),
+            }),
+            "bash-stdout" | "bash-stderr" => match out.last_mut() {
+                Some(Piece::Command { output, .. }) => {
+                    if !inner.trim().is_empty() {
+                        output.push_str(inner.trim());
+                        output.push('\n');
+                    }
+                }
+                _ => out.push(Piece::Agent(whole)),
+            },
+            "system-reminder" => out.push(replayed(inner).unwrap_or(Piece::Agent(whole))),
+            _ => out.push(Piece::Agent(whole)),
+        }
+        at = end;
+        // The newline that ends the element belongs to it.
+        if text[at..].starts_with('\n') {
+            at += 1;
+        }
+        user_from = at;
+    }
+    push_user(&mut out, &text[user_from..]);
+    out
+}
+
+fn starts_line(text: &str, at: usize) -> bool {
+    let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    text[line..at].chars().all(|c| c == ' ' || c == '\t')
+}
+
+fn push_user<'a>(out: &mut Vec<Piece<'a>>, text: &'a str) {
+    if !text.trim().is_empty() {
+        out.push(Piece::User(text.trim()));
+    }
+}
+
+/// The agent's element that opens at `at` (a `<` at a line's start): its tag and where it ends.
+fn element_at(text: &str, at: usize) -> Option<(&'static str, usize)> {
+    let rest = &text[at + 1..];
+    let tag = AGENT_TAGS
+        .iter()
+        .chain(std::iter::once(&BASH_INPUT))
+        .find(|tag| {
+            rest.starts_with(**tag)
+                && rest[tag.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c == '>' || c.is_whitespace())
+        })?;
+    let close = format!("</{tag}>");
+    let end = rest.find(&close)? + 1 + close.len();
+    Some((tag, at + end))
+}
+
+/// What an element holds between its tags.
+fn inner_of<'a>(element: &'a str, tag: &str) -> &'a str {
+    let open_end = element.find('>').map_or(0, |i| i + 1);
+    let close = element.len() - (tag.len() + 3);
+    element.get(open_end..close).unwrap_or_default()
+}
+
+/// A reminder that replays a kept call or its result.
+fn replayed(inner: &str) -> Option<Piece<'_>> {
+    let body = inner.trim();
+    if let Some(rest) = body.strip_prefix(CALLED.0) {
+        let (tool, arguments) = rest.split_once(CALLED.1)?;
+        let arguments: Value = serde_json::from_str(arguments.trim()).ok()?;
+        return (is_name(tool) && arguments.is_object()).then_some(Piece::Call { tool, arguments });
+    }
+    let rest = body.strip_prefix(RESULT.0)?;
+    let (tool, text) = rest.split_once(RESULT.1)?;
+    is_name(tool).then_some(Piece::Result { tool, text })
+}
+
+fn is_name(tool: &str) -> bool {
+    !tool.is_empty()
+        && tool.len() <= 64
+        && tool
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+}
+
+/// A whole message that is a project rules file an agent pasted (Codex's "# AGENTS.md
+/// instructions for …" followed by its `<INSTRUCTIONS>`).
+fn opens_rules_file(text: &str) -> bool {
+    let first = text.trim_start().lines().next().unwrap_or_default();
+    first.starts_with("# ")
+        && first.to_ascii_lowercase().contains(".md instructions for")
+        && text.contains("<INSTRUCTIONS>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reminders_and_command_echoes_are_the_agents_and_the_prompt_is_the_users() {
+        let text = "<system-reminder>\nAs you answer the user's questions…\n</system-reminder>\n<local-command-caveat>Caveat.</local-command-caveat>\n<command-name>/compact</command-name>\n            <command-message>compact</command-message>\n<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>\nThanks. Anything else?";
+        let pieces = pieces(text);
+        assert_eq!(pieces.last(), Some(&Piece::User("Thanks. Anything else?")));
+        let user: Vec<_> = pieces
+            .iter()
+            .filter(|p| matches!(p, Piece::User(_)))
+            .collect();
+        assert_eq!(user.len(), 1, "an indented element is one too: {pieces:?}");
+        assert!(matches!(pieces[0], Piece::Agent(a) if a.starts_with("<system-reminder>")));
+    }
+
+    #[test]
+    fn a_tag_the_user_types_mid_line_is_the_users() {
+        let text = "Why does <system-reminder> show up in the logs?";
+        assert_eq!(pieces(text), vec![Piece::User(text)]);
+        let unclosed = "<system-reminder> is what I see at the top";
+        assert_eq!(pieces(unclosed), vec![Piece::User(unclosed)]);
+    }
+
+    #[test]
+    fn replayed_calls_and_shell_commands_keep_what_they_did() {
+        let text = "<system-reminder>\nCalled the Write tool with the following input: {\"file_path\":\"/w/test_calc.py\",\"content\":\"x\"}\n</system-reminder>\n<system-reminder>\nResult of calling the Write tool: File created.\n</system-reminder>\n<bash-input>cargo test</bash-input>\n<bash-stderr>error[E0308]: mismatched types</bash-stderr>";
+        let pieces = pieces(text);
+        assert_eq!(
+            pieces[0],
+            Piece::Call {
+                tool: "Write",
+                arguments: json!({"file_path": "/w/test_calc.py", "content": "x"})
+            }
+        );
+        assert_eq!(
+            pieces[1],
+            Piece::Result {
+                tool: "Write",
+                text: "File created."
+            }
+        );
+        assert_eq!(
+            pieces[2],
+            Piece::Command {
+                command: "cargo test",
+                output: "error[E0308]: mismatched types\n".into()
+            }
+        );
+    }
+
+    #[test]
+    fn codexs_environment_and_agents_md_are_the_agents() {
+        let environment = "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>";
+        assert_eq!(pieces(environment), vec![Piece::Agent(environment)]);
+        let rules = "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\n- Never push to main.\n</INSTRUCTIONS>";
+        assert_eq!(pieces(rules), vec![Piece::Agent(rules)]);
+    }
+}
