@@ -17,25 +17,31 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 
-# Dependencies: a skeleton crate with the same manifest builds and caches them.
+# Dependencies: a skeleton of the workspace (every crate's manifest, empty sources) builds and
+# caches them.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/compactd-core/Cargo.toml crates/compactd-core/
+COPY crates/compactd-store/Cargo.toml crates/compactd-store/
+COPY crates/compactd-testkit/Cargo.toml crates/compactd-testkit/
 # Every [[bench]] the manifest names needs a file (examples are discovered, so none are needed).
 RUN mkdir -p src benches examples \
     && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && for crate in crates/*/; do mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; done \
     && for bench in $(sed -n '/^\[\[bench\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml); do \
          echo 'fn main() {}' > "benches/$bench.rs"; done \
     && cargo build --profile "$PROFILE" --locked --bin compactd \
-    && rm -rf src benches examples
+    && rm -rf src benches examples crates/*/src
 
-# The crate itself: everything compiled in — migrations, prompt templates, the console's page
-# templates (askama reads them at compile time), the redaction rules and assets under src/.
+# The workspace itself: everything compiled in — the store's migrations, the core's prompt
+# templates and redaction rules, the console's page templates (askama reads them at compile
+# time) and assets under src/.
+COPY crates crates
 COPY src src
-COPY migrations migrations
-COPY prompts prompts
 COPY templates templates
 COPY benches benches
 COPY examples examples
-RUN touch src/main.rs src/lib.rs && cargo build --profile "$PROFILE" --locked --bin compactd \
+RUN touch src/main.rs src/lib.rs crates/*/src/lib.rs \
+    && cargo build --profile "$PROFILE" --locked --bin compactd \
     && cp "target/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")/compactd" /build/compactd
 
 FROM debian:bookworm-slim

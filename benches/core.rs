@@ -108,11 +108,12 @@ fn conversation_400kb() -> String {
 }
 
 fn fidelity(c: &mut Criterion) {
-    use compactd_core::fidelity::{anchors, gate};
     use compactd::summarizer::{SummaryRequest, extractive};
+    use compactd_core::fidelity::{anchors, gate};
     let conversation = &conversation_400kb();
     let prompts = compactd_core::prompts::Prompts::builtin();
-    let prompt = compactd_core::transcript::prompt::history_prompt(&prompts, conversation, None, None);
+    let prompt =
+        compactd_core::transcript::prompt::history_prompt(&prompts, conversation, None, None);
     let request = SummaryRequest::from_prompt(prompts.system.clone(), prompt.clone(), 13_107);
     let summary = extractive::summarize(&request).text;
     let mut group = c.benchmark_group(format!("fidelity gate ({} KB prompt)", prompt.len() / 1024));

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use compactd::compactor::{CompactionRequest, compact};
 use compactd::config::SummarizerConfig;
-use compactd_core::fidelity::AnchorKind;
 use compactd::pipeline::events::{Event, Observer, Run};
 use compactd::pipeline::{Admission, Context, Endpoint, Limiter, Pipeline, Purpose};
+use compactd::summarizer::SummaryRequest;
+use compactd_core::fidelity::AnchorKind;
 use compactd_core::prompts::Prompts;
 use compactd_core::session::{ParseOptions, Session};
-use compactd::summarizer::SummaryRequest;
 use serde_json::Value;
 
 #[derive(Parser)]

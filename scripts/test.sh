@@ -23,7 +23,7 @@ fi
 # npm, once, under target/agents).
 COMPACTD_AGENTS_BIN="$(scripts/agents.sh install)"
 export COMPACTD_AGENTS_BIN
-# The full tier: a test whose part is missing fails instead of skipping (src/test_tiers.rs).
+# The full tier: a test whose part is missing fails instead of skipping (crates/compactd-testkit/src/tiers.rs).
 export COMPACTD_TEST_FULL=1
 cargo test --locked "$@"
 # The Docker smoke test (docs/operations.md's Docker commands, built and run); COMPACTD_TEST_DOCKER=0 skips

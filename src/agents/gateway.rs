@@ -9,10 +9,10 @@ use axum::http::HeaderMap;
 
 use super::{Wire, codex, proxy};
 use crate::config::{GatewayConfig, GatewaySummarizer};
-use compactd_store::Store;
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::chain::{Chain, Link};
 use crate::summarizer::openai::OpenAiClient;
+use compactd_store::Store;
 
 /// The name of the shared secret Codex items are authenticated with.
 const SEAL_SECRET: &str = "gateway.codex-items";

@@ -15,8 +15,8 @@ use super::chat_completions::{self, OPENCODE, RENDERED_MARKER};
 use super::responses::{self, CODEX_LOCAL, CODEX_REMOTE};
 use super::{Wire, carried};
 use crate::app::wire::WireRequest;
-use compactd_core::fidelity::standing;
 use crate::pipeline::Agent;
+use compactd_core::fidelity::standing;
 use compactd_core::transcript::{Conversation, Role};
 
 /// A compaction request: what the pipeline summarizes, typed, and how the agent wants its answer.

@@ -15,13 +15,13 @@ use crate::pipeline::events::MetricsObserver;
 use crate::pipeline::{
     Admission, Budgets, Limiter, Loops, Observer, Pipeline, Stages, SummaryCache,
 };
-use compactd_core::prompts::Prompts;
-use compactd_core::redact::Redactor;
-use compactd_store::{Store, StoreConfig};
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::fold::FoldPrompts;
 use crate::summarizer::openai::OpenAiClient;
 use crate::summarizer::{Chain, Link, ModelSpec};
+use compactd_core::prompts::Prompts;
+use compactd_core::redact::Redactor;
+use compactd_store::{Store, StoreConfig};
 
 impl App {
     /// The application around a connected store.

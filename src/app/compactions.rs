@@ -15,14 +15,14 @@ use super::index::{self, IndexView};
 use super::sessions::{appended_record, context_tokens_at};
 use super::{App, AppError};
 use crate::access::Identity;
-use compactd_core::compaction::NothingReason;
 use crate::compactor::{
     self, BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest,
 };
 use crate::pipeline::Endpoint;
+use crate::summarizer::TokenUsage;
+use compactd_core::compaction::NothingReason;
 use compactd_core::session::Session;
 use compactd_store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
-use crate::summarizer::TokenUsage;
 
 /// Held while one leaf of one session is being compacted.
 type LeafLock = Arc<tokio::sync::Mutex<()>>;

@@ -1,8 +1,8 @@
 //! What can go wrong in an operation of the application layer, in its own terms. The HTTP layer
 //! maps each to a status once (`http/error.rs`); the CLI prints it.
 
-use compactd_core::compaction::NothingReason;
 use crate::pipeline::SummarizeError;
+use compactd_core::compaction::NothingReason;
 use compactd_core::session::ParseError;
 use compactd_store::StoreError;
 

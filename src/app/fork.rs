@@ -40,7 +40,10 @@ pub(crate) fn child_header(header: &Header, parent: &str) -> String {
     fields.insert("type".into(), "session".into());
     fields.insert("version".into(), 3.into());
     fields.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
-    fields.insert("timestamp".into(), compactd_core::session::time::now_iso().into());
+    fields.insert(
+        "timestamp".into(),
+        compactd_core::session::time::now_iso().into(),
+    );
     fields.insert("parentSession".into(), parent.into());
     Value::Object(fields).to_string()
 }

@@ -9,11 +9,11 @@ use serde_json::json;
 use super::sessions::Uploaded;
 use super::{App, AppError};
 use crate::access::Identity;
+use crate::pipeline::{Context, Endpoint, Job, Purpose};
+use crate::summarizer::SummaryRequest;
 use compactd_core::fidelity::{Anchor, AnchorKind};
 use compactd_core::handoff::Draft;
-use crate::pipeline::{Context, Endpoint, Job, Purpose};
 use compactd_core::session::{Header, Session};
-use crate::summarizer::SummaryRequest;
 
 /// Longest goal, in characters: a goal is a sentence or a paragraph, not a document.
 pub(crate) const MAX_GOAL_CHARS: usize = 4000;
@@ -209,7 +209,10 @@ impl App {
 }
 
 /// The rules an earlier summary carried and the ones `facts` found.
-fn carried_rules(facts: &compactd_core::fidelity::facts::Facts, previous: Option<&str>) -> Vec<String> {
+fn carried_rules(
+    facts: &compactd_core::fidelity::facts::Facts,
+    previous: Option<&str>,
+) -> Vec<String> {
     compactd_core::fidelity::anchors::of_facts(facts, previous, 16_384)
         .into_iter()
         .filter(|a| a.kind == AnchorKind::Constraint)

@@ -145,8 +145,8 @@ impl App {
         let compactions = crate::cpu::off_runtime(move || {
             let mut views = Vec::with_capacity(page.len());
             for ((seq, previous), (_, raw)) in page.into_iter().zip(lines) {
-                let entry =
-                    compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
+                let entry = compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes())
+                    .map_err(|e| {
                         AppError::Internal(anyhow::anyhow!(
                             "a stored compaction entry does not read: {e}"
                         ))
@@ -211,11 +211,12 @@ impl App {
                 .iter()
                 .find(|(s, _)| *s == seq as i64)
                 .ok_or_else(not_found)?;
-            let entry = compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
-                AppError::Internal(anyhow::anyhow!(
-                    "a stored compaction entry does not read: {e}"
-                ))
-            })?;
+            let entry =
+                compactd_core::session::parse_entry_line(seq + 1, raw.as_bytes()).map_err(|e| {
+                    AppError::Internal(anyhow::anyhow!(
+                        "a stored compaction entry does not read: {e}"
+                    ))
+                })?;
             let made = records.iter().find(|m| m.entry_id == entry.id);
             Ok::<_, AppError>(CompactionView::of(&entry, made, previous))
         };

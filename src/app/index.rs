@@ -12,7 +12,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use super::sessions::parse_stored;
 use super::{App, AppError};
-use compactd_core::compaction::entry_facts::{self, ContextState, EntryFacts, KeptFacts, MessageFacts};
+use compactd_core::compaction::entry_facts::{
+    self, ContextState, EntryFacts, KeptFacts, MessageFacts,
+};
 use compactd_core::session::{Entry, IdSet, Session};
 use compactd_store::{FactRecord, NewEntry, SessionRecord, Store, StoreError};
 

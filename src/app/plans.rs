@@ -6,7 +6,9 @@ use super::stored_path::StoredPath;
 use super::{App, AppError};
 use crate::access::Identity;
 use compactd_core::compaction::pi15::Planner;
-use compactd_core::compaction::{CompactionSettings, PlanOutcome, SessionContext, build_session_context};
+use compactd_core::compaction::{
+    CompactionSettings, PlanOutcome, SessionContext, build_session_context,
+};
 use compactd_core::ids::Id;
 use compactd_core::session::{Entry, Session};
 

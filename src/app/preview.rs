@@ -151,6 +151,8 @@ mod tests {
         .to_string();
         let preview = of_line(&line, &redactor);
         assert!(!preview.contains(&secret[..8]), "{preview}");
-        assert!(of_line(&line, &compactd_core::redact::Redactor::disabled()).contains(&secret[..8]));
+        assert!(
+            of_line(&line, &compactd_core::redact::Redactor::disabled()).contains(&secret[..8])
+        );
     }
 }

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use super::{App, AppError};
 use crate::access::Identity;
-use compactd_core::compaction::typed_conversation;
 use crate::compactor::CompactionOutcome;
 use crate::pipeline::Endpoint;
+use crate::summarizer::{Flags, SummaryRequest};
+use compactd_core::compaction::typed_conversation;
 use compactd_core::redact::Placeholders;
 use compactd_core::session::Message as SessionMessage;
-use compactd_store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
-use crate::summarizer::{Flags, SummaryRequest};
 use compactd_core::transcript::{Conversation, Message, Role};
+use compactd_store::{NewRecall, RecallHit, RecallQuery, RecallTurn, now_ms};
 
 /// Most hits one search returns.
 pub(crate) const MAX_HITS: i64 = 50;

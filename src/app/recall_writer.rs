@@ -125,8 +125,6 @@ async fn save(store: &dyn Store, metrics: &Metrics, batch: &[NewRecall]) {
     }
 }
 
-
-
 /// At most [`SEEN`] keys (a set of ids, or ids by cache key), each remembered for ten minutes.
 fn remembered<V: Clone + Send + Sync + 'static>() -> moka::sync::Cache<String, V> {
     moka::sync::Cache::builder()

@@ -4,7 +4,9 @@
 use crate::access::Identity;
 use compactd_core::ids::Id;
 use compactd_core::session::EntryType;
-use compactd_core::session::{self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session};
+use compactd_core::session::{
+    self, Entry, LineIssue, ParseError, ParseErrorKind, ParseOptions, Session,
+};
 use compactd_store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
 
 use super::index::{self, FACTS_VERSION, IndexView};

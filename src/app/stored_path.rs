@@ -213,7 +213,9 @@ impl App {
 /// Entries a tail slice fetches and parses at a time.
 const TAIL_SLICE_ENTRIES: usize = 2048;
 
-fn parse_lines(lines: Vec<(i64, String)>) -> Result<Vec<Entry>, compactd_core::session::ParseError> {
+fn parse_lines(
+    lines: Vec<(i64, String)>,
+) -> Result<Vec<Entry>, compactd_core::session::ParseError> {
     lines
         .into_iter()
         .map(|(_, raw)| compactd_core::session::parse_stored_line(raw))

@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::{App, AppError};
 use crate::access::Identity;
 use crate::pipeline::{Endpoint, Job, Purpose};
-use compactd_core::session::Session;
 use crate::summarizer::SummaryRequest;
+use compactd_core::session::Session;
 use compactd_core::threads::steps::{self, Ask, Shown, Step};
 use compactd_core::threads::{Entry, Index, Reading};
 use std::sync::Arc;
@@ -68,7 +68,8 @@ impl App {
             let question = question.clone();
             crate::cpu::off_runtime_until(deadline, move |deadline| {
                 let index = Index::new(&entries, deadline)?;
-                let reading = compactd_core::threads::read(&entries, &index, &question, ANSWER_CHARS);
+                let reading =
+                    compactd_core::threads::read(&entries, &index, &question, ANSWER_CHARS);
                 Some((Arc::new(Thread { entries, index }), reading))
             })
             .await?
@@ -189,7 +190,13 @@ impl App {
             Err(AppError::NotFound(_)) => {
                 let (_, turns) = self
                     .store
-                    .recall_turns(&who.tenant, id, 0, MAX_RECALL_TURNS, compactd_store::now_ms())
+                    .recall_turns(
+                        &who.tenant,
+                        id,
+                        0,
+                        MAX_RECALL_TURNS,
+                        compactd_store::now_ms(),
+                    )
                     .await?
                     .ok_or_else(|| {
                         AppError::NotFound(format!(
@@ -232,7 +239,10 @@ fn follow(read: &Thread, shown: &mut Shown, asks: Vec<Ask>) -> String {
                 for at in read.index.search(&words, SEARCH_HITS) {
                     shown.add(at, 1, len);
                 }
-                format!("SEARCH: {}", compactd_core::fidelity::facts::clip(&words, 200))
+                format!(
+                    "SEARCH: {}",
+                    compactd_core::fidelity::facts::clip(&words, 200)
+                )
             }
             Ask::Read(id) => {
                 if let Some(at) = read.index.position(&id) {

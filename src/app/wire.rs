@@ -16,7 +16,9 @@ use serde_json::Value;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
 use compactd_core::transcript::Conversation;
-use compactd_core::transcript::prompt::{conversation_block, is_short_summary_request, previous_block};
+use compactd_core::transcript::prompt::{
+    conversation_block, is_short_summary_request, previous_block,
+};
 
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]

@@ -12,9 +12,9 @@ use clap::{Args, Parser, Subcommand};
 
 pub use keys::{KeysAction, KeysArgs};
 
+use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
 use compactd_core::compaction::pi15::Planner;
 use compactd_core::compaction::{CompactionSettings, PlanOutcome};
-use crate::config::{LogFormat, LoggingConfig, ServeConfig, StorageConfig, SummarizerConfig};
 use compactd_core::session::{ParseOptions, Session};
 
 #[derive(Debug, Parser)]

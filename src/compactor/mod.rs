@@ -10,6 +10,8 @@ mod pi15;
 
 use std::time::Instant;
 
+use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
+use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
 use compactd_core::compaction::entry::{BranchSummaryEntry, CompactionEntry, strip_file_tags};
 use compactd_core::compaction::file_ops::FileLists;
 use compactd_core::compaction::output_budget::{
@@ -20,10 +22,8 @@ use compactd_core::compaction::{
     estimate_tokens, prepare_compaction, serialize_conversation, typed_conversation,
 };
 use compactd_core::fidelity::{Anchor, Report};
-use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use compactd_core::prompts::Prompts;
 use compactd_core::session::{IdSet, Message, Session, UnknownEntry, new_entry_id, time};
-use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
 use compactd_core::transcript::prompt::{
     branch_prompt, history_prompt, merge_split_turn, turn_prefix_prompt,
 };

@@ -11,14 +11,14 @@ use serde_json::{Value, json};
 use super::{
     CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
 };
+use crate::pipeline::{Context, Pipeline};
+use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
 use compactd_core::compaction::NothingReason;
 use compactd_core::compaction::entry::CompactionEntry;
 use compactd_core::compaction::output_budget::{history_max_tokens, turn_prefix_max_tokens};
 use compactd_core::compaction::pi15::prepare;
 use compactd_core::js_json::utf16_len;
-use crate::pipeline::{Context, Pipeline};
 use compactd_core::session::{Entry, IdSet, new_entry_id, time};
-use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
 use compactd_core::transcript::prompt::{conversation_block, previous_block};
 
 use compactd_core::prompts::pi15::{SUMMARY, SYSTEM, TURN_PREFIX, UPDATE};

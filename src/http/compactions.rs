@@ -1,10 +1,10 @@
 //! Planning, context rebuild, compaction and branch summaries of sessions (spec §4–§9).
 
-use compactd_core::compaction::pi15::Planner;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use compactd_core::compaction::pi15::Planner;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -18,8 +18,8 @@ use crate::app::history::{CompactionView, HistoryRange};
 use crate::app::plans::{ContextView, settings};
 use crate::app::sessions::ReplaceNotice;
 use crate::app::wire::StagesView;
-use compactd_core::compaction::entry::BranchSummaryEntry;
 use crate::compactor::{BranchSummaryRequest, CompactionRequest};
+use compactd_core::compaction::entry::BranchSummaryEntry;
 use compactd_core::fidelity::{Missing, Report};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {

@@ -13,9 +13,9 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::JsonBody;
 use crate::app::wire::{StagesView, WireRequest, token_count};
-use compactd_core::fidelity::Report;
 use crate::pipeline::Endpoint;
 use crate::summarizer::TokenUsage;
+use compactd_core::fidelity::Report;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(compact))

@@ -14,9 +14,9 @@ use sha2::{Digest, Sha256};
 
 use super::Job;
 use crate::metrics::Metrics;
+use crate::summarizer::{Summary, TokenUsage};
 use compactd_store::behind::WriteBehind;
 use compactd_store::{CachedSummaryRow, Store, now_ms};
-use crate::summarizer::{Summary, TokenUsage};
 
 /// Changes whenever the stages change what a summary holds for the same request (the gate, the
 /// extractive renderer, redaction): older entries are then never read.
@@ -197,8 +197,6 @@ impl SummaryCache {
         self.writes.flush().await;
     }
 }
-
-
 
 fn summary(cached: &Cached) -> Summary {
     Summary {

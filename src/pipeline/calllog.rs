@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use super::events::{Event, Observer, Run};
 use crate::log_throttle::Throttle;
+use compactd_core::transcript::estimate_tokens;
 use compactd_store::behind::WriteBehind;
 use compactd_store::{CallRecord, Store, now_ms};
-use compactd_core::transcript::estimate_tokens;
 
 /// Rows waiting to be written, at most, and their bytes at most (with `COMPACTD_STORE_TEXT` a
 /// row holds a prompt and its summary).
@@ -47,8 +47,6 @@ impl Shared {
         }
     }
 }
-
-
 
 /// The upstream tokens a row counts against its tenant's budget (as the store sums them: model
 /// calls, not cache hits or the extractive summarizer).

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::events::{AnchorOutcome, Event};
 use super::{Job, Pipeline, Run};
+use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
 use compactd_core::fidelity::gate::{
     Expectation, append_missing, check, drop_withdrawn, repair_prompt, unusable,
 };
 use compactd_core::fidelity::{Anchor, AnchorKind, Missing, Report, Weight, anchors};
-use crate::summarizer::{ChainEvent, Summary, SummaryRequest};
 use compactd_core::transcript::prompt::Asks;
 
 /// What a caller adds to the anchors of the prompt.

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use compactd_store::{Store, now_ms};
 use crate::summarizer::SummaryRequest;
 use compactd_core::transcript::estimate_tokens;
+use compactd_store::{Store, now_ms};
 
 /// The first characters of a summary that identify it. pi appends file lists to the summary it
 /// stores, so the previous summary of the next request is the summary compactd wrote plus more:

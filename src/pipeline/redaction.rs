@@ -5,9 +5,9 @@
 //! [`Redacted`] request, so nothing reaches a model another way.
 
 use super::{Job, Pipeline};
-use compactd_core::redact::{Placeholders, Redacted, Redactor, Screen, Screening};
 use crate::summarizer::chain::ChainError;
 use crate::summarizer::{Summary, SummaryRequest};
+use compactd_core::redact::{Placeholders, Redacted, Redactor, Screen, Screening};
 
 /// Texts from this size are redacted off the runtime's threads (the rules scan ~70 MB/s; a
 /// smaller text costs less than the hand-off).

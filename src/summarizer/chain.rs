@@ -471,7 +471,9 @@ mod tests {
         let mut seen = Vec::new();
         let summary = chain
             .summarize(
-                compactd_core::redact::Redactor::disabled().seal(request).as_ref(),
+                compactd_core::redact::Redactor::disabled()
+                    .seal(request)
+                    .as_ref(),
                 Instant::now(),
                 |a| seen.push(a.clone()),
             )

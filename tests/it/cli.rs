@@ -320,7 +320,8 @@ fn compact_prints_the_entry_and_write_appends_it() {
     );
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written, format!("{}{}", session.to_jsonl(), stdout));
-    let reread = compactd_core::session::Session::parse(written.as_bytes(), Default::default()).unwrap();
+    let reread =
+        compactd_core::session::Session::parse(written.as_bytes(), Default::default()).unwrap();
     assert!(reread.entries.last().unwrap().is_compaction());
 
     // Compacting again right away: nothing to compact.

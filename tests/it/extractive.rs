@@ -1,11 +1,11 @@
 //! The extractive summarizer on the real sessions of `tests/fixtures`: the prompt compactd would
 //! send for their planned compaction, summarized without any model.
 
+use compactd::summarizer::SummaryRequest;
 use compactd_core::compaction::{CompactionSettings, PlanOutcome};
+use compactd_core::extractive::summarize;
 use compactd_core::prompts::Prompts;
 use compactd_core::session::{ParseOptions, Session};
-use compactd::summarizer::SummaryRequest;
-use compactd_core::extractive::summarize;
 use compactd_core::transcript::prompt::history_prompt;
 
 use super::fixture;

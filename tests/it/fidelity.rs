@@ -8,8 +8,8 @@ use std::sync::Arc;
 use compactd_core::fidelity::Anchor;
 use compactd_core::fidelity::gate::check;
 use compactd_core::fidelity::{AnchorKind, Weight};
-use compactd_store::Store;
 use compactd_core::transcript::estimate_tokens;
+use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,7 +18,10 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
 
 /// The anchors of an agent's prompt, read as compactd reads one.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
-    compactd_core::fidelity::anchors::of_shape(&compactd_core::transcript::Shape::of_prompt(prompt), 16_384)
+    compactd_core::fidelity::anchors::of_shape(
+        &compactd_core::transcript::Shape::of_prompt(prompt),
+        16_384,
+    )
 }
 
 on_both_backends!(
@@ -136,14 +139,13 @@ async fn no_repair_call_when_the_model_kept_everything_critical() {
         .find(|r| r.model == "qwen3-coder" && r.call == "history")
         .unwrap();
     // A summary that holds every critical anchor: the extractive one, passed through a model.
-    let complete = compactd_core::extractive::summarize(
-        &compactd::summarizer::SummaryRequest::from_prompt(
+    let complete =
+        compactd_core::extractive::summarize(&compactd::summarizer::SummaryRequest::from_prompt(
             String::new(),
             sample.prompt().to_owned(),
             13_107,
-        ),
-    )
-    .text;
+        ))
+        .text;
     let fake = FakeUpstream::start(vec![], Reply::openai(&complete)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let body: Value = app
@@ -184,8 +186,12 @@ fn long_conversation(turns: usize) -> String {
 #[tokio::test]
 async fn a_prompt_ten_times_the_window_is_folded_and_keeps_both_ends() {
     let prompts = compactd_core::prompts::Prompts::builtin();
-    let prompt =
-        compactd_core::transcript::prompt::history_prompt(&prompts, &long_conversation(260), None, None);
+    let prompt = compactd_core::transcript::prompt::history_prompt(
+        &prompts,
+        &long_conversation(260),
+        None,
+        None,
+    );
     let window = 4096;
     assert!(
         estimate_tokens(&prompt) > 10 * window,

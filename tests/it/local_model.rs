@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use compactd_core::compaction::{CompactionSettings, PlanOutcome};
 use compactd::config::ServeConfig;
+use compactd_core::compaction::{CompactionSettings, PlanOutcome};
 use compactd_core::prompts::Prompts;
 use compactd_core::session::{ParseOptions, Session};
 use compactd_core::transcript::prompt::history_prompt;

@@ -385,8 +385,12 @@ fn wrapped_rule_survives(
         "Update the docs for the new flag.".to_owned(),
     ];
     let prompts = compactd_core::prompts::Prompts::builtin();
-    let prompt =
-        compactd_core::transcript::prompt::history_prompt(&prompts, &serialized(&turns), None, None);
+    let prompt = compactd_core::transcript::prompt::history_prompt(
+        &prompts,
+        &serialized(&turns),
+        None,
+        None,
+    );
     let summary = compactd_core::extractive::summarize(
         &compactd::summarizer::SummaryRequest::from_prompt(prompts.system.clone(), prompt, 13_107),
     )

@@ -69,7 +69,11 @@ compactd_testkit::postgres_test! {
 
 #[sqlx::test(migrations = false)]
 async fn sqlite(pool: sqlx::SqlitePool) {
-    upgraded!(pool, compactd_store::SqliteStore, "./crates/compactd-store/migrations/sqlite")
+    upgraded!(
+        pool,
+        compactd_store::SqliteStore,
+        "./crates/compactd-store/migrations/sqlite"
+    )
 }
 
 /// SQLite's full-text index merges sixteen segments at a time (FTS5's default is four).

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use compactd_testkit::samples::{self, Sample};
 use compactd_store::Store;
+use compactd_testkit::samples::{self, Sample};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

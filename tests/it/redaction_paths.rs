@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use compactd_testkit::samples;
 use compactd_store::Store;
+use compactd_testkit::samples;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

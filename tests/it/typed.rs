@@ -7,10 +7,10 @@
 
 use std::collections::BTreeSet;
 
-use compactd_core::fidelity::AnchorKind;
-use compactd_core::prompts::Prompts;
 use compactd::summarizer::SummaryRequest;
 use compactd_core::extractive::summarize;
+use compactd_core::fidelity::AnchorKind;
+use compactd_core::prompts::Prompts;
 use compactd_core::transcript::Shape;
 use compactd_core::transcript::{self, Dialect, Message, Role, ToolCall};
 use reqwest::StatusCode;

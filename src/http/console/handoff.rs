@@ -4,11 +4,11 @@
 //! the thread (`POST /ui/sessions/{id}/handoff`) stores the new session with the edited prompt.
 //! The session page's map shows the threads a session came from and led to.
 
-use compactd_core::ids::Id;
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
+use compactd_core::ids::Id;
 use serde::Deserialize;
 
 use super::extract::{Form, Path};

@@ -2,8 +2,8 @@
 //! and the request, calls the application layer, and turns the result into a page (or, for an
 //! action, a redirect to the page that shows its result).
 
-use compactd_core::ids::Id;
 use axum::extract::State;
+use compactd_core::ids::Id;
 
 use super::extract::{Multipart, Path, Query};
 use axum::http::{StatusCode, header};
@@ -20,8 +20,8 @@ use crate::app::history::{HistoryPage, HistoryRange};
 use crate::app::plans::settings;
 use crate::app::tree_view::SessionTree;
 use crate::app::{AppError, tree_view};
-use compactd_core::compaction::CompactionSettings;
 use crate::compactor::CompactionRequest;
+use compactd_core::compaction::CompactionSettings;
 use compactd_core::session::time;
 use compactd_store::SessionRecord;
 

@@ -11,8 +11,8 @@ mod template;
 
 use crate::fidelity::{Anchor, Weight, anchors, gate, ledger};
 
-use crate::summary::{Summary, SummaryRequest, TokenUsage};
 use crate::js_json::utf16_len;
+use crate::summary::{Summary, SummaryRequest, TokenUsage};
 use crate::transcript::prompt::Asks;
 
 /// Characters per token, as the reference heuristic counts.

@@ -23,10 +23,7 @@ impl FileOp {
 }
 
 /// pi's rule: the operation of a `read`/`write`/`edit` call and its path (non-empty string).
-pub fn pi_file_op<'a>(
-    name: &str,
-    arguments: Option<&'a Value>,
-) -> Option<(FileOp, &'a str)> {
+pub fn pi_file_op<'a>(name: &str, arguments: Option<&'a Value>) -> Option<(FileOp, &'a str)> {
     let op = match name {
         "read" => FileOp::Read,
         "write" => FileOp::Write,
