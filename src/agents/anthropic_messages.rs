@@ -5,6 +5,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::Wire;
 use super::answer::{Answer, id, json_response, pieces, sse};
 use super::carried;
 use super::recognize::{Compaction, Form, of_history};
@@ -15,7 +16,7 @@ use compactd_core::transcript::structured;
 pub(crate) const CLAUDE_CODE: Agent = Agent {
     name: "claude-code",
     endpoint: "gateway:claude-code",
-    wire: "anthropic-messages",
+    wire: Wire::AnthropicMessages,
 };
 
 /// Claude Code's instruction opens with this (2.1.330, 2.1.332)…
@@ -65,7 +66,7 @@ pub(super) fn claude_code(agent: Agent, _headers: &HeaderMap, body: &Value) -> O
         history.push(kept);
     }
     let previous_summary = carried::take_claude(&mut history);
-    let conversation = structured::from_anthropic(&history);
+    let conversation = Wire::AnthropicMessages.messages(&history);
     Some(of_history(
         agent,
         Form::SummaryTags,

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::recognize::{Compaction, Form};
 
+use super::Wire;
 use crate::app::AppError;
 use crate::app::wire::{WireRequest, token_count};
 use crate::pipeline::Agent;
@@ -132,7 +133,7 @@ fn split_messages(messages: &[Value]) -> Result<(String, WirePrompt), AppError> 
         _ => String::new(),
     };
     let history: Vec<Value> = rest.into_iter().map(|(_, _, m)| m.clone()).collect();
-    let conversation = compactd_core::transcript::structured::from_chat(&history);
+    let conversation = Wire::ChatCompletions.messages(&history);
     Ok((
         system.join("\n\n"),
         WirePrompt::Conversation(conversation, instructions),
@@ -148,7 +149,7 @@ enum WirePrompt {
 pub(crate) const OPENCODE: Agent = Agent {
     name: "opencode",
     endpoint: "gateway:opencode",
-    wire: "chat-completions",
+    wire: Wire::ChatCompletions,
 };
 
 /// OpenCode 1.18.33's summarization system prompt opens with this.

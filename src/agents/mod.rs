@@ -43,16 +43,7 @@ use answer::Answer;
 use proxy::Credentials;
 use recognize::{Compaction, Form};
 
-/// The wires agents speak to their model, and compactd with them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
-    /// OpenAI chat completions (OpenCode; any OpenAI client; pi forks' `remoteEndpoint`).
-    ChatCompletions,
-    /// Anthropic Messages (Claude Code).
-    AnthropicMessages,
-    /// OpenAI Responses (Codex).
-    Responses,
-}
+pub(crate) use compactd_core::wire::Wire;
 
 /// What an agent sent, as it came.
 #[derive(Debug)]
@@ -160,17 +151,12 @@ pub(crate) async fn handle(
 /// Remembers `body` as the latest request of the agent session the headers name, if any (the
 /// body is shared, not copied).
 fn note_session(app: &App, who: &Identity, wire: Wire, headers: &HeaderMap, body: Bytes) {
-    use crate::app::seen::{SeenWire, agent_session};
+    use crate::app::seen::agent_session;
     let Some(session) = agent_session(headers) else {
         return;
     };
     // A body compactd could not read (a coding it does not know) leaves nothing to remember:
     // the session's older request is forgotten, never left to stand for this one.
-    let wire = match wire {
-        Wire::AnthropicMessages => SeenWire::AnthropicMessages,
-        Wire::ChatCompletions => SeenWire::ChatCompletions,
-        Wire::Responses => SeenWire::Responses,
-    };
     app.seen.note(who, session, wire, body);
 }
 

@@ -6,6 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::Wire;
 use super::answer::{Answer, id, json_response, pieces, sse};
 use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
@@ -15,14 +16,14 @@ use compactd_core::transcript::structured;
 pub(crate) const CODEX_LOCAL: Agent = Agent {
     name: "codex",
     endpoint: "gateway:codex",
-    wire: "responses",
+    wire: Wire::Responses,
 };
 
 /// Codex (0.169.0, 0.171.0) with the `openai` provider: remote compaction v2, a `compaction_trigger`.
 pub(crate) const CODEX_REMOTE: Agent = Agent {
     name: "codex-remote",
     endpoint: "gateway:codex-remote",
-    wire: "responses",
+    wire: Wire::Responses,
 };
 
 /// Codex 0.169.0's local compaction prompt opens with this.
@@ -36,7 +37,7 @@ pub(super) fn codex_remote(agent: Agent, _headers: &HeaderMap, body: &Value) -> 
     if last.get("type").and_then(Value::as_str) != Some(REMOTE_TRIGGER) {
         return None;
     }
-    let conversation = structured::from_responses(&Value::from(history.to_vec()));
+    let conversation = Wire::Responses.messages(history);
     Some(of_history(
         agent,
         Form::SealedItem,
@@ -65,7 +66,7 @@ pub(super) fn codex_local(agent: Agent, headers: &HeaderMap, body: &Value) -> Op
     if !(prompt && (tools_off || asked())) {
         return None;
     }
-    let conversation = structured::from_responses(&Value::from(history.to_vec()));
+    let conversation = Wire::Responses.messages(history);
     Some(of_history(
         agent,
         Form::Text,

@@ -2,8 +2,13 @@
 //! ([`compactd_core::handoff`]), and the new session that starts with it, its header naming the old one
 //! as its parent (as pi's own forks do), ready to download or to open in pi.
 
+use compactd_core::fidelity::facts::Facts;
+use compactd_core::fidelity::standing;
 use compactd_core::ids::Id;
 use compactd_core::redact::{Placeholders, Redacted};
+use compactd_core::transcript::Conversation;
+use compactd_core::wire::Wire;
+use serde_json::Value;
 use serde_json::json;
 
 use super::sessions::Uploaded;
@@ -133,41 +138,115 @@ impl App {
     }
 }
 
+/// A conversation as an agent holds it, for `POST /v1/handoff`: read here, off the runtime, by
+/// the one reader of its wire or dialect.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// Text in any dialect compactd reads (pi's, oh-my-pi's chat markups).
+    Prompt(String),
+    /// Chat completions' or Anthropic's messages (told apart by their blocks).
+    Messages(Vec<Value>),
+    /// Responses input items.
+    Input(Value),
+    /// A request body of a wire, as the gateway saw it.
+    Body(Wire, axum::body::Bytes),
+}
+
+impl Held {
+    /// The request field it came in.
+    fn field(&self) -> &'static str {
+        match self {
+            Held::Prompt(_) => "prompt",
+            Held::Messages(_) => "messages",
+            Held::Input(_) => "input",
+            Held::Body(..) => "thread",
+        }
+    }
+
+    fn read(self) -> Conversation {
+        match self {
+            Held::Prompt(text) => compactd_core::transcript::read(&text),
+            Held::Messages(messages) => Wire::of_messages(&messages).messages(&messages),
+            Held::Input(input) => {
+                Wire::Responses.conversation(&serde_json::json!({"input": input}))
+            }
+            Held::Body(wire, body) => {
+                let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+                wire.conversation(&body)
+            }
+        }
+    }
+}
+
+/// What else a held conversation comes with: the agent's system prompt (the project's rules it
+/// pastes there hold for the new thread too) and the summary it continues.
+#[derive(Debug, Default)]
+pub(crate) struct Around {
+    pub(crate) system: Option<Value>,
+    pub(crate) previous_summary: Option<String>,
+}
+
 impl App {
-    /// The draft for `goal` from a conversation an agent holds (any wire or dialect compactd
-    /// reads, `field` naming where it came from), for `who`: nothing is stored, no session is
-    /// created.
+    /// The draft for `goal` from a conversation an agent holds, for `who`: nothing is stored,
+    /// no session is created.
     pub(crate) async fn handoff_conversation(
         &self,
         who: &Identity,
         goal: &str,
-        (field, conversation): (&'static str, compactd_core::transcript::Conversation),
-        previous_summary: Option<String>,
+        held: Held,
+        around: Around,
     ) -> Result<Drafted, AppError> {
         let goal = checked_goal(goal)?;
-        if conversation
-            .messages
-            .iter()
-            .all(|m| m.text.trim().is_empty())
-        {
-            return Err(AppError::invalid(
-                field,
-                format!("{field}: there is no conversation to hand off"),
-            ));
-        }
+        let field = held.field();
         let draft = {
             let goal = goal.clone();
             crate::cpu::off_runtime_until(self.work_deadline(), move |deadline| {
-                let facts = compactd_core::fidelity::facts::Facts::extract(&conversation.messages);
-                let rules = carried_rules(&facts, previous_summary.as_deref());
+                let conversation = held.read();
+                if conversation
+                    .messages
+                    .iter()
+                    .all(|m| m.text.trim().is_empty())
+                {
+                    return Some(Err(AppError::invalid(
+                        field,
+                        format!("{field}: there is no conversation to hand off"),
+                    )));
+                }
+                let facts = Facts::extract(&conversation.messages);
+                let mut rules = carried_rules(&facts, around.previous_summary.as_deref());
+                for rule in system_rules(around.system.as_ref()) {
+                    if !rules.contains(&rule) {
+                        rules.push(rule);
+                    }
+                }
                 compactd_core::handoff::draft(&goal, &conversation.messages, &rules, "", deadline)
+                    .map(Ok)
             })
             .await?
-            .ok_or(AppError::DeadlineExceeded(DRAFTING))?
+            .ok_or(AppError::DeadlineExceeded(DRAFTING))??
         };
         let context = self.pipeline_context(who, Endpoint::Handoff);
         self.drafted(&context, &goal, draft).await
     }
+}
+
+/// The rules of a project rules file an agent pasted into its system prompt (OpenCode's
+/// "Instructions from: …/AGENTS.md"), given as a string or as text blocks.
+fn system_rules(system: Option<&Value>) -> Vec<String> {
+    let text = match system {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str().or(b.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return Vec::new(),
+    };
+    standing::of_pasted_file(&text)
+        .into_iter()
+        .filter(|(statement, _)| *statement == standing::Statement::Rule)
+        .map(|(_, rule)| rule.to_owned())
+        .collect()
 }
 
 impl App {
@@ -180,8 +259,6 @@ impl App {
         agent: Option<&str>,
         goal: &str,
     ) -> Result<(Drafted, super::seen::Seen), AppError> {
-        use super::seen::SeenWire;
-        use compactd_core::transcript::structured::{from_anthropic, from_chat, from_responses};
         let seen = self.seen.latest(who, agent).ok_or_else(|| {
             AppError::NotFound(format!(
                 "no thread of {} seen through compactd's gateway: give a session id, or point \
@@ -189,30 +266,16 @@ impl App {
                 agent.unwrap_or("any agent")
             ))
         })?;
-        let (wire, body) = (seen.wire, seen.body.clone());
-        let conversation = crate::cpu::off_runtime(move || {
-            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            let none = Vec::new();
-            let messages = body["messages"].as_array().unwrap_or(&none);
-            match wire {
-                SeenWire::AnthropicMessages => from_anthropic(messages),
-                SeenWire::ChatCompletions => from_chat(messages),
-                SeenWire::Responses => from_responses(&body["input"]),
-            }
-        })
-        .await?;
+        let held = Held::Body(seen.wire, seen.body.clone());
         let drafted = self
-            .handoff_conversation(who, goal, ("thread", conversation), None)
+            .handoff_conversation(who, goal, held, Around::default())
             .await?;
         Ok((drafted, seen))
     }
 }
 
 /// The rules an earlier summary carried and the ones `facts` found.
-fn carried_rules(
-    facts: &compactd_core::fidelity::facts::Facts,
-    previous: Option<&str>,
-) -> Vec<String> {
+fn carried_rules(facts: &Facts, previous: Option<&str>) -> Vec<String> {
     compactd_core::fidelity::anchors::of_facts(facts, previous, 16_384)
         .into_iter()
         .filter(|a| a.kind == AnchorKind::Constraint)
@@ -297,7 +360,7 @@ pub(crate) fn handoff_of(
             .filter_map(|e| e.as_message()),
     )
     .messages;
-    let facts = compactd_core::fidelity::facts::Facts::extract(&messages);
+    let facts = Facts::extract(&messages);
     let rules = carried_rules(&facts, previous);
     Ok(compactd_core::handoff::draft(
         goal, &messages, &rules, parent, deadline,

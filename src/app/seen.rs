@@ -19,6 +19,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 
 use crate::access::Identity;
+use compactd_core::wire::Wire;
 
 /// Sessions remembered for one tenant.
 const TENANT_SESSIONS: usize = 64;
@@ -27,20 +28,12 @@ const TENANT_BYTES: usize = 32 << 20;
 /// Bytes of request bodies remembered, across tenants.
 const MAX_BYTES: usize = 256 << 20;
 
-/// How a remembered request's conversation is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SeenWire {
-    AnthropicMessages,
-    ChatCompletions,
-    Responses,
-}
-
 /// The latest request of one agent session.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
     pub(crate) agent: &'static str,
     pub(crate) session: String,
-    pub(crate) wire: SeenWire,
+    pub(crate) wire: Wire,
     /// The request's body, decoded.
     pub(crate) body: Bytes,
     /// When it came, in the order of arrival.
@@ -102,18 +95,16 @@ pub(crate) struct SeenThreads {
     inner: Mutex<Inner>,
 }
 
-/// The agent and its session id, from the header each agent names its session in.
+/// The agent and its session id, from the header each agent names its session in (the wires'
+/// [`Wire::session_header`]).
 pub(crate) fn agent_session(headers: &HeaderMap) -> Option<(&'static str, &str)> {
-    [
-        ("x-claude-code-session-id", "claude-code"),
-        ("session-id", "codex"),
-        ("x-session-id", "opencode"),
-    ]
-    .into_iter()
-    .find_map(|(header, agent)| {
-        let id = headers.get(header)?.to_str().ok()?.trim();
-        (!id.is_empty() && id.len() <= 200).then_some((agent, id))
-    })
+    Wire::ALL
+        .into_iter()
+        .map(Wire::session_header)
+        .find_map(|(agent, header)| {
+            let id = headers.get(header)?.to_str().ok()?.trim();
+            (!id.is_empty() && id.len() <= 200).then_some((agent, id))
+        })
 }
 
 impl super::App {
@@ -150,7 +141,7 @@ impl SeenThreads {
         &self,
         who: &Identity,
         (agent, session): (&'static str, &str),
-        wire: SeenWire,
+        wire: Wire,
         body: Bytes,
     ) {
         let key = (
@@ -240,25 +231,25 @@ mod tests {
         seen.note(
             &who("a"),
             ("claude-code", "s1"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             body("one"),
         );
         seen.note(
             &who("a"),
             ("opencode", "o1"),
-            SeenWire::ChatCompletions,
+            Wire::ChatCompletions,
             body("two"),
         );
         seen.note(
             &who("b"),
             ("claude-code", "s9"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             body("theirs"),
         );
         seen.note(
             &who("a"),
             ("claude-code", "s1"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             body("three"),
         );
         let latest = seen.latest(&who("a"), Some("claude-code")).unwrap();
@@ -281,7 +272,7 @@ mod tests {
         seen.note(
             &who("b"),
             ("codex", "theirs"),
-            SeenWire::Responses,
+            Wire::Responses,
             Bytes::from_static(b"b's"),
         );
         for i in 0..TENANT_SESSIONS * 5 {
@@ -289,7 +280,7 @@ mod tests {
             seen.note(
                 &who("a"),
                 ("codex", &id),
-                SeenWire::Responses,
+                Wire::Responses,
                 Bytes::from_static(b"x"),
             );
         }
@@ -305,7 +296,7 @@ mod tests {
             seen.note(
                 &who("a"),
                 ("claude-code", &format!("big{i}")),
-                SeenWire::AnthropicMessages,
+                Wire::AnthropicMessages,
                 large.clone(),
             );
         }
@@ -324,14 +315,14 @@ mod tests {
         seen.note(
             &who("small"),
             ("codex", "s"),
-            SeenWire::Responses,
+            Wire::Responses,
             Bytes::from_static(b"mine"),
         );
         for t in 0..tenants {
             seen.note(
                 &who(&format!("t{t}")),
                 ("codex", "s"),
-                SeenWire::Responses,
+                Wire::Responses,
                 share.clone(),
             );
         }
@@ -347,21 +338,21 @@ mod tests {
         seen.note(
             &who,
             ("claude-code", "s1"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             Bytes::from_static(b"second"),
         );
         // Too large to keep: the older request must not answer for the session.
         seen.note(
             &who,
             ("claude-code", "s1"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             Bytes::from(vec![b'x'; TENANT_BYTES + 1]),
         );
         assert!(seen.latest(&who, None).is_none());
         seen.note(
             &who,
             ("claude-code", "s1"),
-            SeenWire::AnthropicMessages,
+            Wire::AnthropicMessages,
             Bytes::from_static(b"third"),
         );
         seen.forget(&who, ("claude-code", "s1"));

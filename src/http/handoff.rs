@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::app::handoff::{Around, Held};
 use serde_json::Value;
 
 use super::AppState;
@@ -129,7 +130,9 @@ pub(super) struct ConversationHandoffRequest {
     /// The conversation as OpenAI Responses input items.
     #[schema(value_type = Option<Object>)]
     input: Option<Value>,
-    /// The agent's system prompt, as its request carries it: not part of the conversation.
+    /// The agent's system prompt, as its request carries it (a string or text blocks): not part
+    /// of the conversation, but the rules of a project file it pastes (`Instructions from:
+    /// …/AGENTS.md`) go to the new thread as rules still in force.
     #[schema(value_type = Option<Object>)]
     system: Option<Value>,
     /// The summary the conversation continues (its rules still hold).
@@ -159,21 +162,10 @@ pub(super) async fn handoff_conversation(
     Caller(who): Caller,
     JsonBody(request): JsonBody<ConversationHandoffRequest>,
 ) -> Result<Json<ConversationHandoff>, ApiError> {
-    let _ = request.system;
-    let conversation = match (request.prompt, request.messages, request.input) {
-        (Some(prompt), None, None) => ("prompt", compactd_core::transcript::read(&prompt)),
-        (None, Some(messages), None) if is_anthropic(&messages) => (
-            "messages",
-            compactd_core::transcript::structured::from_anthropic(&messages),
-        ),
-        (None, Some(messages), None) => (
-            "messages",
-            compactd_core::transcript::structured::from_chat(&messages),
-        ),
-        (None, None, Some(input)) => (
-            "input",
-            compactd_core::transcript::structured::from_responses(&input),
-        ),
+    let held = match (request.prompt, request.messages, request.input) {
+        (Some(prompt), None, None) => Held::Prompt(prompt),
+        (None, Some(messages), None) => Held::Messages(messages),
+        (None, None, Some(input)) => Held::Input(input),
         _ => {
             return Err(crate::app::AppError::invalid(
                 "prompt",
@@ -184,7 +176,15 @@ pub(super) async fn handoff_conversation(
     };
     let drafted = state
         .app
-        .handoff_conversation(&who, &request.goal, conversation, request.previous_summary)
+        .handoff_conversation(
+            &who,
+            &request.goal,
+            held,
+            Around {
+                system: request.system,
+                previous_summary: request.previous_summary,
+            },
+        )
         .await?;
     let draft = drafted.draft.into_inner();
     Ok(Json(ConversationHandoff {
@@ -196,20 +196,6 @@ pub(super) async fn handoff_conversation(
         },
         drafted_by: drafted.drafted_by,
     }))
-}
-
-/// Anthropic's blocks (`tool_use`, `tool_result`, thinking) tell its messages from chat's.
-fn is_anthropic(messages: &[Value]) -> bool {
-    messages.iter().any(|m| {
-        m["content"].as_array().is_some_and(|blocks| {
-            blocks.iter().any(|b| {
-                matches!(
-                    b["type"].as_str(),
-                    Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
-                )
-            })
-        })
-    })
 }
 
 /// A session connected to another.

@@ -9,8 +9,8 @@ pub struct Agent {
     pub name: &'static str,
     /// The endpoint the call log and recall name its compactions by (`gateway:claude-code`).
     pub endpoint: &'static str,
-    /// The wire it speaks (`anthropic-messages`, `responses`, `chat-completions`).
-    pub wire: &'static str,
+    /// The wire it speaks.
+    pub wire: compactd_core::wire::Wire,
 }
 
 /// The way in: which endpoint or command asked.
@@ -60,7 +60,7 @@ impl Endpoint {
             Endpoint::ChatCompletions => ("openai-client", "chat-completions"),
             Endpoint::SessionCompaction | Endpoint::BranchSummary => ("pi", "session"),
             Endpoint::Cli => ("pi", "cli"),
-            Endpoint::Gateway(agent) => (agent.name, agent.wire),
+            Endpoint::Gateway(agent) => (agent.name, agent.wire.name()),
             Endpoint::Handoff => ("any", "handoff"),
             Endpoint::ThreadRead => ("any", "read_thread"),
         }

@@ -551,3 +551,30 @@ async fn a_rule_stated_for_a_kind_of_work_goes_with_that_work(store: Arc<dyn Sto
         "the open error:\n{prompt}"
     );
 }
+
+/// The agent's system prompt is not the conversation, but the project rules file it pastes there
+/// (OpenCode's "Instructions from: …/AGENTS.md") holds for the new thread: its rules are carried;
+/// the agent's own instructions are not.
+#[tokio::test]
+async fn a_rules_file_in_the_system_prompt_goes_with_the_handoff() {
+    let app = TestApp::handlers(crate::support::config()).await;
+    let system = "You are opencode. NEVER commit changes unless the user explicitly asks you to.\n\
+                  Instructions from: /repo/AGENTS.md\n# Guidelines\n\n- Never call unwrap() in library code.\n";
+    for system in [json!(system), json!([{"type": "text", "text": system}])] {
+        let response = app
+            .post(
+                "/v1/handoff",
+                &json!({"goal": "Finish tab handling", "system": system, "messages": [
+                    {"role": "user", "content": "Fix tab handling in src/lexer.rs"}]}),
+            )
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let draft: Value = response.json().await.unwrap();
+        let prompt = draft["prompt"].as_str().unwrap();
+        assert!(
+            prompt.contains("Never call unwrap() in library code."),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("NEVER commit"), "{prompt}");
+    }
+}

@@ -14,6 +14,7 @@
 //! * [`summary`], [`extractive`], [`prompts`]: a summarization's request and result, the
 //!   built-in summarizer, the prompt templates.
 //! * [`handoff`], [`threads`]: a new thread's first prompt for a goal; answering from a thread.
+//! * [`wire`]: the wires agents speak to their models, each with its conversation and session.
 
 pub mod compaction;
 pub mod deadline;
@@ -31,6 +32,7 @@ pub mod session;
 pub mod summary;
 pub mod threads;
 pub mod transcript;
+pub mod wire;
 
 #[cfg(test)]
 mod testkit;
