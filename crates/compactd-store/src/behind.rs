@@ -146,6 +146,32 @@ impl<T: Weigh + Send + 'static> WriteBehind<T> {
     }
 }
 
+// What each record written behind weighs in the queue's byte bound.
+
+impl Weigh for crate::NewRecall {
+    fn weight(&self) -> usize {
+        let turns: usize = self
+            .turns
+            .iter()
+            .map(|t| t.text.len() + t.paths.len() + t.role.len() + 64)
+            .sum();
+        turns + self.id.len() + self.tenant.len() + 128
+    }
+}
+
+impl Weigh for crate::CachedSummaryRow {
+    fn weight(&self) -> usize {
+        self.key.len() + self.summary.len() + 64
+    }
+}
+
+impl Weigh for crate::CallRecord {
+    fn weight(&self) -> usize {
+        let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+        text(&self.prompt) + text(&self.summary) + 512
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -235,31 +261,5 @@ mod tests {
         behind.queue(1).unwrap();
         behind.flush().await;
         assert_eq!(*written.lock().unwrap(), vec![150, 60, 40, 1]);
-    }
-}
-
-// What each record written behind weighs in the queue's byte bound.
-
-impl Weigh for crate::NewRecall {
-    fn weight(&self) -> usize {
-        let turns: usize = self
-            .turns
-            .iter()
-            .map(|t| t.text.len() + t.paths.len() + t.role.len() + 64)
-            .sum();
-        turns + self.id.len() + self.tenant.len() + 128
-    }
-}
-
-impl Weigh for crate::CachedSummaryRow {
-    fn weight(&self) -> usize {
-        self.key.len() + self.summary.len() + 64
-    }
-}
-
-impl Weigh for crate::CallRecord {
-    fn weight(&self) -> usize {
-        let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
-        text(&self.prompt) + text(&self.summary) + 512
     }
 }
