@@ -12,7 +12,6 @@ use crate::config::{GatewayConfig, GatewaySummarizer};
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::chain::{Chain, Link};
 use crate::summarizer::openai::OpenAiClient;
-use compactd_store::Store;
 
 /// The name of the shared secret Codex items are authenticated with.
 const SEAL_SECRET: &str = "gateway.codex-items";
@@ -104,16 +103,14 @@ impl Gateway {
     /// first one to need it and kept in the store.
     pub(crate) async fn seal(
         &self,
-        store: &Arc<dyn Store>,
+        app: &crate::app::App,
     ) -> Result<&codex::Seal, compactd_store::StoreError> {
         self.seal
             .get_or_try_init(|| async {
                 let mut candidate = [0u8; 32];
                 getrandom::fill(&mut candidate).expect("the OS random source works");
                 let hex = hex::encode(candidate);
-                let secret = store
-                    .shared_secret(SEAL_SECRET, &hex, compactd_store::now_ms())
-                    .await?;
+                let secret = app.shared_secret(SEAL_SECRET, &hex).await?;
                 Ok(codex::Seal::new(secret.as_bytes()))
             })
             .await

@@ -110,7 +110,7 @@ pub(crate) async fn handle(
     // compactd's items from an earlier compaction, the caller's own: their summaries, before
     // anything reads them. The rewritten body goes upstream plain.
     if holds_item && let Some(value) = body.as_mut() {
-        let seal = gateway.seal(&app.store).await.map_err(AppError::from)?;
+        let seal = gateway.seal(app).await.map_err(AppError::from)?;
         if seal.expand(value, who) > 0 {
             request.bytes = value.to_string().into();
             request.headers.remove(axum::http::header::CONTENT_ENCODING);
@@ -157,7 +157,7 @@ fn note_session(app: &App, who: &Identity, wire: Wire, headers: &HeaderMap, body
     };
     // A body compactd could not read (a coding it does not know) leaves nothing to remember:
     // the session's older request is forgotten, never left to stand for this one.
-    app.seen.note(who, session, wire, body);
+    app.note_agent_request(who, session, wire, body);
 }
 
 /// A chat request summarized as compactd's own API (the endpoint is the chat wire's): what the
@@ -169,7 +169,12 @@ pub(crate) async fn summarize_chat(
 ) -> Result<Outcome, AgentError> {
     let read = chat_completions::read(body)?;
     let summary = app
-        .summarize_prompt_with(who, Endpoint::ChatCompletions, read.request, None)
+        .summarize_prompt_with(
+            who,
+            Endpoint::ChatCompletions,
+            read.request,
+            Default::default(),
+        )
         .await?;
     Ok(Outcome::Chat {
         summary,
@@ -191,16 +196,21 @@ async fn answer_compaction(
         wire,
         &compaction.model,
         &request.headers,
-        &app.pipeline.chain,
+        app.configured_chain(),
     );
     let endpoint = Endpoint::Gateway(compaction.agent);
+    // Decided before any work: past the tenant's budget the agent's own provider compacts.
+    let policy = crate::app::wire::Policy {
+        chain,
+        when_spent: crate::pipeline::WhenSpent::Refuse,
+    };
     let summary = match app
-        .summarize_prompt_with(who, endpoint, compaction.request, chain)
+        .summarize_prompt_with(who, endpoint, compaction.request, policy)
         .await
     {
-        Ok(summary) if !summary.flags.budget_exhausted => summary,
-        result => {
-            log_fallback(compaction.agent, result.as_ref().err());
+        Ok(summary) => summary,
+        Err(error) => {
+            log_fallback(compaction.agent, &error);
             return Ok(None);
         }
     };
@@ -226,7 +236,7 @@ async fn answer_compaction(
         Wire::Responses => {
             let item = match compaction.answer {
                 Form::SealedItem => {
-                    let seal = gateway.seal(&app.store).await.map_err(AppError::from)?;
+                    let seal = gateway.seal(app).await.map_err(AppError::from)?;
                     Some(seal.item(&summary.text, who))
                 }
                 _ => None,
@@ -243,14 +253,14 @@ async fn answer_compaction(
 }
 
 /// Why an agent's own compaction went to its provider: the tenant's budget, or compactd's error.
-fn log_fallback(agent: Agent, error: Option<&AppError>) {
+fn log_fallback(agent: Agent, error: &AppError) {
     let agent = agent.name;
     match error {
-        None => tracing::info!(
+        AppError::Summarize(crate::pipeline::SummarizeError::BudgetSpent) => tracing::info!(
             agent,
             "gateway: the tenant's budget is spent; the agent's own compaction goes upstream"
         ),
-        Some(error) => {
+        error => {
             tracing::warn!(agent, error = %error, "gateway: compactd could not summarize; the agent's own compaction goes upstream")
         }
     }

@@ -114,12 +114,11 @@ impl App {
 }
 
 /// Whether a call of the log is a compaction served: a summary of an agent's prompt or history
-/// written (not a branch summary or a split turn's prefix, each a part of another), and not a
-/// gateway compaction over the budget, which went to the agent's own provider.
+/// written (not a branch summary or a split turn's prefix, each a part of another). A gateway
+/// compaction over the budget is no summary (`budget_spent`): it went to the agent's provider.
 fn is_compaction(call: &CallRecord) -> bool {
     let part = call.purpose == "branch" || call.purpose == "turn_prefix";
-    let forwarded = call.endpoint.starts_with("gateway:") && call.budget_exhausted;
-    call.outcome == "ok" && !part && !forwarded
+    call.outcome == "ok" && !part
 }
 
 /// The series a call counts under.

@@ -84,10 +84,12 @@ impl std::ops::Deref for App {
     }
 }
 
-/// What an [`App`] holds.
+/// What an [`App`] holds. The store, the pipeline and the agent-session record are the
+/// application's own: the layers above (HTTP, the agents' wires, the command line) reach them
+/// only through its operations, and the compiler holds them to it.
 pub struct AppParts {
-    pub store: Arc<dyn Store>,
-    pub pipeline: Arc<Pipeline>,
+    pub(in crate::app) store: Arc<dyn Store>,
+    pub(in crate::app) pipeline: Arc<Pipeline>,
     pub prompts: Arc<Prompts>,
     pub metrics: Arc<Metrics>,
     pub calls: CallLog,
@@ -97,7 +99,7 @@ pub struct AppParts {
     pub(crate) index_cache: index::IndexCache,
     recall_writer: recall_writer::RecallWriter,
     /// The latest request of each agent session the gateway saw (see [`seen`]).
-    pub(crate) seen: seen::SeenThreads,
+    pub(in crate::app) seen: seen::SeenThreads,
 }
 
 impl App {
@@ -149,6 +151,23 @@ impl App {
         compactd_core::deadline::Deadline::at(
             std::time::Instant::now() + self.pipeline.chain.policy.deadline,
         )
+    }
+
+    /// The configured chain of models (the gateway's `agent` mode builds its own beside it).
+    pub(crate) fn configured_chain(&self) -> &crate::summarizer::Chain {
+        &self.pipeline.chain
+    }
+
+    /// The secret the replicas share under `name`: the stored one, or `candidate` when none is
+    /// stored yet (the first replica to ask stores it).
+    pub(crate) async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+    ) -> Result<String, compactd_store::StoreError> {
+        self.store
+            .shared_secret(name, candidate, compactd_store::now_ms())
+            .await
     }
 
     /// The pipeline context of a call by `who` through `endpoint`.

@@ -108,6 +108,17 @@ pub(crate) fn agent_session(headers: &HeaderMap) -> Option<(&'static str, &str)>
 }
 
 impl super::App {
+    /// Remembers `body` as the latest request of `who`'s agent session `session` on `wire`.
+    pub(crate) fn note_agent_request(
+        &self,
+        who: &Identity,
+        session: (&'static str, &str),
+        wire: Wire,
+        body: Bytes,
+    ) {
+        self.seen.note(who, session, wire, body);
+    }
+
     /// Forgets the latest request of the agent session `headers` name, if any: a request of it
     /// that compactd refused leaves the older one stale.
     pub(crate) fn forget_agent_request(&self, who: &Identity, headers: &HeaderMap) {

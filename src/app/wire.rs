@@ -112,6 +112,14 @@ pub(crate) fn token_count(value: Option<&Value>, param: &str) -> Result<Option<u
     }
 }
 
+/// How a caller's summarization runs, decided before it starts: its models (the configured
+/// chain unless the gateway's `agent` mode gives the agent's own) and what a spent budget means.
+#[derive(Debug, Default)]
+pub(crate) struct Policy {
+    pub(crate) chain: Option<Arc<Chain>>,
+    pub(crate) when_spent: crate::pipeline::WhenSpent,
+}
+
 impl App {
     /// The output cap of a request: the one it asks for (lowered to the configured maximum), or
     /// the default, or a small cap for oh-my-pi's short-summary call (spec §10.4).
@@ -131,7 +139,7 @@ impl App {
         endpoint: Endpoint,
         request: WireRequest,
     ) -> Result<Redacted<Summary>, AppError> {
-        self.summarize_prompt_with(who, endpoint, request, None)
+        self.summarize_prompt_with(who, endpoint, request, Policy::default())
             .await
     }
 
@@ -141,7 +149,7 @@ impl App {
         who: &Identity,
         endpoint: Endpoint,
         request: WireRequest,
-        chain: Option<Arc<Chain>>,
+        policy: Policy,
     ) -> Result<Redacted<Summary>, AppError> {
         let system = request.system_prompt.unwrap_or_default();
         let size = system.len() + request.prompt.len();
@@ -184,7 +192,8 @@ impl App {
         // Shares the conversation the pipeline reads (read once, and not at all on a cache hit
         // whose conversation recall already keeps).
         let request = summary_request.clone();
-        let job = Job::new(Purpose::Prompt, summary_request).with_chain(chain);
+        let mut job = Job::new(Purpose::Prompt, summary_request).with_chain(policy.chain);
+        job.when_spent = policy.when_spent;
         let summary = self.pipeline.summarize_job(&context, job).await?;
         // Kept only once summarized: a failed summarization leaves nothing behind.
         let Some(id) = self.keep_recall(who, endpoint, &request, &summary.flags) else {

@@ -233,6 +233,7 @@ async fn summarize_parts(
                 appendix: files.format_tags(),
             },
             chain: None,
+            when_spent: Default::default(),
         })
         .collect();
     let mut results = pipeline.run_all(context, jobs).await?.into_iter();
@@ -370,6 +371,7 @@ pub async fn summarize_branch(
                 appendix: files.format_tags(),
             },
             chain: None,
+            when_spent: Default::default(),
         };
         let result = pipeline
             .run_all(context, vec![job])

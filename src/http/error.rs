@@ -317,6 +317,10 @@ impl From<crate::pipeline::SummarizeError> for ApiError {
                 message: format!("no configured model could write the summary (last error: {last})"),
                 retry_after,
             },
+            SummarizeError::BudgetSpent => ApiError::Unavailable {
+                message: "the token budget is spent".into(),
+                retry_after: Duration::from_secs(60),
+            },
             SummarizeError::Chain(ChainError::DeadlineExceeded) => ApiError::Unavailable {
                 message: "no summary within the deadline".into(),
                 retry_after: Duration::from_secs(5),

@@ -191,6 +191,6 @@ fn http_status(error: &super::SummarizeError) -> i64 {
     match error {
         super::SummarizeError::Busy(_) => 429,
         super::SummarizeError::Chain(ChainError::ContextOverflow) => 400,
-        super::SummarizeError::Chain(_) => 503,
+        super::SummarizeError::Chain(_) | super::SummarizeError::BudgetSpent => 503,
     }
 }

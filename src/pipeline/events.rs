@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Context, Endpoint, Purpose, SummarizeError};
+use super::{Context, Purpose, SummarizeError};
 use crate::metrics::Metrics;
 use crate::summarizer::{AttemptRecord, Summary, SummaryRequest};
 
@@ -139,12 +139,12 @@ impl Observer for MetricsObserver {
 
 /// A compaction served on an agent's wire as it is written: counted with its agent and wire, and
 /// the tokens it saved. (A session's is counted when its entry is appended; a gateway compaction
-/// over the tenant's budget goes to the agent's own provider, not served.)
+/// over the tenant's budget is refused before it is summarized, and goes to the agent's own
+/// provider.)
 fn count_served(metrics: &Metrics, run: Run<'_>, request: &SummaryRequest, summary: &Summary) {
     let endpoint = run.context.endpoint;
     let compaction = matches!(run.purpose, Purpose::Prompt | Purpose::History);
-    let forwarded = matches!(endpoint, Endpoint::Gateway(_)) && summary.flags.budget_exhausted;
-    if !endpoint.serves_on_the_wire() || !compaction || forwarded {
+    if !endpoint.serves_on_the_wire() || !compaction {
         return;
     }
     let (agent, wire) = endpoint.agent_and_wire();

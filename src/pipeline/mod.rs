@@ -109,6 +109,10 @@ pub enum SummarizeError {
     Busy(#[from] Busy),
     #[error(transparent)]
     Chain(#[from] ChainError),
+    /// The tenant's budget is spent and the job says to stop there ([`WhenSpent::Refuse`]):
+    /// nothing was summarized.
+    #[error("the tenant's token budget is spent")]
+    BudgetSpent,
 }
 
 impl SummarizeError {
@@ -119,6 +123,7 @@ impl SummarizeError {
             SummarizeError::Chain(ChainError::ContextOverflow) => "context_overflow",
             SummarizeError::Chain(ChainError::Exhausted { .. }) => "upstream_unavailable",
             SummarizeError::Chain(ChainError::DeadlineExceeded) => "deadline_exceeded",
+            SummarizeError::BudgetSpent => "budget_spent",
         }
     }
 }
@@ -132,6 +137,19 @@ pub struct Job {
     /// The models of this job instead of the configured chain (the gateway's `agent` mode:
     /// the agent's own model and credentials); every stage runs the same.
     pub chain: Option<Arc<Chain>>,
+    /// What a spent budget means for it, decided by whoever asks before the run starts.
+    pub when_spent: WhenSpent,
+}
+
+/// What a job does when its tenant's daily budget is spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WhenSpent {
+    /// The extractive summarizer writes it (the caller has no one else to ask).
+    #[default]
+    Extractive,
+    /// Nothing is summarized: [`SummarizeError::BudgetSpent`], before any model, the gate or
+    /// recall run (the gateway sends the agent's own compaction to its provider instead).
+    Refuse,
 }
 
 impl Job {
@@ -141,6 +159,7 @@ impl Job {
             request,
             gate: GateInput::default(),
             chain: None,
+            when_spent: WhenSpent::Extractive,
         }
     }
 
@@ -412,6 +431,9 @@ impl Pipeline {
         };
         if exhausted {
             self.tell(run, &Event::BudgetExhausted);
+            if job.when_spent == WhenSpent::Refuse {
+                return Err(SummarizeError::BudgetSpent);
+            }
         }
         let chain = if exhausted {
             &self.budget_chain

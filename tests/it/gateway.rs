@@ -19,7 +19,10 @@ use crate::gateway_support::{
 };
 use crate::support::TestApp;
 
-on_both_backends!(every_fixture_compaction_is_logged_under_its_agent);
+on_both_backends!(
+    every_fixture_compaction_is_logged_under_its_agent,
+    past_the_budget_every_compaction_goes_to_the_agents_provider_unsummarized,
+);
 
 #[tokio::test]
 async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouched() {
@@ -430,5 +433,61 @@ async fn opencodes_prior_summary_is_carried_into_the_next_one() {
     assert!(
         text.contains("FAKE SUMMARY: the user asked for small edits"),
         "{text}"
+    );
+}
+
+/// Past the tenant's budget the gateway decides before any work (issue 65): every agent's
+/// compaction goes to its own provider as it came; compactd's model is never asked, no summary
+/// is written, gated or kept for recall, and the call log says the budget was spent.
+async fn past_the_budget_every_compaction_goes_to_the_agents_provider_unsummarized(
+    store: Arc<dyn Store>,
+) {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    // Every request is summarized anew (a cached summary would answer at no cost).
+    config.summarizers.stages.cache_bytes = 0;
+    let app = TestApp::with_store(config, store.clone()).await;
+    store.set_budget("", Some(1), 0).await.unwrap();
+    // One paid call spends it (the fake reports 127 tokens a call).
+    let first = recorded(FIXTURES[0])
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    let paid = first.request(&app.client, &app.url).send().await.unwrap();
+    assert_eq!(paid.status(), StatusCode::OK);
+    let _ = rows(store.as_ref(), "", 1).await;
+    let asked = model.received().len();
+    let mut forwarded = 0;
+    for fixture in FIXTURES {
+        let recorded = recorded(fixture);
+        let compaction = recorded.iter().find(|r| r.compaction).unwrap();
+        let before = provider.received().await.len();
+        let response = compaction
+            .request(&app.client, &app.url)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{fixture}");
+        let body = response.text().await.unwrap();
+        assert_eq!(
+            body,
+            provider_answer(&compaction.path_and_query),
+            "{fixture}"
+        );
+        assert_eq!(provider.received().await.len(), before + 1, "{fixture}");
+        forwarded += 1;
+    }
+    assert_eq!(model.received().len(), asked, "compactd's model was asked");
+    let logged = rows(store.as_ref(), "", 1 + forwarded).await;
+    let spent = logged
+        .iter()
+        .filter(|row| row.outcome == "budget_spent")
+        .count();
+    assert_eq!(spent, forwarded, "{logged:?}");
+    assert!(
+        logged
+            .iter()
+            .all(|row| row.outcome != "budget_spent" || row.model.is_none())
     );
 }
