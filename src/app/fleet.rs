@@ -124,6 +124,8 @@ fn is_compaction(call: &CallRecord) -> bool {
 /// The series a call counts under.
 fn series_of(call: &CallRecord) -> String {
     match (&call.model, call.outcome.as_str()) {
+        // Decided before any work: the agent's own provider compacted.
+        (_, "budget_spent") => "forwarded: budget spent".to_owned(),
         (Some(model), "ok") => model.clone(),
         (_, outcome) => format!("failed: {outcome}"),
     }
@@ -170,7 +172,7 @@ fn summarize(calls: &[CallRecord], now: i64) -> Fleet {
         entry.output_tokens += call.output_tokens;
         latencies.push(call.latency_ms);
         totals.calls += 1;
-        totals.failed += u64::from(call.outcome != "ok");
+        totals.failed += u64::from(call.outcome != "ok" && call.outcome != "budget_spent");
         totals.session_compactions +=
             u64::from(call.endpoint == "session_compaction" && call.purpose == "history");
         totals.cache_hits += u64::from(call.cached);
@@ -276,20 +278,19 @@ mod tests {
     #[test]
     fn compactions_count_by_agent_and_wire_whatever_the_way_in() {
         let now = 100 * BUCKET_MS;
-        let gateway = |agent: &str, wire: &str, budget_exhausted: bool| CallRecord {
+        let gateway = |agent: &str, wire: &str, outcome: &str| CallRecord {
             endpoint: format!("gateway:{agent}"),
             purpose: "prompt".into(),
             agent: agent.into(),
             wire: wire.into(),
-            budget_exhausted,
-            ..call(Some("extractive"), "ok", now, 5)
+            ..call(Some("extractive"), outcome, now, 5)
         };
         let calls = [
-            gateway("claude-code", "anthropic-messages", false),
-            gateway("claude-code", "anthropic-messages", false),
-            gateway("opencode", "chat-completions", false),
-            // Over the budget, the agent's own compaction went to its provider.
-            gateway("codex", "responses", true),
+            gateway("claude-code", "anthropic-messages", "ok"),
+            gateway("claude-code", "anthropic-messages", "ok"),
+            gateway("opencode", "chat-completions", "ok"),
+            // Over the budget, the agent's own compaction went to its provider unsummarized.
+            gateway("codex", "responses", "budget_spent"),
             call(Some("openai:gpt"), "ok", now, 300),
             // Part of the session compaction above, not one of its own.
             CallRecord {

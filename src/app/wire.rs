@@ -15,10 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::summarizer::{Flags, Summary, SummaryRequest};
-use compactd_core::transcript::Conversation;
-use compactd_core::transcript::prompt::{
-    conversation_block, is_short_summary_request, previous_block,
-};
+use compactd_core::transcript::prompt::{Asks, is_short_summary_request};
+use compactd_core::transcript::{Conversation, Shape};
 
 /// What the pipeline's stages did to a summary, as the responses show it.
 #[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
@@ -124,10 +122,23 @@ impl App {
     /// The output cap of a request: the one it asks for (lowered to the configured maximum), or
     /// the default, or a small cap for oh-my-pi's short-summary call (spec §10.4).
     pub(crate) fn max_tokens(&self, requested: Option<u64>, prompt: &str) -> u64 {
+        let asks = if is_short_summary_request(prompt) {
+            Asks::Short
+        } else {
+            Asks::Checkpoint {
+                critical_context: true,
+            }
+        };
+        self.cap(requested, asks)
+    }
+
+    /// The output cap of a request that `asks` for this: the one it asked for within
+    /// `COMPACTD_MAX_OUTPUT_TOKENS`, else the default (a short summary's is 512).
+    fn cap(&self, requested: Option<u64>, asks: Asks) -> u64 {
         let limits = &self.limits;
         match requested {
             Some(n) => n.min(limits.max_output_tokens),
-            None if is_short_summary_request(prompt) => 512.min(limits.max_output_tokens),
+            None if asks == Asks::Short => 512.min(limits.max_output_tokens),
             None => limits.default_max_tokens.min(limits.max_output_tokens),
         }
     }
@@ -173,14 +184,24 @@ impl App {
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| self.prompts.system.clone());
         let summary_request = match request.conversation {
+            // Typed once: the prompt is written from the conversation and its shape taken from
+            // the same parts, never read back from the text.
             Some(conversation) => {
-                let prompt = self.structured_prompt(
-                    &conversation,
+                let written = conversation.write();
+                // compactd's history prompt when the agent sent no instructions.
+                let instructions = if request.prompt.trim().is_empty() {
+                    self.prompts.summary.as_str()
+                } else {
+                    request.prompt.as_str()
+                };
+                let (prompt, shape) = Shape::render(
+                    conversation,
+                    &written,
                     request.previous_summary.as_deref(),
-                    &request.prompt,
+                    instructions,
                 );
-                let max_tokens = self.max_tokens(request.max_tokens, &prompt);
-                SummaryRequest::rendered(system_prompt, prompt, max_tokens, conversation)
+                let max_tokens = self.cap(request.max_tokens, shape.asks);
+                SummaryRequest::with_shape(system_prompt, prompt, max_tokens, shape)
             }
             None => {
                 let max_tokens = self.max_tokens(request.max_tokens, &request.prompt);
@@ -207,26 +228,6 @@ impl App {
             summary.flags.recall_id = Some(id);
             summary
         }))
-    }
-
-    /// The prompt for a structured conversation: the conversation in pi's form, the summary it
-    /// continues, then the agent's instructions (compactd's history prompt when it sent none).
-    fn structured_prompt(
-        &self,
-        conversation: &Conversation,
-        previous_summary: Option<&str>,
-        instructions: &str,
-    ) -> String {
-        let mut prompt = conversation_block(&conversation.write());
-        if let Some(previous) = previous_summary {
-            prompt.push_str(&previous_block(previous));
-        }
-        prompt.push_str(if instructions.trim().is_empty() {
-            &self.prompts.summary
-        } else {
-            instructions
-        });
-        prompt
     }
 }
 

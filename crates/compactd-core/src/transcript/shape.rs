@@ -46,6 +46,29 @@ impl Shape {
         Shape::of_parts(&Parts::parse(prompt), conversation)
     }
 
+    /// The prompt compactd renders for a typed `conversation` (written as `written`, the summary
+    /// it continues, the instructions), and its shape, made from those parts: nothing is read
+    /// back from the text.
+    pub fn render(
+        conversation: Conversation,
+        written: &str,
+        previous_summary: Option<&str>,
+        instructions: &str,
+    ) -> (String, Shape) {
+        let parts = Parts {
+            before: "",
+            conversation: written,
+            previous_summary,
+            instructions,
+        };
+        let mut prompt = prompt::conversation_block(written);
+        if let Some(previous) = previous_summary {
+            prompt.push_str(&prompt::previous_block(previous));
+        }
+        prompt.push_str(instructions);
+        (prompt, Shape::of_parts(&parts, conversation))
+    }
+
     fn of_parts(parts: &Parts<'_>, conversation: Conversation) -> Shape {
         Shape {
             conversation,
