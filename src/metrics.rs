@@ -56,149 +56,35 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("registered once");
-            metric
-        };
-        let histogram_vec = |name: &str, help: &str, labels: &[&str]| {
-            let metric = HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
-                labels,
-            )
-            .expect("a valid metric");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("registered once");
-            metric
-        };
-        let counter = |name: &str, help: &str| {
-            let metric = IntCounter::new(name, help).expect("a valid metric");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("registered once");
-            metric
-        };
-        let gauge = |name: &str, help: &str| {
-            let metric = IntGauge::new(name, help).expect("a valid metric");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("registered once");
-            metric
+        let registrar = Registrar {
+            registry: Registry::new(),
         };
         Metrics {
-            http_requests: counter_vec(
-                "compactd_http_requests_total",
-                "HTTP requests answered, by route, method and status.",
-                &["route", "method", "status"],
-            ),
-            http_duration: histogram_vec(
-                "compactd_http_request_duration_seconds",
-                "Time to answer an HTTP request, by route, method and status.",
-                &["route", "method", "status"],
-            ),
-            upstream_calls: counter_vec(
-                "compactd_upstream_calls_total",
-                "Summarizer calls, by model and outcome (ok or the failure kind).",
-                &["model", "outcome"],
-            ),
-            upstream_duration: histogram_vec(
-                "compactd_upstream_call_duration_seconds",
-                "Duration of summarizer calls, by model and outcome.",
-                &["model", "outcome"],
-            ),
-            upstream_tokens: counter_vec(
-                "compactd_upstream_tokens_total",
-                "Tokens of successful summarizer calls, by model and direction (input, output).",
-                &["model", "direction"],
-            ),
-            fallbacks: counter_vec(
-                "compactd_fallbacks_total",
-                "Times the chain moved on from a model to the next one, by the model given up on.",
-                &["from_model"],
-            ),
-            tokens_saved: counter(
-                "compactd_compaction_tokens_saved_total",
-                "Context tokens removed by compactions compactd wrote (estimate before minus after).",
-            ),
-            compactions: counter_vec(
-                "compactd_compactions_total",
-                "Compactions compactd served, by the agent and the wire they came by: summaries answered on an agent's wire, and compaction entries appended to stored sessions (agent pi, wire session).",
-                &["agent", "wire"],
-            ),
-            queue_depth: gauge(
-                "compactd_summarizer_queue_depth",
-                "Summarizations waiting for a slot.",
-            ),
-            in_flight: gauge("compactd_summarizer_in_flight", "Summarizations running."),
-            session_index_bytes: gauge(
-                "compactd_session_index_bytes",
-                "Memory held by the indexes of stored sessions (approximate; bounded by COMPACTD_INDEX_CACHE_BYTES).",
-            ),
-            rejections: counter(
-                "compactd_summarizer_rejections_total",
-                "Summarizations refused with 429 because the queue was full.",
-            ),
-            call_log_dropped: counter(
-                "compactd_call_log_dropped_total",
-                "Call-log rows dropped because the log queue was full.",
-            ),
-            recall_dropped: counter(
-                "compactd_recall_dropped_total",
-                "Conversations not kept for recall: its write queue was full or the store refused them.",
-            ),
-            recall_refused: counter(
-                "compactd_recall_refused_total",
-                "Conversations the store refused for what they held (the rest of their batch was kept); also counted as dropped.",
-            ),
-            cache_writes_dropped: counter(
-                "compactd_summary_cache_writes_dropped_total",
-                "Summaries kept in this replica's memory but not in the store's shared cache: its write queue was full or the store refused them.",
-            ),
-            anchors: counter_vec(
-                "compactd_anchors_total",
-                "Anchors the fidelity gate checked, by kind and outcome: kept by the model, \
-                 repaired by the repair call, appended by compactd, missing from the summary.",
-                &["kind", "outcome"],
-            ),
-            repair_calls: counter(
-                "compactd_repair_calls_total",
-                "Repair requests: a model asked once more for the critical anchors it left out.",
-            ),
-            redactions: counter_vec(
-                "compactd_redactions_total",
-                "Secrets replaced by placeholders before text left for a model or was returned, \
-                 by rule.",
-                &["rule"],
-            ),
-            summary_cache: counter_vec(
-                "compactd_summary_cache_total",
-                "Summary cache lookups: hit (from memory or the store) or miss.",
-                &["outcome"],
-            ),
-            budget_exhausted: counter(
-                "compactd_budget_exhausted_total",
-                "Summaries the extractive summarizer wrote because the tenant's daily token budget \
-                 was spent.",
-            ),
-            budget_unchecked: counter(
-                "compactd_budget_unchecked_total",
-                "Budget checks the store could not answer (applied as COMPACTD_BUDGET_WHEN_STORE_DOWN says).",
-            ),
-            loops: counter_vec(
-                "compactd_loops_total",
-                "Summarizations flagged as compaction loops, by endpoint.",
-                &["endpoint"],
-            ),
-            upstream_cached_tokens: counter_vec(
-                "compactd_upstream_cached_tokens_total",
-                "Input tokens the provider read from its prompt cache, by model.",
-                &["model"],
-            ),
-            registry,
+            http_requests: registrar.counter_vec(&HTTP_REQUESTS),
+            http_duration: registrar.histogram_vec(&HTTP_DURATION),
+            upstream_calls: registrar.counter_vec(&UPSTREAM_CALLS),
+            upstream_duration: registrar.histogram_vec(&UPSTREAM_DURATION),
+            upstream_tokens: registrar.counter_vec(&UPSTREAM_TOKENS),
+            fallbacks: registrar.counter_vec(&FALLBACKS),
+            tokens_saved: registrar.counter(&TOKENS_SAVED),
+            compactions: registrar.counter_vec(&COMPACTIONS),
+            queue_depth: registrar.gauge(&QUEUE_DEPTH),
+            in_flight: registrar.gauge(&IN_FLIGHT),
+            session_index_bytes: registrar.gauge(&SESSION_INDEX_BYTES),
+            rejections: registrar.counter(&REJECTIONS),
+            call_log_dropped: registrar.counter(&CALL_LOG_DROPPED),
+            recall_dropped: registrar.counter(&RECALL_DROPPED),
+            recall_refused: registrar.counter(&RECALL_REFUSED),
+            cache_writes_dropped: registrar.counter(&CACHE_WRITES_DROPPED),
+            anchors: registrar.counter_vec(&ANCHORS),
+            repair_calls: registrar.counter(&REPAIR_CALLS),
+            redactions: registrar.counter_vec(&REDACTIONS),
+            summary_cache: registrar.counter_vec(&SUMMARY_CACHE),
+            budget_exhausted: registrar.counter(&BUDGET_EXHAUSTED),
+            budget_unchecked: registrar.counter(&BUDGET_UNCHECKED),
+            loops: registrar.counter_vec(&LOOPS),
+            upstream_cached_tokens: registrar.counter_vec(&UPSTREAM_CACHED_TOKENS),
+            registry: registrar.registry,
         }
     }
 
@@ -239,3 +125,194 @@ impl Metrics {
         String::from_utf8(buffer).expect("the text format is UTF-8")
     }
 }
+
+/// A metric's name, help text and labels (none for a plain counter or gauge).
+struct Def {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+}
+
+impl Def {
+    const fn plain(name: &'static str, help: &'static str) -> Def {
+        Def {
+            name,
+            help,
+            labels: &[],
+        }
+    }
+
+    const fn labelled(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+    ) -> Def {
+        Def { name, help, labels }
+    }
+}
+
+/// Makes each metric and registers it once.
+struct Registrar {
+    registry: Registry,
+}
+
+impl Registrar {
+    fn register<M: prometheus::core::Collector + Clone + 'static>(&self, metric: M) -> M {
+        self.registry
+            .register(Box::new(metric.clone()))
+            .expect("registered once");
+        metric
+    }
+
+    fn counter_vec(&self, def: &Def) -> IntCounterVec {
+        let metric = IntCounterVec::new(Opts::new(def.name, def.help), def.labels);
+        self.register(metric.expect("a valid metric"))
+    }
+
+    fn histogram_vec(&self, def: &Def) -> HistogramVec {
+        let opts = HistogramOpts::new(def.name, def.help).buckets(BUCKETS.to_vec());
+        self.register(HistogramVec::new(opts, def.labels).expect("a valid metric"))
+    }
+
+    fn counter(&self, def: &Def) -> IntCounter {
+        self.register(IntCounter::new(def.name, def.help).expect("a valid metric"))
+    }
+
+    fn gauge(&self, def: &Def) -> IntGauge {
+        self.register(IntGauge::new(def.name, def.help).expect("a valid metric"))
+    }
+}
+
+// What each metric is.
+
+const HTTP_REQUESTS: Def = Def::labelled(
+    "compactd_http_requests_total",
+    "HTTP requests answered, by route, method and status.",
+    &["route", "method", "status"],
+);
+
+const HTTP_DURATION: Def = Def::labelled(
+    "compactd_http_request_duration_seconds",
+    "Time to answer an HTTP request, by route, method and status.",
+    &["route", "method", "status"],
+);
+
+const UPSTREAM_CALLS: Def = Def::labelled(
+    "compactd_upstream_calls_total",
+    "Summarizer calls, by model and outcome (ok or the failure kind).",
+    &["model", "outcome"],
+);
+
+const UPSTREAM_DURATION: Def = Def::labelled(
+    "compactd_upstream_call_duration_seconds",
+    "Duration of summarizer calls, by model and outcome.",
+    &["model", "outcome"],
+);
+
+const UPSTREAM_TOKENS: Def = Def::labelled(
+    "compactd_upstream_tokens_total",
+    "Tokens of successful summarizer calls, by model and direction (input, output).",
+    &["model", "direction"],
+);
+
+const FALLBACKS: Def = Def::labelled(
+    "compactd_fallbacks_total",
+    "Times the chain moved on from a model to the next one, by the model given up on.",
+    &["from_model"],
+);
+
+const TOKENS_SAVED: Def = Def::plain(
+    "compactd_compaction_tokens_saved_total",
+    "Context tokens removed by compactions compactd wrote (estimate before minus after).",
+);
+
+const COMPACTIONS: Def = Def::labelled(
+    "compactd_compactions_total",
+    "Compactions compactd served, by the agent and the wire they came by: summaries answered on an agent's wire, and compaction entries appended to stored sessions (agent pi, wire session).",
+    &["agent", "wire"],
+);
+
+const QUEUE_DEPTH: Def = Def::plain(
+    "compactd_summarizer_queue_depth",
+    "Summarizations waiting for a slot.",
+);
+
+const IN_FLIGHT: Def = Def::plain("compactd_summarizer_in_flight", "Summarizations running.");
+
+const SESSION_INDEX_BYTES: Def = Def::plain(
+    "compactd_session_index_bytes",
+    "Memory held by the indexes of stored sessions (approximate; bounded by COMPACTD_INDEX_CACHE_BYTES).",
+);
+
+const REJECTIONS: Def = Def::plain(
+    "compactd_summarizer_rejections_total",
+    "Summarizations refused with 429 because the queue was full.",
+);
+
+const CALL_LOG_DROPPED: Def = Def::plain(
+    "compactd_call_log_dropped_total",
+    "Call-log rows dropped because the log queue was full.",
+);
+
+const RECALL_DROPPED: Def = Def::plain(
+    "compactd_recall_dropped_total",
+    "Conversations not kept for recall: its write queue was full or the store refused them.",
+);
+
+const RECALL_REFUSED: Def = Def::plain(
+    "compactd_recall_refused_total",
+    "Conversations the store refused for what they held (the rest of their batch was kept); also counted as dropped.",
+);
+
+const CACHE_WRITES_DROPPED: Def = Def::plain(
+    "compactd_summary_cache_writes_dropped_total",
+    "Summaries kept in this replica's memory but not in the store's shared cache: its write queue was full or the store refused them.",
+);
+
+const ANCHORS: Def = Def::labelled(
+    "compactd_anchors_total",
+    "Anchors the fidelity gate checked, by kind and outcome: kept by the model, \
+                 repaired by the repair call, appended by compactd, missing from the summary.",
+    &["kind", "outcome"],
+);
+
+const REPAIR_CALLS: Def = Def::plain(
+    "compactd_repair_calls_total",
+    "Repair requests: a model asked once more for the critical anchors it left out.",
+);
+
+const REDACTIONS: Def = Def::labelled(
+    "compactd_redactions_total",
+    "Secrets replaced by placeholders before text left for a model or was returned, \
+                 by rule.",
+    &["rule"],
+);
+
+const SUMMARY_CACHE: Def = Def::labelled(
+    "compactd_summary_cache_total",
+    "Summary cache lookups: hit (from memory or the store) or miss.",
+    &["outcome"],
+);
+
+const BUDGET_EXHAUSTED: Def = Def::plain(
+    "compactd_budget_exhausted_total",
+    "Summaries the extractive summarizer wrote because the tenant's daily token budget \
+                 was spent.",
+);
+
+const BUDGET_UNCHECKED: Def = Def::plain(
+    "compactd_budget_unchecked_total",
+    "Budget checks the store could not answer (applied as COMPACTD_BUDGET_WHEN_STORE_DOWN says).",
+);
+
+const LOOPS: Def = Def::labelled(
+    "compactd_loops_total",
+    "Summarizations flagged as compaction loops, by endpoint.",
+    &["endpoint"],
+);
+
+const UPSTREAM_CACHED_TOKENS: Def = Def::labelled(
+    "compactd_upstream_cached_tokens_total",
+    "Input tokens the provider read from its prompt cache, by model.",
+    &["model"],
+);

@@ -6,6 +6,7 @@
 //! and errors survive exactly. A previous summary in the prompt is merged section by section
 //! ([`render`]).
 
+mod checkpoint;
 mod render;
 mod template;
 
@@ -29,7 +30,8 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             let anchors = anchors::of_facts(facts, previous_summary, request.max_tokens);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
             let ledger = ledger::room(request.max_tokens);
-            let text = render::checkpoint(facts, previous_summary, critical_context, room, ledger);
+            let text =
+                checkpoint::checkpoint(facts, previous_summary, critical_context, room, ledger);
             let text = keep_anchors(text, &anchors, budget);
             // The caller's own template (OpenCode's), when it asks for other headings than pi's.
             match template::requested(&shape.instructions) {

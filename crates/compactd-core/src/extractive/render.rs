@@ -1,14 +1,11 @@
 //! Writing the summary from the facts, in the format the instructions ask for: the structured
-//! checkpoint (spec §7.2, with or without Critical Context), the turn-prefix format (§7.5), or
+//! checkpoint (spec §7.2; `checkpoint.rs`), the turn-prefix format (§7.5), or
 //! oh-my-pi's short summary (§7.6). Every section is present; what does not fit the budget is
 //! dropped from the longest sections first.
 
 use crate::fidelity::facts::{Facts, clip, first_line};
-use crate::fidelity::ledger::{self, LATEST_LABEL};
-use crate::fidelity::matching::coverage;
-use crate::fidelity::user_words;
 
-fn code_list(items: &[String]) -> String {
+pub(super) fn code_list(items: &[String]) -> String {
     items
         .iter()
         .map(|i| format!("`{i}`"))
@@ -18,15 +15,15 @@ fn code_list(items: &[String]) -> String {
 
 /// A section: a heading and its lines. The lines of a section to `keep` are never dropped to fit
 /// the budget (the goal and the ledger, the rules: bounded where they are made).
-struct Section {
+pub(super) struct Section {
     heading: &'static str,
-    lines: Vec<String>,
+    pub(super) lines: Vec<String>,
     empty: &'static str,
-    keep: bool,
+    pub(super) keep: bool,
 }
 
 impl Section {
-    fn new(heading: &'static str, empty: &'static str) -> Self {
+    pub(super) fn new(heading: &'static str, empty: &'static str) -> Self {
         Section {
             heading,
             lines: Vec::new(),
@@ -38,7 +35,7 @@ impl Section {
 
 /// The sections of the previous summary, by heading, without the file-list tags (the compactor
 /// appends fresh ones).
-fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
+pub(super) fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
     let mut sections: Vec<(String, Vec<String>)> = Vec::new();
     let mut in_tag = false;
     for line in previous.lines() {
@@ -75,230 +72,9 @@ fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
     sections
 }
 
-fn is_placeholder(line: &str) -> bool {
+pub(super) fn is_placeholder(line: &str) -> bool {
     let l = line.trim_start_matches(['-', '*', ' ']).trim();
     l.is_empty() || l == "(none)" || l.eq_ignore_ascii_case("none")
-}
-
-pub(super) fn checkpoint(
-    facts: &Facts,
-    previous: Option<&str>,
-    critical_context: bool,
-    budget: usize,
-    ledger_room: usize,
-) -> String {
-    let mut goal = Section::new("## Goal", "(none stated)");
-    let mut constraints = Section::new("## Constraints & Preferences", "- (none)");
-    let mut done = Section::new("### Done", "- (none)");
-    let mut in_progress = Section::new("### In Progress", "- (none)");
-    let mut blocked = Section::new("### Blocked", "- (none)");
-    let mut decisions = Section::new("## Key Decisions", "- (none)");
-    let mut next = Section::new("## Next Steps", "1. (none)");
-    let mut critical = Section::new("## Critical Context", "- (none)");
-
-    // Earlier summary first, so that nothing it recorded is lost; its headings are pi's or the
-    // caller's template's (OpenCode's, as compactd wrote it last time). Its Goal's first line is
-    // the goal; the rest of it is the ledger of the user's messages, carried below.
-    let mut goal_line = None;
-    let mut goal_extra = Vec::new();
-    if let Some(previous) = previous {
-        for (heading, lines) in previous_sections(previous) {
-            let section = if heading.eq_ignore_ascii_case("additional notes") {
-                Some("critical context")
-            } else if heading.is_empty() {
-                Some("goal")
-            } else {
-                super::template::pi_section(&heading)
-            };
-            let target = match section {
-                Some("goal") => {
-                    let mut lines = lines.into_iter().filter(|l| !is_placeholder(l)).peekable();
-                    if goal_line.is_none() {
-                        goal_line = lines.next_if(|l| !l.starts_with(['-', '*', '+']));
-                    }
-                    // The Goal's other lines are its ledger ([`ledger::of_summary`]); a section
-                    // of the same meaning under another heading ("Current Task") is carried.
-                    if !heading.eq_ignore_ascii_case("goal") {
-                        goal_extra.extend(lines);
-                    }
-                    continue;
-                }
-                Some("constraints & preferences") => &mut constraints,
-                Some("done" | "progress") => &mut done,
-                Some("key decisions") => &mut decisions,
-                Some("critical context") => &mut critical,
-                // In Progress, Blocked and Next Steps are rewritten from the new messages.
-                _ => continue,
-            };
-            // What compactd rewrites from the new messages is not carried: the latest request
-            // (with the lines it spans), the last assistant message, the identifiers.
-            let mut in_request = false;
-            let carried = lines.into_iter().filter(|l| {
-                let text = l.trim_start_matches(['-', ' ']);
-                if text.starts_with(LATEST_LABEL) {
-                    in_request = true;
-                } else if ledger::CONTEXT_LABELS.iter().any(|c| l.starts_with(c)) {
-                    in_request = false;
-                }
-                !in_request
-                    && !is_placeholder(l)
-                    && !["Last assistant message:", "Identifiers:"]
-                        .iter()
-                        .any(|label| text.starts_with(label))
-            });
-            if section == Some("constraints & preferences") {
-                // A rule the user withdrew since is replaced by the withdrawal below.
-                target.lines.extend(
-                    carried.filter(|l| !facts.withdrawn(l.trim_start_matches(['-', '*', ' ']))),
-                );
-            } else {
-                target.lines.extend(carried);
-            }
-        }
-    }
-
-    // The goal, then the ledger of the user's messages in their own words (bounded, rules first).
-    let goal_line = goal_line.or_else(|| {
-        let first = facts.requests.first()?;
-        let words = user_words::of(first);
-        let paragraph = user_words::one_line(words.split("\n\n").next().unwrap_or_default());
-        (!paragraph.is_empty()).then(|| clip(&paragraph, 400))
-    });
-    // The work in hand is the latest request that asks for something: after "ok" or "thanks",
-    // the one before it (the latest request is still quoted as written in Critical Context).
-    let in_hand = facts
-        .requests
-        .iter()
-        .rev()
-        .find_map(|r| ledger::item(r).map(|_| user_words::of(r)))
-        .or(facts.latest_request().map(str::to_owned));
-    let in_hand = in_hand.as_deref();
-    // (A request before an acknowledgement is In Progress's item, not repeated in the ledger.)
-    let in_progress_item = in_hand
-        .filter(|r| Some(*r) != facts.latest_request())
-        .map(|r| clip(first_line(r), 300));
-    goal.lines.extend(goal_line.clone());
-    goal.lines.extend(goal_extra);
-    goal.lines.extend(
-        ledger::carried(facts, previous, ledger_room)
-            .into_iter()
-            .filter(|item| goal_line.as_deref().is_none_or(|g| coverage(item, g) < 0.9))
-            .filter(|item| {
-                in_progress_item
-                    .as_deref()
-                    .is_none_or(|r| !r.starts_with(item.trim_end_matches('…')))
-            })
-            .map(|item| format!("- {item}")),
-    );
-    goal.keep = true;
-    // Every standing rule, verbatim: one dropped here is lost for every later compaction.
-    for rule in &facts.constraints.items {
-        let line = format!("- {rule}");
-        if !constraints.lines.contains(&line) {
-            constraints.lines.push(line);
-        }
-    }
-    constraints.keep = true;
-    done.lines.extend(
-        facts
-            .modified
-            .items
-            .iter()
-            .map(|p| format!("- [x] Changed `{p}`")),
-    );
-    done.lines
-        .extend(facts.completed.last(8).iter().map(|c| format!("- [x] {c}")));
-    if let Some(latest) = in_hand {
-        in_progress
-            .lines
-            .push(format!("- [ ] {}", clip(first_line(latest), 300)));
-    }
-    let recent_errors = facts.recent_errors();
-    blocked
-        .lines
-        .extend(recent_errors.iter().map(|e| format!("- {e}")));
-    decisions
-        .lines
-        .extend(facts.decisions.last(6).iter().map(|d| format!("- {d}")));
-    let mut steps = Vec::new();
-    if let Some(latest) = in_hand {
-        steps.push(format!(
-            "Continue with the latest request: {}",
-            clip(first_line(latest), 300)
-        ));
-    }
-    if let Some(error) = recent_errors.last() {
-        steps.push(format!("Resolve: {error}"));
-    }
-    if let Some(question) = facts
-        .last_assistant
-        .as_deref()
-        .and_then(|t| t.lines().rev().find(|l| l.trim_end().ends_with('?')))
-    {
-        steps.push(format!("Get the user's answer to: {}", clip(question, 300)));
-    }
-    next.lines.extend(
-        steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{}. {s}", i + 1)),
-    );
-
-    if critical_context {
-        if let Some(latest) = facts.latest_request() {
-            critical
-                .lines
-                .push(format!("- {LATEST_LABEL} {}", clip(latest, 1500)));
-        }
-        if !facts.read.items.is_empty() {
-            critical
-                .lines
-                .push(format!("- Files read: {}", code_list(&facts.read.items)));
-        }
-        if !facts.modified.items.is_empty() {
-            critical.lines.push(format!(
-                "- Files modified: {}",
-                code_list(&facts.modified.items)
-            ));
-        }
-        if !facts.commands.items.is_empty() {
-            critical.lines.push(format!(
-                "- Commands run: {}",
-                code_list(facts.commands.last(12))
-            ));
-        }
-        let errors: Vec<&str> = facts.errors.iter().map(|(_, e)| e.as_str()).collect();
-        critical.lines.extend(
-            errors[errors.len().saturating_sub(12)..]
-                .iter()
-                .map(|e| format!("- Error: {e}")),
-        );
-        if !facts.identifiers.items.is_empty() {
-            critical.lines.push(format!(
-                "- Identifiers: {}",
-                code_list(facts.identifiers.last(30))
-            ));
-        }
-        if let Some(last) = &facts.last_assistant {
-            critical
-                .lines
-                .push(format!("- Last assistant message: {}", clip(last, 400)));
-        }
-    }
-
-    let mut layout: Vec<(Option<&str>, Section)> = vec![
-        (None, goal),
-        (None, constraints),
-        (Some("## Progress"), done),
-        (None, in_progress),
-        (None, blocked),
-        (None, decisions),
-        (None, next),
-    ];
-    if critical_context {
-        layout.push((None, critical));
-    }
-    fit(layout, budget)
 }
 
 pub(super) fn turn_prefix(facts: &Facts, budget: usize) -> String {
@@ -426,7 +202,7 @@ fn plain(text: &str) -> String {
 
 /// Renders the sections within `budget` characters, dropping the last lines of the longest
 /// sections first. Headings, and each section's first line, always stay.
-fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> String {
+pub(super) fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> String {
     let render = |layout: &[(Option<&str>, Section)]| -> String {
         let mut out = String::new();
         for (group, section) in layout {

@@ -309,24 +309,58 @@ pub(super) fn read<'a>(
     source: Lines<'a>,
 ) -> Result<ReadFile, ParseError> {
     let mut skipped = Vec::new();
-    // In lenient mode a bad line is recorded and skipped; in strict mode it ends the read.
-    let reject = |issue: ParseError, skipped: &mut Vec<LineIssue>| -> Result<(), ParseError> {
-        match (options.lenient, issue.line) {
-            (true, Some(line)) => {
-                skipped.push(LineIssue {
-                    line,
-                    kind: issue.kind,
-                    message: issue.message,
-                });
-                Ok(())
-            }
-            _ => Err(issue),
-        }
-    };
-
     let mut lines = lines(input, 1);
+    let (title, header, header_end) =
+        read_header(input, &mut lines, options, source, &mut skipped)?;
+    let source_version = header.version;
+    let (header, entries) = if source_version >= CURRENT_VERSION {
+        // Everything after the header line, numbered from the line after it.
+        let rest = input.get(header_end + 1..).unwrap_or_default();
+        let (entries, more_skipped) = read_entries(rest, header.line + 1, options, source)?;
+        skipped.extend(more_skipped);
+        (header, entries)
+    } else {
+        read_migrated(header, lines, options, source, &mut skipped)?
+    };
+    Ok(ReadFile {
+        title,
+        header,
+        entries,
+        source_version,
+        skipped,
+    })
+}
+
+/// In lenient mode a bad line is recorded in `skipped`; in strict mode it ends the read.
+fn reject(
+    options: ParseOptions,
+    issue: ParseError,
+    skipped: &mut Vec<LineIssue>,
+) -> Result<(), ParseError> {
+    match (options.lenient, issue.line) {
+        (true, Some(line)) => {
+            skipped.push(LineIssue {
+                line,
+                kind: issue.kind,
+                message: issue.message,
+            });
+            Ok(())
+        }
+        _ => Err(issue),
+    }
+}
+
+/// The session header (and a title line before it, if any): the first line that parses, as
+/// pi's loader finds it, and where it ends in `input`.
+fn read_header<'a>(
+    input: &'a [u8],
+    lines: &mut impl Iterator<Item = (usize, &'a [u8])>,
+    options: ParseOptions,
+    source: Lines<'a>,
+    skipped: &mut Vec<LineIssue>,
+) -> Result<(Option<ByteString>, Header, usize), ParseError> {
     let mut title = None;
-    let (header, header_end) = loop {
+    loop {
         let Some((number, bytes)) = lines.next() else {
             return Err(ParseError {
                 line: None,
@@ -338,7 +372,7 @@ pub(super) fn read<'a>(
         let text = match source.text(number, bytes) {
             Ok(text) => text,
             Err(e) => {
-                reject(e, &mut skipped)?;
+                reject(options, e, skipped)?;
                 continue;
             }
         };
@@ -346,7 +380,7 @@ pub(super) fn read<'a>(
             Ok(wire) => wire,
             // pi's loader looks for the first line that parses; lenient reading does the same.
             Err(e) if e.kind != ParseErrorKind::InvalidField => {
-                reject(e, &mut skipped)?;
+                reject(options, e, skipped)?;
                 continue;
             }
             Err(e) => return Err(header_error(number, e.message)),
@@ -373,7 +407,7 @@ pub(super) fn read<'a>(
                     cwd: wire.cwd,
                     timestamp: wire.timestamp,
                 };
-                break (header, end);
+                return Ok((title, header, end));
             }
             (Some("session"), _) => {
                 return Err(header_error(
@@ -389,25 +423,20 @@ pub(super) fn read<'a>(
                 ));
             }
         }
-    };
-
-    let source_version = header.version;
-    if source_version >= CURRENT_VERSION {
-        // Everything after the header line, numbered from the line after it.
-        let rest = input.get(header_end + 1..).unwrap_or_default();
-        let (entries, more_skipped) = read_entries(rest, header.line + 1, options, source)?;
-        skipped.extend(more_skipped);
-        return Ok(ReadFile {
-            title,
-            header,
-            entries,
-            source_version,
-            skipped,
-        });
     }
+}
 
-    // v1/v2: migrate the parsed objects as pi does, then read the rewritten lines like v3 input.
+/// A v1/v2 file's `header` and its remaining `lines`: the parsed objects migrated as pi does,
+/// then read as v3 lines.
+fn read_migrated<'a>(
+    header: Header,
+    lines: impl Iterator<Item = (usize, &'a [u8])>,
+    options: ParseOptions,
+    source: Lines<'a>,
+    skipped: &mut Vec<LineIssue>,
+) -> Result<(Header, Vec<Entry>), ParseError> {
     let header_line = header.line;
+    let source_version = header.version;
     // Lone surrogates are carried through as JavaScript would carry them (`js_json::preserving`).
     let mut objects: Vec<Value> = vec![
         js_json::preserving::parse(&header.raw)
@@ -438,7 +467,7 @@ pub(super) fn read<'a>(
                 objects.push(value);
                 numbers.push(number);
             }
-            Err(e) => reject(e, &mut skipped)?,
+            Err(e) => reject(options, e, skipped)?,
         }
     }
     migrate::migrate(&mut objects, source_version);
@@ -453,16 +482,10 @@ pub(super) fn read<'a>(
     for (object, number) in objects {
         match entry_from_line(number, js_json::preserving::stringify(&object).into()) {
             Ok(entry) => entries.push(entry),
-            Err(e) => reject(e, &mut skipped)?,
+            Err(e) => reject(options, e, skipped)?,
         }
     }
-    Ok(ReadFile {
-        title,
-        header,
-        entries,
-        source_version,
-        skipped,
-    })
+    Ok((header, entries))
 }
 
 fn header_error(line: usize, message: String) -> ParseError {
