@@ -28,16 +28,15 @@ pub struct GateInput {
 /// A repair call is made only when at least this much time is left, besides the first call's.
 const MIN_REPAIR_TIME: Duration = Duration::from_secs(1);
 
-impl Pipeline {
-    /// Checks `summary` against the anchors of `job`, repairs it, and reports.
-    pub(super) async fn gate(
-        &self,
-        run: Run<'_>,
-        job: &Job,
-        mut summary: Summary,
-        answered_in: Duration,
-        deadline: Instant,
-    ) -> Summary {
+/// The anchors a summary of one job is checked against, and how it is checked.
+struct Checked<'j> {
+    job: &'j Job,
+    anchors: Vec<Anchor>,
+}
+
+impl<'j> Checked<'j> {
+    /// The anchors of `job`'s conversation, with the ones its caller adds (pinned text).
+    fn of(job: &'j Job) -> Checked<'j> {
         let shape = job.request.shape();
         let facts = job.request.facts();
         let mut anchors = anchors::of_facts(facts, shape.earlier_summary(), job.request.max_tokens);
@@ -46,75 +45,51 @@ impl Pipeline {
                 anchors.push(extra.clone());
             }
         }
-        let with_appendix = |text: &str| {
-            if job.gate.appendix.is_empty() {
-                text.to_owned()
-            } else {
-                format!("{text}\n\n{}", job.gate.appendix)
-            }
-        };
-        let first = check(&with_appendix(&summary.text), &anchors);
-        let missing_critical = |kept: &[bool]| -> Vec<&Anchor> {
-            anchors
-                .iter()
-                .zip(kept)
-                .filter(|(a, kept)| !**kept && a.weight() == Weight::Critical)
-                .map(|(a, _)| a)
-                .collect()
-        };
-        // A 2–3 sentence summary has no room for what a checkpoint must carry: it is reported on,
-        // never repaired.
-        let repairable = job.request.shape().asks != Asks::Short;
-        let mut repair_call = false;
-        let mut repaired_check = None;
-        let left = deadline.saturating_duration_since(Instant::now());
-        // The user's earlier messages are appended as they wrote them, never worth a model call
-        // of their own: a model that reworded one still has the rest of what it must keep asked.
-        let worth_a_call = |kept: &[bool]| -> Vec<&Anchor> {
-            missing_critical(kept)
-                .into_iter()
-                .filter(|a| a.kind != AnchorKind::UserMessage)
-                .collect()
-        };
-        let missing = worth_a_call(&first);
-        if repairable
-            && !missing.is_empty()
-            && summary.model != "extractive"
-            && left >= answered_in + MIN_REPAIR_TIME
-        {
-            repair_call = true;
-            if let Some(repaired) = self.repair(run, job, &summary, &missing, deadline).await {
-                let before = missing.len();
-                let checked = check(&with_appendix(&repaired.text), &anchors);
-                let after = worth_a_call(&checked).len();
-                summary.usage = summary.usage.plus(repaired.usage);
-                // A repair that loses more than it restores is not taken.
-                if after <= before {
-                    summary.text = repaired.text;
-                    repaired_check = Some(checked);
-                }
-            }
-        }
-        // Each check is made once per text: an unchanged summary keeps its first result.
-        let repaired = repaired_check.unwrap_or_else(|| first.clone());
-        let appended: Vec<&Anchor> = if repairable {
-            missing_critical(&repaired)
+        Checked { job, anchors }
+    }
+
+    /// Which anchors `text` keeps (with what the caller appends to it counted).
+    fn check(&self, text: &str) -> Vec<bool> {
+        if self.job.gate.appendix.is_empty() {
+            check(text, &self.anchors)
         } else {
-            Vec::new()
-        };
-        let before = summary.text.len();
-        if !appended.is_empty() {
-            summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
+            check(
+                &format!("{text}\n\n{}", self.job.gate.appendix),
+                &self.anchors,
+            )
         }
-        // A rule the user withdrew is replaced by the withdrawal, not kept beside it.
-        if !facts.withdrawals.is_empty() {
-            summary.text = drop_withdrawn(&summary.text, |item| facts.withdrawn(item));
-        }
-        let last = if appended.is_empty() && summary.text.len() == before {
-            repaired.clone()
-        } else {
-            check(&with_appendix(&summary.text), &anchors)
-        };
+    }
+
+    /// The critical anchors a check did not find.
+    fn missing_critical(&self, kept: &[bool]) -> Vec<&Anchor> {
+        self.anchors
+            .iter()
+            .zip(kept)
+            .filter(|(a, kept)| !**kept && a.weight() == Weight::Critical)
+            .map(|(a, _)| a)
+            .collect()
+    }
+
+    /// The missing anchors worth a repair call. The user's earlier messages are appended as they
+    /// wrote them, never worth a model call of their own: a model that reworded one still has
+    /// the rest of what it must keep asked.
+    fn worth_a_call(&self, kept: &[bool]) -> Vec<&Anchor> {
+        self.missing_critical(kept)
+            .into_iter()
+            .filter(|a| a.kind != AnchorKind::UserMessage)
+            .collect()
+    }
+
+    /// What the gate did, from the checks of the model's first answer, the repaired one and the
+    /// summary returned.
+    fn report(
+        &self,
+        first: &[bool],
+        repaired: &[bool],
+        last: &[bool],
+        repair_call: bool,
+    ) -> (Report, Vec<AnchorOutcome>) {
+        let anchors = &self.anchors;
         let outcomes: Vec<AnchorOutcome> = anchors
             .iter()
             .enumerate()
@@ -139,22 +114,75 @@ impl Pipeline {
                 .collect(),
             anchors: anchors.len(),
             kept: first.iter().filter(|k| **k).count(),
-            repaired: first.iter().zip(&last).filter(|(f, l)| !**f && **l).count(),
+            repaired: first.iter().zip(last).filter(|(f, l)| !**f && **l).count(),
             appended: outcomes.iter().filter(|o| o.outcome == "appended").count(),
             repair_call,
             missing: anchors
                 .iter()
-                .zip(&last)
+                .zip(last)
                 .filter(|(_, kept)| !**kept)
                 .map(|(a, _)| Missing {
                     kind: a.kind,
                     text: a.text.clone(),
                 })
                 .collect(),
-            dialect: Some(&job.request.shape().conversation)
+            dialect: Some(&self.job.request.shape().conversation)
                 .filter(|c| !c.messages.is_empty())
                 .map(|c| c.dialect.name().to_owned()),
         };
+        (report, outcomes)
+    }
+}
+
+impl Pipeline {
+    /// Checks `summary` against the anchors of `job`, repairs it, and reports.
+    pub(super) async fn gate(
+        &self,
+        run: Run<'_>,
+        job: &Job,
+        mut summary: Summary,
+        answered_in: Duration,
+        deadline: Instant,
+    ) -> Summary {
+        let checked = Checked::of(job);
+        let facts = job.request.facts();
+        let first = checked.check(&summary.text);
+        // A 2–3 sentence summary has no room for what a checkpoint must carry: it is reported on,
+        // never repaired.
+        let repairable = job.request.shape().asks != Asks::Short;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let missing = checked.worth_a_call(&first);
+        let call = repairable
+            && !missing.is_empty()
+            && summary.model != "extractive"
+            && left >= answered_in + MIN_REPAIR_TIME;
+        let repaired_check = if call {
+            self.repaired(run, &checked, &mut summary, &missing, deadline)
+                .await
+        } else {
+            None
+        };
+        // Each check is made once per text: an unchanged summary keeps its first result.
+        let repaired = repaired_check.unwrap_or_else(|| first.clone());
+        let appended: Vec<&Anchor> = if repairable {
+            checked.missing_critical(&repaired)
+        } else {
+            Vec::new()
+        };
+        let before = summary.text.len();
+        if !appended.is_empty() {
+            summary.text = crate::summarizer::clean(append_missing(&summary.text, &appended));
+        }
+        // A rule the user withdrew is replaced by the withdrawal, not kept beside it.
+        if !facts.withdrawals.is_empty() {
+            summary.text = drop_withdrawn(&summary.text, |item| facts.withdrawn(item));
+        }
+        let last = if appended.is_empty() && summary.text.len() == before {
+            repaired.clone()
+        } else {
+            checked.check(&summary.text)
+        };
+        let (report, outcomes) = checked.report(&first, &repaired, &last, call);
         self.tell(
             run,
             &Event::Gated {
@@ -164,6 +192,31 @@ impl Pipeline {
         );
         summary.fidelity = Some(report);
         summary
+    }
+
+    /// Asks the model once more for the critical anchors it left out (`missing`): takes its
+    /// answer into `summary` unless it loses more than it restores, and answers the answer's
+    /// check. Its usage counts either way.
+    async fn repaired(
+        &self,
+        run: Run<'_>,
+        checked: &Checked<'_>,
+        summary: &mut Summary,
+        missing: &[&Anchor],
+        deadline: Instant,
+    ) -> Option<Vec<bool>> {
+        let repaired = self
+            .repair(run, checked.job, summary, missing, deadline)
+            .await?;
+        let before = missing.len();
+        let check = checked.check(&repaired.text);
+        let after = checked.worth_a_call(&check).len();
+        summary.usage = summary.usage.plus(repaired.usage);
+        // A repair that loses more than it restores is not taken.
+        (after <= before).then(|| {
+            summary.text = repaired.text;
+            check
+        })
     }
 
     /// The model's answer to the repair request, when it is a usable summary.
