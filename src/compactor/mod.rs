@@ -107,36 +107,7 @@ pub async fn compact(
             "everything since the last compaction fits in keepRecentTokens".into(),
         ));
     }
-    let reserve = request.settings.reserve_tokens;
-    let split = prep.cut.is_split_turn && !prep.turn_prefix_messages.is_empty();
-
-    // The calls this compaction needs, run together: the history summary (unless only the split
-    // turn is new) and the split turn's prefix.
-    // Each prompt is written from the planned messages, and its typed conversation built from
-    // the same messages: no stage reads the text back.
-    let history_request = (!prep.messages_to_summarize.is_empty()).then(|| {
-        let messages = || prep.messages_to_summarize.iter().copied();
-        SummaryRequest::rendered(
-            prompts.system.clone(),
-            history_prompt(
-                prompts,
-                &serialize_conversation(messages()),
-                prep.previous_summary,
-                request.custom_instructions.as_deref(),
-            ),
-            history_max_tokens(reserve),
-            typed_conversation(messages()),
-        )
-    });
-    let prefix_request = split.then(|| {
-        let messages = || prep.turn_prefix_messages.iter().copied();
-        SummaryRequest::rendered(
-            prompts.system.clone(),
-            turn_prefix_prompt(prompts, &serialize_conversation(messages())),
-            turn_prefix_max_tokens(reserve),
-            typed_conversation(messages()),
-        )
-    });
+    let (history_request, prefix_request) = requests(&prep, request, prompts);
     let files = prep.file_ops.lists();
     let (history_summary, prefix_summary) = summarize_parts(
         pipeline,
@@ -163,26 +134,70 @@ pub async fn compact(
         files,
     );
 
-    // The context after: the summary, then the kept entries (spec §8.3, step 5).
+    let tokens_after = tokens_after(&path, &prep, &entry);
+    let calls: Vec<&Summary> = history_summary
+        .iter()
+        .chain(prefix_summary.iter())
+        .collect();
+    Ok(finish(entry, &calls, started, tokens_after))
+}
+
+/// The calls a compaction needs, run together: the history summary (unless only the split
+/// turn is new) and the split turn's prefix. Each prompt is written from the planned messages,
+/// and its typed conversation built from the same messages: no stage reads the text back.
+fn requests(
+    prep: &compactd_core::compaction::prepare::Preparation<'_>,
+    request: &CompactionRequest,
+    prompts: &Prompts,
+) -> (Option<SummaryRequest>, Option<SummaryRequest>) {
+    let reserve = request.settings.reserve_tokens;
+    let split = prep.cut.is_split_turn && !prep.turn_prefix_messages.is_empty();
+    let history_request = (!prep.messages_to_summarize.is_empty()).then(|| {
+        let messages = || prep.messages_to_summarize.iter().copied();
+        SummaryRequest::rendered(
+            prompts.system.clone(),
+            history_prompt(
+                prompts,
+                &serialize_conversation(messages()),
+                prep.previous_summary,
+                request.custom_instructions.as_deref(),
+            ),
+            history_max_tokens(reserve),
+            typed_conversation(messages()),
+        )
+    });
+    let prefix_request = split.then(|| {
+        let messages = || prep.turn_prefix_messages.iter().copied();
+        SummaryRequest::rendered(
+            prompts.system.clone(),
+            turn_prefix_prompt(prompts, &serialize_conversation(messages())),
+            turn_prefix_max_tokens(reserve),
+            typed_conversation(messages()),
+        )
+    });
+    (history_request, prefix_request)
+}
+
+/// The context's tokens after the compaction: the summary, then the kept entries (spec §8.3,
+/// step 5).
+fn tokens_after(
+    path: &[&compactd_core::session::Entry],
+    prep: &compactd_core::compaction::prepare::Preparation<'_>,
+    entry: &CompactionEntry,
+) -> u64 {
     let summary_message = Message::CompactionSummary {
         summary: entry.summary.clone(),
         tokens_before: prep.tokens_before,
         timestamp: None,
     };
     let kept = build_session_context(&path[prep.cut.first_kept_entry_index..]);
-    let tokens_after = estimate_tokens(&summary_message)
+    estimate_tokens(&summary_message)
         + kept
             .messages()
             .iter()
             .filter(|m| !matches!(m, Message::CompactionSummary { .. }))
             .map(|m| estimate_tokens(m))
-            .sum::<u64>();
-
-    let calls: Vec<&Summary> = history_summary
-        .iter()
-        .chain(prefix_summary.iter())
-        .collect();
-    Ok(finish(entry, &calls, started, tokens_after))
+            .sum::<u64>()
 }
 
 /// The summary of a compaction: its history part merged with the split turn's prefix summary.

@@ -97,75 +97,85 @@ impl AnthropicClient {
             let bytes = read_body(response, timing.deadline).await?;
             return whole_message(&bytes, model_name);
         }
-        let mut blocks: Vec<String> = Vec::new();
-        let mut usage = TokenUsage::default();
-        let ended = read_events(response, sent, timing, |_, data| {
-            let event: Value = serde_json::from_str(data)
-                .map_err(|e| AttemptError::Malformed(format!("not a Messages event: {e}")))?;
-            let field = |path: &[&str]| {
-                path.iter()
-                    .try_fold(&event, |v, key| v.get(key))
-                    .and_then(Value::as_u64)
-            };
-            Ok(match event.get("type").and_then(Value::as_str) {
-                Some("message_start") => {
-                    let input = |key| field(&["message", "usage", key]).unwrap_or(0);
-                    // Anthropic counts tokens read from or written to its prompt cache apart.
-                    usage.input_tokens = input("input_tokens")
-                        + input("cache_read_input_tokens")
-                        + input("cache_creation_input_tokens");
-                    usage.cached_input_tokens = input("cache_read_input_tokens");
-                    Progress::Nothing
-                }
-                Some("content_block_start") => {
-                    if event["content_block"]["type"] == "text" {
-                        blocks.push(
-                            event["content_block"]["text"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_owned(),
-                        );
-                    }
-                    Progress::Nothing
-                }
-                Some("content_block_delta") => {
-                    if event["delta"]["type"] == "text_delta" {
-                        let piece = event["delta"]["text"].as_str().unwrap_or_default();
-                        match blocks.last_mut() {
-                            Some(block) => block.push_str(piece),
-                            None => blocks.push(piece.to_owned()),
-                        }
-                    }
-                    // Thinking and tool input are the model writing too.
-                    Progress::Token
-                }
-                Some("message_delta") => {
-                    if let Some(output) = field(&["usage", "output_tokens"]) {
-                        usage.output_tokens = output;
-                    }
-                    Progress::Nothing
-                }
-                Some("message_stop") => Progress::Done,
-                Some("error") => return Err(stream_error(&event)),
-                _ => Progress::Nothing,
-            })
-        })
-        .await?;
+        let mut answer = Streamed::default();
+        let ended = read_events(response, sent, timing, |_, data| answer.event(data)).await?;
         if let Ended::Closed { .. } = ended {
             return Err(AttemptError::Malformed(
                 "the stream ended before the answer was complete".into(),
             ));
         }
-        let text = blocks.join("\n");
+        let text = answer.blocks.join("\n");
         if super::is_blank(&text) {
             return Err(AttemptError::Empty);
         }
         Ok(Summary {
             text,
             model: model_name,
-            usage,
+            usage: answer.usage,
             fidelity: None,
             flags: Default::default(),
+        })
+    }
+}
+
+/// A Messages answer as its events arrive: its text blocks and what it used.
+#[derive(Default)]
+struct Streamed {
+    blocks: Vec<String>,
+    usage: TokenUsage,
+}
+
+impl Streamed {
+    /// One event's `data`, and whether the model wrote, finished, or neither.
+    fn event(&mut self, data: &str) -> Result<Progress, AttemptError> {
+        let event: Value = serde_json::from_str(data)
+            .map_err(|e| AttemptError::Malformed(format!("not a Messages event: {e}")))?;
+        let field = |path: &[&str]| {
+            path.iter()
+                .try_fold(&event, |v, key| v.get(key))
+                .and_then(Value::as_u64)
+        };
+        Ok(match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                let input = |key| field(&["message", "usage", key]).unwrap_or(0);
+                // Anthropic counts tokens read from or written to its prompt cache apart.
+                self.usage.input_tokens = input("input_tokens")
+                    + input("cache_read_input_tokens")
+                    + input("cache_creation_input_tokens");
+                self.usage.cached_input_tokens = input("cache_read_input_tokens");
+                Progress::Nothing
+            }
+            Some("content_block_start") => {
+                if event["content_block"]["type"] == "text" {
+                    self.blocks.push(
+                        event["content_block"]["text"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+                Progress::Nothing
+            }
+            Some("content_block_delta") => {
+                if event["delta"]["type"] == "text_delta" {
+                    let piece = event["delta"]["text"].as_str().unwrap_or_default();
+                    match self.blocks.last_mut() {
+                        Some(block) => block.push_str(piece),
+                        None => self.blocks.push(piece.to_owned()),
+                    }
+                }
+                // Thinking and tool input are the model writing too.
+                Progress::Token
+            }
+            Some("message_delta") => {
+                if let Some(output) = field(&["usage", "output_tokens"]) {
+                    self.usage.output_tokens = output;
+                }
+                Progress::Nothing
+            }
+            Some("message_stop") => Progress::Done,
+            Some("error") => return Err(stream_error(&event)),
+            _ => Progress::Nothing,
         })
     }
 }

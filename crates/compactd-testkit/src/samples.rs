@@ -27,118 +27,101 @@ impl Gen {
     }
 }
 
+/// How a family's sample is made: its secret, and a line carrying it as real sessions do.
+type Make = fn(&mut Gen) -> (String, String);
+
+/// Every family the redaction stage must catch, with the rule expected to find it, in the order
+/// [`all`] draws them (the same seed, the same secrets).
+const FAMILIES: [(&str, &str, Make); 13] = [
+    ("aws", "aws-access-token", |g| {
+        let aws = format!("AKIA{}", g.of(UPPER32, 16));
+        (aws.clone(), format!("aws_access_key_id = {aws}"))
+    }),
+    ("gcp", "gcp-api-key", |g| {
+        let gcp = format!("AIza{}", g.of(URLSAFE, 35));
+        let line = format!("curl 'https://maps.googleapis.com/maps/api/geocode/json?key={gcp}'");
+        (gcp, line)
+    }),
+    ("azure", "azure-ad-client-secret", |g| {
+        let azure = format!("{}8Q~{}", g.of(ALNUM, 3), g.of(ALNUM, 34));
+        (azure.clone(), format!("client_secret: \"{azure}\""))
+    }),
+    ("openai", "openai-api-key", |g| {
+        let openai = format!("sk-proj-{}T3BlbkFJ{}", g.of(URLSAFE, 74), g.of(URLSAFE, 74));
+        (openai.clone(), format!("export OPENAI_API_KEY={openai}"))
+    }),
+    ("anthropic", "anthropic-api-key", |g| {
+        let anthropic = format!("sk-ant-api03-{}AA", g.of(URLSAFE, 93));
+        (
+            anthropic.clone(),
+            format!("Use this key: {anthropic} for the tests."),
+        )
+    }),
+    ("github", "github-pat", |g| {
+        let github = format!("ghp_{}", g.of(ALNUM, 36));
+        let line = format!("git clone https://x-access-token@github.com/acme/app # token {github}");
+        (github, line)
+    }),
+    ("gitlab", "gitlab-pat", |g| {
+        let gitlab = format!("glpat-{}", g.of(URLSAFE, 20));
+        (gitlab.clone(), format!("GITLAB token is {gitlab}"))
+    }),
+    ("slack", "slack-bot-token", |g| {
+        let slack = format!(
+            "xoxb-{}-{}-{}",
+            g.of(DIGITS, 12),
+            g.of(DIGITS, 13),
+            g.of(ALNUM, 24)
+        );
+        (slack.clone(), format!("SLACK_BOT={slack}"))
+    }),
+    ("stripe", "stripe-access-token", |g| {
+        let stripe = format!("sk_live_{}", g.of(ALNUM, 24));
+        (stripe.clone(), format!("Stripe.api_key = '{stripe}'"))
+    }),
+    ("private-key", "private-key", |g| {
+        let body: Vec<String> = (0..6).map(|_| g.of(ALNUM, 64)).collect();
+        let pem = format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+            body.join("\n")
+        );
+        (pem.clone(), pem)
+    }),
+    ("jwt", "jwt", |g| {
+        let jwt = format!(
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{}.{}",
+            g.of(ALNUM, 40),
+            g.of(URLSAFE, 43)
+        );
+        let line = format!("Authorization header was {jwt} before it expired");
+        (jwt, line)
+    }),
+    ("url-credentials", "url-credentials", |g| {
+        let password = g.of(ALNUM, 18);
+        let line = format!("DATABASE=postgres://app:{password}@db.internal:5432/app");
+        (password, line)
+    }),
+    ("env", "env-assignment", |g| {
+        let env = format!("{}-{}", g.of(ALNUM, 8), g.of(ALNUM, 8));
+        (env.clone(), format!("DB_PASSWORD={env}"))
+    }),
+];
+
 /// One sample per family, from `seed` (different seeds give different secrets of the same shapes).
 pub fn all(seed: u64) -> Vec<Sample> {
     let mut g = Gen(fastrand::Rng::with_seed(seed));
-    let mut out = Vec::new();
-    let mut add = |family, rule, secret: String, line: String| {
-        out.push(Sample {
-            family,
-            rule,
-            secret,
-            line,
+    FAMILIES
+        .iter()
+        .map(|(family, rule, make)| {
+            let (secret, line) = make(&mut g);
+            Sample {
+                family,
+                rule,
+                secret,
+                line,
+            }
         })
-    };
-    let aws = format!("AKIA{}", g.of(UPPER32, 16));
-    add(
-        "aws",
-        "aws-access-token",
-        aws.clone(),
-        format!("aws_access_key_id = {aws}"),
-    );
-    let gcp = format!("AIza{}", g.of(URLSAFE, 35));
-    add(
-        "gcp",
-        "gcp-api-key",
-        gcp.clone(),
-        format!("curl 'https://maps.googleapis.com/maps/api/geocode/json?key={gcp}'"),
-    );
-    let azure = format!("{}8Q~{}", g.of(ALNUM, 3), g.of(ALNUM, 34));
-    add(
-        "azure",
-        "azure-ad-client-secret",
-        azure.clone(),
-        format!("client_secret: \"{azure}\""),
-    );
-    let openai = format!("sk-proj-{}T3BlbkFJ{}", g.of(URLSAFE, 74), g.of(URLSAFE, 74));
-    add(
-        "openai",
-        "openai-api-key",
-        openai.clone(),
-        format!("export OPENAI_API_KEY={openai}"),
-    );
-    let anthropic = format!("sk-ant-api03-{}AA", g.of(URLSAFE, 93));
-    add(
-        "anthropic",
-        "anthropic-api-key",
-        anthropic.clone(),
-        format!("Use this key: {anthropic} for the tests."),
-    );
-    let github = format!("ghp_{}", g.of(ALNUM, 36));
-    add(
-        "github",
-        "github-pat",
-        github.clone(),
-        format!("git clone https://x-access-token@github.com/acme/app # token {github}"),
-    );
-    let gitlab = format!("glpat-{}", g.of(URLSAFE, 20));
-    add(
-        "gitlab",
-        "gitlab-pat",
-        gitlab.clone(),
-        format!("GITLAB token is {gitlab}"),
-    );
-    let slack = format!(
-        "xoxb-{}-{}-{}",
-        g.of(DIGITS, 12),
-        g.of(DIGITS, 13),
-        g.of(ALNUM, 24)
-    );
-    add(
-        "slack",
-        "slack-bot-token",
-        slack.clone(),
-        format!("SLACK_BOT={slack}"),
-    );
-    let stripe = format!("sk_live_{}", g.of(ALNUM, 24));
-    add(
-        "stripe",
-        "stripe-access-token",
-        stripe.clone(),
-        format!("Stripe.api_key = '{stripe}'"),
-    );
-    let body: Vec<String> = (0..6).map(|_| g.of(ALNUM, 64)).collect();
-    let pem = format!(
-        "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
-        body.join("\n")
-    );
-    add("private-key", "private-key", pem.clone(), pem);
-    let jwt = format!(
-        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{}.{}",
-        g.of(ALNUM, 40),
-        g.of(URLSAFE, 43)
-    );
-    add(
-        "jwt",
-        "jwt",
-        jwt.clone(),
-        format!("Authorization header was {jwt} before it expired"),
-    );
-    let password = g.of(ALNUM, 18);
-    add(
-        "url-credentials",
-        "url-credentials",
-        password.clone(),
-        format!("DATABASE=postgres://app:{password}@db.internal:5432/app"),
-    );
-    let env = format!("{}-{}", g.of(ALNUM, 8), g.of(ALNUM, 8));
-    add(
-        "env",
-        "env-assignment",
-        env.clone(),
-        format!("DB_PASSWORD={env}"),
-    );
-    out
+        .collect()
 }
 
 /// Ordinary code and tool output that hold no secret but are full of what looks random —

@@ -17,34 +17,7 @@ pub(super) async fn fleet(State(state): State<crate::http::AppState>, viewer: Vi
 }
 
 fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
-    let index_of = |name: &str| {
-        fleet
-            .series
-            .iter()
-            .position(|s| s.name == name)
-            .unwrap_or(0)
-    };
-    let tallest = fleet
-        .buckets
-        .iter()
-        .map(|b| b.total)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let bars = fleet
-        .buckets
-        .iter()
-        .map(|bucket| Bar {
-            label: time::epoch_ms_to_iso(bucket.start_ms)[11..13].to_owned(),
-            total: bucket.total,
-            stack: bucket
-                .by_series
-                .iter()
-                .map(|(name, &calls)| (index_of(name), calls, calls * 1000 / tallest))
-                .collect(),
-        })
-        .collect();
-    let t = &fleet.totals;
+    let bars = bars(fleet);
     let r = &fleet.replica;
     let whole = |v: f64| views::grouped(v as i64);
     FleetPage {
@@ -75,50 +48,8 @@ fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
                 fidelity: fidelity(Some(a.anchors), Some(a.anchors_kept)),
             })
             .collect(),
-        recent: fleet
-            .recent
-            .iter()
-            .map(|c| CallRow {
-                at: time::epoch_ms_to_iso(c.created_at_ms)[..19].replace('T', " "),
-                agent: or_dash(&c.agent),
-                wire: or_dash(&c.wire),
-                purpose: c.purpose.clone(),
-                model: c.model.clone().unwrap_or_else(|| "—".into()),
-                outcome: c.outcome.clone(),
-                tokens: format!(
-                    "{} → {}",
-                    views::grouped(c.tokens_before),
-                    views::grouped(c.tokens_after)
-                ),
-                fidelity: fidelity(c.anchors, c.anchors_kept),
-                latency: format!("{:.2} s", c.latency_ms as f64 / 1000.0),
-            })
-            .collect(),
-        totals: vec![
-            ("Calls", views::grouped(t.calls as i64)),
-            ("Failed", views::grouped(t.failed as i64)),
-            ("Compactions served", views::grouped(t.compactions as i64)),
-            ("Tokens saved", views::grouped(t.tokens_saved)),
-            (
-                "Session compactions",
-                views::grouped(t.session_compactions as i64),
-            ),
-            (
-                "Answered from the cache",
-                views::grouped(t.cache_hits as i64),
-            ),
-            (
-                "Answered by the extractive summarizer",
-                views::grouped(t.extractive as i64),
-            ),
-            ("Loops caught", views::grouped(t.loops as i64)),
-            (
-                "Over the daily budget",
-                views::grouped(t.budget_exhausted as i64),
-            ),
-            ("Input tokens", views::grouped(t.input_tokens)),
-            ("Output tokens", views::grouped(t.output_tokens)),
-        ],
+        recent: fleet.recent.iter().map(call_row).collect(),
+        totals: totals(&fleet.totals),
         replica: vec![
             ("Compactions", whole(r.compactions)),
             ("Tokens saved", whole(r.tokens_saved)),
@@ -129,6 +60,85 @@ fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
         ],
         calls_read: fleet.calls_read,
     }
+}
+
+/// The calls of each hour, stacked by series, as heights of a bar chart.
+fn bars(fleet: &fleet::Fleet) -> Vec<Bar> {
+    let index_of = |name: &str| {
+        fleet
+            .series
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or(0)
+    };
+    let tallest = fleet
+        .buckets
+        .iter()
+        .map(|b| b.total)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    fleet
+        .buckets
+        .iter()
+        .map(|bucket| Bar {
+            label: time::epoch_ms_to_iso(bucket.start_ms)[11..13].to_owned(),
+            total: bucket.total,
+            stack: bucket
+                .by_series
+                .iter()
+                .map(|(name, &calls)| (index_of(name), calls, calls * 1000 / tallest))
+                .collect(),
+        })
+        .collect()
+}
+
+/// One recent call as the page lists it.
+fn call_row(c: &compactd_store::CallRecord) -> CallRow {
+    CallRow {
+        at: time::epoch_ms_to_iso(c.created_at_ms)[..19].replace('T', " "),
+        agent: or_dash(&c.agent),
+        wire: or_dash(&c.wire),
+        purpose: c.purpose.clone(),
+        model: c.model.clone().unwrap_or_else(|| "—".into()),
+        outcome: c.outcome.clone(),
+        tokens: format!(
+            "{} → {}",
+            views::grouped(c.tokens_before),
+            views::grouped(c.tokens_after)
+        ),
+        fidelity: fidelity(c.anchors, c.anchors_kept),
+        latency: format!("{:.2} s", c.latency_ms as f64 / 1000.0),
+    }
+}
+
+/// The fleet's totals over the calls read, as labelled figures.
+fn totals(t: &fleet::CallTotals) -> Vec<(&'static str, String)> {
+    vec![
+        ("Calls", views::grouped(t.calls as i64)),
+        ("Failed", views::grouped(t.failed as i64)),
+        ("Compactions served", views::grouped(t.compactions as i64)),
+        ("Tokens saved", views::grouped(t.tokens_saved)),
+        (
+            "Session compactions",
+            views::grouped(t.session_compactions as i64),
+        ),
+        (
+            "Answered from the cache",
+            views::grouped(t.cache_hits as i64),
+        ),
+        (
+            "Answered by the extractive summarizer",
+            views::grouped(t.extractive as i64),
+        ),
+        ("Loops caught", views::grouped(t.loops as i64)),
+        (
+            "Over the daily budget",
+            views::grouped(t.budget_exhausted as i64),
+        ),
+        ("Input tokens", views::grouped(t.input_tokens)),
+        ("Output tokens", views::grouped(t.output_tokens)),
+    ]
 }
 
 /// An empty name (a call logged before compactd recorded it) as a dash.

@@ -15,6 +15,7 @@ mod handoff;
 mod markdown;
 mod pages;
 mod recall;
+mod session_page;
 mod viewer;
 mod views;
 

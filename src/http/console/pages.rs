@@ -15,11 +15,10 @@ use super::extract::Form;
 use super::markdown;
 use super::viewer::Viewer;
 use super::views::{self, *};
+use crate::app::AppError;
 use crate::app::compactions::Compacted;
-use crate::app::history::{HistoryPage, HistoryRange};
+use crate::app::history::HistoryRange;
 use crate::app::plans::settings;
-use crate::app::tree_view::SessionTree;
-use crate::app::{AppError, tree_view};
 use crate::compactor::CompactionRequest;
 use compactd_core::compaction::CompactionSettings;
 use compactd_core::session::time;
@@ -182,132 +181,10 @@ pub(super) async fn session(
     let pins = state.app.pins(who, &id).await?;
     let threads = super::handoff::threads_view(state.app.thread_map(who, &id).await?);
     let notice = query.notice.as_deref().and_then(views::notice);
-    let mut page = session_page(&viewer, tree, &settings, &compactions, pins, notice);
+    let mut page =
+        super::session_page::session_page(&viewer, tree, &settings, &compactions, pins, notice);
     page.threads = threads;
     Ok(views::render(StatusCode::OK, &page))
-}
-
-fn session_page(
-    viewer: &Viewer,
-    tree: SessionTree,
-    settings: &CompactionSettings,
-    compactions: &HistoryPage,
-    pins: Vec<compactd_store::PinRecord>,
-    notice: Option<String>,
-) -> SessionPage {
-    let id = tree.record.session_id.clone();
-    let (title, cwd) = title_and_cwd(&tree.record);
-    let parts = tree.part_tokens;
-    let total = (parts.compacted + parts.summarized + parts.prefix + parts.kept).max(1);
-    let segments = match &tree.plan.plan {
-        None => Vec::new(),
-        Some(_) => [
-            ("compacted", "behind an earlier summary", parts.compacted),
-            ("summarized", "would be summarized", parts.summarized),
-            ("prefix", "split turn's prefix", parts.prefix),
-            ("kept", "would be kept", parts.kept),
-        ]
-        .into_iter()
-        .filter(|(_, _, tokens)| *tokens > 0)
-        .map(|(part, label, tokens)| Segment {
-            part,
-            label,
-            tokens: views::grouped(tokens),
-            width: tokens * 1000 / total,
-        })
-        .collect(),
-    };
-    let plan = tree.plan.plan.as_ref().map(|plan| PlanBox {
-        first_kept_entry_id: plan.first_kept_entry_id.clone(),
-        split_turn: plan.is_split_turn,
-        tokens_before: views::grouped(plan.tokens_before as i64),
-        messages_to_summarize: plan.messages_to_summarize,
-        turn_prefix_messages: plan.turn_prefix_messages,
-        read_files: plan.read_files.len(),
-        modified_files: plan.modified_files.len(),
-    });
-    let link_to = |page: usize| {
-        format!(
-            "/ui/sessions/{id}?keepRecentTokens={}&reserveTokens={}&page={}",
-            settings.keep_recent_tokens,
-            settings.reserve_tokens,
-            page + 1
-        )
-    };
-    let rows = tree
-        .rows
-        .iter()
-        .map(|row| {
-            let part = row.part.map_or("", tree_view::Part::name);
-            let mut classes = vec![format!("type-{}", row.entry_type)];
-            classes.extend(row.on_path.then(|| "path".to_owned()));
-            classes.extend(row.leaf.then(|| "leaf".to_owned()));
-            classes.extend((!part.is_empty()).then(|| part.to_owned()));
-            RowView {
-                id: row.id.clone(),
-                seq: row.seq,
-                depth: row.depth.min(12),
-                kind: match (&row.entry_type[..], &row.role) {
-                    ("message", Some(role)) => role.clone(),
-                    (kind, _) => kind.to_owned(),
-                },
-                tokens: row.tokens.map(views::grouped).unwrap_or_default(),
-                classes: classes.join(" "),
-                part,
-                branches: row.branches,
-                preview: row.preview.clone(),
-                link: (row.entry_type == "compaction")
-                    .then(|| format!("/ui/sessions/{id}/compactions/{}", row.id)),
-            }
-        })
-        .collect();
-    SessionPage {
-        chrome: Chrome::of(viewer),
-        title,
-        cwd,
-        size: views::size(tree.record.byte_size),
-        entries: tree.entries,
-        path_len: tree.path_len,
-        branch_points: tree.branch_points,
-        context_tokens: views::grouped(tree.record.context_tokens),
-        keep_recent_tokens: settings.keep_recent_tokens,
-        reserve_tokens: settings.reserve_tokens,
-        plan,
-        reason: tree.plan.reason.clone(),
-        segments,
-        rows,
-        page: tree.page,
-        pages: tree.pages,
-        page_links: (0..tree.pages).map(|n| (n, link_to(n))).collect(),
-        compactions_total: compactions.total,
-        compactions: compactions
-            .compactions
-            .iter()
-            .rev()
-            .map(|c| CompactionRow {
-                entry_id: c.entry_id.clone(),
-                source: c.source.clone(),
-                model: c.model.clone().unwrap_or_else(|| "—".into()),
-                tokens_before: views::grouped(c.tokens_before),
-                tokens_after: c
-                    .tokens_after
-                    .map(views::grouped)
-                    .unwrap_or_else(|| "—".into()),
-                created_at: c.created_at.clone().unwrap_or_default(),
-                on_path: tree.path_compactions.contains(&c.entry_id),
-            })
-            .collect(),
-        pins: pins
-            .into_iter()
-            .map(|p| PinRow {
-                id: p.pin_id,
-                text: p.text,
-            })
-            .collect(),
-        notice,
-        threads: Default::default(),
-        id,
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -472,7 +349,7 @@ pub(super) async fn compaction(
 }
 
 /// A session's title and working directory, from its header: the cwd's last component names it.
-fn title_and_cwd(record: &SessionRecord) -> (String, String) {
+pub(super) fn title_and_cwd(record: &SessionRecord) -> (String, String) {
     let cwd = compactd_core::js_json::from_str::<serde_json::Value>(&record.header)
         .ok()
         .and_then(|h| h.get("cwd").and_then(|c| c.as_str()).map(str::to_owned))
