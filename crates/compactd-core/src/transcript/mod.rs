@@ -21,32 +21,20 @@
 pub mod agent_text;
 mod calls;
 mod cut;
-mod deepseek;
-mod detect;
 pub mod dialects;
 pub mod files;
 mod fold_windows;
-mod gemini;
-mod gemma;
-mod generic;
-mod glm;
-mod harmony;
-mod kimi;
 mod literals;
 mod markup;
-mod opencode;
-pub mod pi;
 pub mod prompt;
-mod qwen;
-mod reasoning;
 mod shape;
 pub mod structured;
-mod xmlish;
 
 use serde_json::Value;
 
 pub use cut::Cut;
-pub use detect::detect;
+pub use dialects::detect::detect;
+pub use dialects::{opencode, pi};
 pub use shape::Shape;
 
 /// The markup a conversation is written in.

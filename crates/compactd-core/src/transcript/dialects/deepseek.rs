@@ -11,10 +11,12 @@
 //! (Without the line breaks inside the call section.) Results of one run are joined by a newline;
 //! developer text is written bare, without a token.
 
-use super::markup::parse_json;
-use super::markup::{THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, results_joined, turns};
 use super::reasoning;
-use super::{Message, Role, ToolCall, split_tokens};
+use crate::transcript::markup::parse_json;
+use crate::transcript::markup::{
+    THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, results_joined, turns,
+};
+use crate::transcript::{Message, Role, ToolCall, split_tokens};
 
 const BEGIN: &str = "<｜begin▁of▁sentence｜>";
 const USER: &str = "<｜User｜>";
@@ -117,7 +119,7 @@ fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {
         let (arguments, rest) = rest.split_once(CALL_END)?;
         calls.push(ToolCall::new(
             name,
-            parse_json(arguments).map(super::markup::object_entries)?,
+            parse_json(arguments).map(crate::transcript::markup::object_entries)?,
         ));
         text = rest;
     }

@@ -1,7 +1,8 @@
 //! Which dialect a conversation is written in, from the text alone (never from a header: the
 //! same agent writes several).
 
-use super::{Dialect, floor_boundary, opencode};
+use super::opencode;
+use crate::transcript::{Dialect, floor_boundary};
 
 /// Which dialect `conversation` is written in, from the text alone.
 pub fn detect(conversation: &str) -> Dialect {
@@ -90,7 +91,7 @@ impl Found<'_> {
 
 fn detect_in(text: &str) -> Option<Dialect> {
     let found = Found::in_text(text);
-    super::dialects::DIALECTS
+    super::DIALECTS
         .iter()
         .find(|row| row.detect.is_some_and(|detect| detect(&found)))
         .map(|row| row.dialect)

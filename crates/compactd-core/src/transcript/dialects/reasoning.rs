@@ -2,7 +2,7 @@
 //! trailing section of tool calls in the template's own markup. The dialects differ only in how
 //! their thinking block opens and how their calls are written.
 
-use super::{Message, Role, ToolCall};
+use crate::transcript::{Message, Role, ToolCall};
 
 const THINK_CLOSE: &str = "\n</think>";
 

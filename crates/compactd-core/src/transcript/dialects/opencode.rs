@@ -16,8 +16,8 @@
 //! and its result) by a newline; calls carry their input as JSON. A part whose line is not one of
 //! these is kept as written.
 
-use super::markup::parse_json;
-use super::{Message, Role, ToolCall};
+use crate::transcript::markup::parse_json;
+use crate::transcript::{Message, Role, ToolCall};
 
 const USER: &str = "[User]: ";
 const TEXT: &str = "[Assistant]: ";
@@ -177,7 +177,7 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
 fn read_call(text: &str) -> Option<ToolCall> {
     let open = text.find('(')?;
     let input = text[open + 1..].strip_suffix(')')?;
-    let arguments = parse_json(input).map(super::markup::object_entries)?;
+    let arguments = parse_json(input).map(crate::transcript::markup::object_entries)?;
     Some(ToolCall::new(&text[..open], arguments))
 }
 

@@ -2,11 +2,22 @@
 //! tries them. Adding a dialect is its module, its [`Dialect`] variant and one row here (plus its
 //! samples and tests, which read every row).
 
-use super::detect::Found;
-use super::{
-    Dialect, Message, deepseek, gemini, gemma, generic, glm, harmony, kimi, opencode, pi, qwen,
-    xmlish,
-};
+mod deepseek;
+pub mod detect;
+mod gemini;
+mod gemma;
+mod generic;
+mod glm;
+mod harmony;
+mod kimi;
+pub mod opencode;
+pub mod pi;
+mod qwen;
+mod reasoning;
+mod xmlish;
+
+use crate::transcript::{Dialect, Message};
+use detect::Found;
 
 /// One dialect.
 pub struct Row {

@@ -15,11 +15,11 @@
 
 use serde_json::Value;
 
-use super::markup::{Turn, push_wrapped, turns};
-use super::markup::{
+use crate::transcript::markup::{Turn, push_wrapped, turns};
+use crate::transcript::markup::{
     gemma_entries, parse_gemma, parse_gemma_object, parse_json, stringify, write_gemma,
 };
-use super::{Message, Role, ToolCall};
+use crate::transcript::{Message, Role, ToolCall};
 
 const BEGIN: &str = "<bos>";
 const OPEN: &str = "<|turn>";

@@ -18,12 +18,12 @@
 //! Turns follow each other without separators; argument values are JSON; calls of one message
 //! are joined by a newline, results by a newline; developer messages are `system` turns.
 
-use super::markup::{
+use super::reasoning;
+use crate::transcript::markup::{
     RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, Turn, push_wrapped, results_joined, turns,
 };
-use super::markup::{json_extent, parse_json, stringify};
-use super::reasoning;
-use super::{Message, Role, ToolCall, split_tokens, trailing};
+use crate::transcript::markup::{json_extent, parse_json, stringify};
+use crate::transcript::{Message, Role, ToolCall, split_tokens, trailing};
 
 const BEGIN: &str = "[gMASK]<sop>";
 const TURNS: [&str; 5] = [
@@ -87,7 +87,7 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
             Some(0) => messages.push(Message::with_text(Role::User, text)),
             Some(1) => messages.push(read_assistant(text)),
             Some(2) => messages.extend(
-                super::tool_responses(text)
+                crate::transcript::tool_responses(text)
                     .unwrap_or_else(|| vec![Message::tool_result(text, None, false)]),
             ),
             _ => messages.push(Message::with_text(Role::Developer, text)),

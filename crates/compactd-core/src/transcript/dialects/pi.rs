@@ -18,8 +18,8 @@
 
 use serde_json::Value;
 
-use super::{Message, Role, ToolCall, calls};
 use crate::js_json::{self, utf16_len, utf16_prefix_byte_len};
+use crate::transcript::{Message, Role, ToolCall, calls};
 
 pub const USER: &str = "[User]: ";
 pub const ASSISTANT: &str = "[Assistant]: ";
@@ -248,7 +248,7 @@ pub fn read(conversation: &str) -> Vec<Message> {
 
 /// A call as pi renders it: `name(k1=JSON, k2=JSON)` (lone surrogates kept as escapes).
 pub fn render_call(call: &ToolCall) -> String {
-    let object = super::markup::arguments_object(&call.arguments);
+    let object = crate::transcript::markup::arguments_object(&call.arguments);
     let Value::Object(map) = &object else {
         unreachable!("an object")
     };
@@ -259,7 +259,7 @@ pub fn render_call(call: &ToolCall) -> String {
         }
         out.push_str(key);
         out.push('=');
-        out.push_str(&super::markup::stringify(value));
+        out.push_str(&crate::transcript::markup::stringify(value));
     }
     out.push(')');
     out

@@ -23,8 +23,10 @@
 //! list. Arguments are Python literals. Developer text is joined to the next user turn by a
 //! newline (or is a user turn of its own before anything else).
 
-use super::markup::{Turn, parse_python, push_wrapped, results_joined, turns, write_python};
-use super::{Message, Role, ToolCall};
+use crate::transcript::markup::{
+    Turn, parse_python, push_wrapped, results_joined, turns, write_python,
+};
+use crate::transcript::{Message, Role, ToolCall};
 
 const BEGIN: &str = "<bos>";
 const OPEN: &str = "<start_of_turn>";
@@ -152,7 +154,7 @@ fn read_outputs(text: &str) -> Option<Vec<Message>> {
 fn read_model(body: &str) -> Message {
     let mut message = Message::new(Role::Assistant);
     // The turn ends in its tool_code block.
-    let (head, calls) = match super::trailing(body, TOOL_CODE, |tail| {
+    let (head, calls) = match crate::transcript::trailing(body, TOOL_CODE, |tail| {
         let code = tail.strip_prefix(TOOL_CODE)?.strip_suffix(FENCE)?;
         read_calls(code)
     }) {

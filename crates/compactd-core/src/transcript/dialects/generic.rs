@@ -4,7 +4,7 @@
 //! found in it as in any other conversation, and the fidelity report names the dialect
 //! `generic` so that a reader knows the anchors were guessed.
 
-use super::{Message, Role};
+use crate::transcript::{Message, Role};
 
 /// The role a line opens with, and where its text starts.
 fn role_at(line: &str) -> Option<(Role, usize)> {

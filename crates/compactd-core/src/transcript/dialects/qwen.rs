@@ -19,13 +19,13 @@
 //! Calls of one message are joined by a newline, results by a newline; developer messages are
 //! `system` turns.
 
-use super::markup::{
+use super::reasoning;
+use crate::transcript::markup::{
     RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, results_joined,
     turns,
 };
-use super::markup::{parse_json, stringify};
-use super::reasoning;
-use super::{Dialect, Message, Role, ToolCall, trailing};
+use crate::transcript::markup::{parse_json, stringify};
+use crate::transcript::{Dialect, Message, Role, ToolCall, trailing};
 
 const OPEN: &str = "<|im_start|>";
 const CLOSE: &str = "<|im_end|>\n";
@@ -82,7 +82,7 @@ fn call_json(call: &ToolCall) -> String {
     object.insert("name".into(), call.name.clone().into());
     object.insert(
         "arguments".into(),
-        super::markup::arguments_object(&call.arguments),
+        crate::transcript::markup::arguments_object(&call.arguments),
     );
     stringify(&serde_json::Value::Object(object))
 }
@@ -108,10 +108,12 @@ pub(super) fn read(dialect: Dialect, conversation: &str) -> Vec<Message> {
         match role {
             "assistant" => messages.push(read_assistant(body)),
             "tool" => messages.extend(
-                super::tool_responses(body)
+                crate::transcript::tool_responses(body)
                     .unwrap_or_else(|| vec![Message::tool_result(body, None, false)]),
             ),
-            "user" => match super::tool_responses(body).filter(|_| dialect != Dialect::Hermes) {
+            "user" => match crate::transcript::tool_responses(body)
+                .filter(|_| dialect != Dialect::Hermes)
+            {
                 Some(results) => messages.extend(results),
                 None => messages.push(Message::with_text(Role::User, body)),
             },
@@ -138,7 +140,7 @@ fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {
         let arguments = call.get("arguments").cloned().unwrap_or_default();
         calls.push(ToolCall::new(
             name,
-            super::markup::object_entries(arguments),
+            crate::transcript::markup::object_entries(arguments),
         ));
         text = &after[end + "\n</tool_call>".len()..];
         if text.is_empty() {

@@ -12,9 +12,9 @@
 //! (Without the line breaks: segments follow each other directly.) An assistant message is its
 //! analysis, final and call segments in that order; one with none of them is an empty final.
 
-use super::markup::{Turn, turns};
-use super::markup::{escape_harmony, parse_json, unescape_harmony};
-use super::{Message, Role, ToolCall};
+use crate::transcript::markup::{Turn, turns};
+use crate::transcript::markup::{escape_harmony, parse_json, unescape_harmony};
+use crate::transcript::{Message, Role, ToolCall};
 
 const START: &str = "<|start|>";
 const END: &str = "<|end|>";
@@ -168,7 +168,7 @@ pub(super) fn read(conversation: &str) -> Vec<Message> {
                         let name = to.unwrap_or_default();
                         let name = name.strip_prefix("functions.").unwrap_or(name);
                         let arguments = parse_json(&content(body))
-                            .map(super::markup::object_entries)
+                            .map(crate::transcript::markup::object_entries)
                             .unwrap_or_else(|| {
                                 vec![("input".to_owned(), serde_json::Value::String(content(body)))]
                             });

@@ -29,9 +29,11 @@
 
 use serde_json::Value;
 
-use super::markup::{Turn, push_wrapped, turns};
-use super::markup::{escape_attribute, escape_text, json_extent, parse_json, stringify, unescape};
-use super::{Dialect, Message, Role, ToolCall, trailing};
+use crate::transcript::markup::{Turn, push_wrapped, turns};
+use crate::transcript::markup::{
+    escape_attribute, escape_text, json_extent, parse_json, stringify, unescape,
+};
+use crate::transcript::{Dialect, Message, Role, ToolCall, trailing};
 
 const HUMAN: &str = "Human: ";
 const ASSISTANT: &str = "Assistant: ";
@@ -283,7 +285,7 @@ fn raw_value_end(text: &str) -> Option<usize> {
 /// A human turn that is tool results, read whole; `None` when it is the user's words.
 fn read_results(dialect: Dialect, body: &str) -> Option<Vec<Message>> {
     if dialect == Dialect::Xml {
-        return super::tool_responses(body);
+        return crate::transcript::tool_responses(body);
     }
     let inner = body
         .strip_prefix("<function_results>\n")?

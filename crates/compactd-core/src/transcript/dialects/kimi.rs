@@ -14,10 +14,10 @@
 //! place in the message, unless it already has an id of that form; a result names its call the
 //! same way, by its place among the results that follow the call.
 
-use super::markup::parse_json;
-use super::markup::{THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, turns};
 use super::reasoning;
-use super::{Message, Role, ToolCall};
+use crate::transcript::markup::parse_json;
+use crate::transcript::markup::{THINK_CLOSE, THINK_OPEN, Turn, push_wrapped, turns};
+use crate::transcript::{Message, Role, ToolCall};
 
 const MIDDLE: &str = "<|im_middle|>";
 const END: &str = "<|im_end|>";
@@ -145,7 +145,7 @@ fn read_calls(mut text: &str) -> Option<Vec<ToolCall>> {
         let name = named.map_or(id, |(name, _)| name).to_owned();
         let mut call = ToolCall::new(
             name.clone(),
-            parse_json(arguments).map(super::markup::object_entries)?,
+            parse_json(arguments).map(crate::transcript::markup::object_entries)?,
         );
         if id != call_id(&name, None, index) {
             call.id = Some(id.to_owned());
