@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use compactd::compactor::{CompactionRequest, compact};
+use compactd::app::compaction::compactor::{CompactionRequest, compact};
 use compactd::config::SummarizerConfig;
 use compactd::pipeline::events::{Event, Observer, Run};
 use compactd::pipeline::{Admission, Context, Endpoint, Limiter, Pipeline, Purpose};

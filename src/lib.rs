@@ -5,7 +5,8 @@
 //! block is what `tests/it/layers.rs` holds every `crate::` path to).
 //! * [`cli`], [`http`]: the ways in; `main.rs` only calls [`cli::run`].
 //! * `agents`: compactd at an agent's model base URL, one module a wire.
-//! * [`app`]: the operations, for a caller; [`compactor`] a session's compaction.
+//! * [`app`]: the operations, for a caller, by resource (a session's compaction in
+//!   `app::compaction`).
 //! * [`pipeline`]: every summarization's stages; [`summarizer`] the models and the chain.
 //! * [`access`], [`store`], [`config`]: keys and tenants, storage, the settings as data.
 //! * The pure core: [`fidelity`], [`compaction`], [`transcript`], [`session`], [`js_json`].
@@ -14,7 +15,6 @@ pub mod access;
 pub(crate) mod agents;
 pub mod app;
 pub mod cli;
-pub mod compactor;
 pub mod config;
 pub(crate) mod cpu;
 pub mod http;

@@ -151,7 +151,7 @@ pub(crate) async fn handle(
 /// Remembers `body` as the latest request of the agent session the headers name, if any (the
 /// body is shared, not copied).
 fn note_session(app: &App, who: &Identity, wire: Wire, headers: &HeaderMap, body: Bytes) {
-    use crate::app::seen::agent_session;
+    use crate::app::threads::seen::agent_session;
     let Some(session) = agent_session(headers) else {
         return;
     };

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::{App, Limits};
 use crate::access::AccessConfig;
+use crate::app::{App, Limits};
 use crate::config::{ServeConfig, StagesConfig, StorageConfig, SummarizerConfig};
 use crate::metrics::Metrics;
 use crate::pipeline::calllog::CallLog;

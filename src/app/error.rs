@@ -58,9 +58,9 @@ impl From<crate::cpu::CpuError> for AppError {
     }
 }
 
-impl From<crate::compactor::CompactError> for AppError {
-    fn from(error: crate::compactor::CompactError) -> Self {
-        use crate::compactor::CompactError;
+impl From<crate::app::compaction::compactor::CompactError> for AppError {
+    fn from(error: crate::app::compaction::compactor::CompactError) -> Self {
+        use crate::app::compaction::compactor::CompactError;
         match error {
             CompactError::Nothing(reason, message) => AppError::Nothing(reason, message),
             // The parameter that named the entry is the caller's to say (see `with_param`).

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::App;
 use crate::access::{Access, Identity, KeyError};
+use crate::app::App;
 use crate::config::ServeConfig;
 
 /// Readiness: storage reachable with its migrations applied, and a summarizer to answer.

@@ -14,26 +14,13 @@
 //! extract, call one function here, and map the result to a response.
 
 mod build;
-pub(crate) mod calls;
-pub(crate) mod compactions;
+pub mod compaction;
 mod error;
-pub(crate) mod fleet;
-pub(crate) mod fork;
-pub(crate) mod handoff;
 mod health;
-pub(crate) mod history;
-pub(crate) mod index;
-pub(crate) mod pins;
-pub mod plans;
-pub(crate) mod preview;
 pub(crate) mod recall;
-pub(crate) mod recall_writer;
-pub(crate) mod seen;
 pub(crate) mod sessions;
-mod stored_path;
-pub(crate) mod thread_map;
 pub(crate) mod threads;
-pub(crate) mod tree_view;
+pub(crate) mod views;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -94,12 +81,12 @@ pub struct AppParts {
     pub metrics: Arc<Metrics>,
     pub calls: CallLog,
     pub limits: Limits,
-    leaf_locks: compactions::LeafLocks,
-    /// The facts of recently used sessions (see [`index`]).
-    pub(crate) index_cache: index::IndexCache,
-    recall_writer: recall_writer::RecallWriter,
-    /// The latest request of each agent session the gateway saw (see [`seen`]).
-    pub(in crate::app) seen: seen::SeenThreads,
+    leaf_locks: compaction::LeafLocks,
+    /// The facts of recently used sessions (see [`sessions::index`]).
+    pub(crate) index_cache: sessions::index::IndexCache,
+    recall_writer: recall::writer::RecallWriter,
+    /// The latest request of each agent session the gateway saw (see [`threads::seen`]).
+    pub(in crate::app) seen: threads::seen::SeenThreads,
 }
 
 impl App {
@@ -120,7 +107,7 @@ impl App {
         calls: CallLog,
         limits: Limits,
     ) -> App {
-        let recall_writer = recall_writer::RecallWriter::spawn(store.clone(), metrics.clone());
+        let recall_writer = recall::writer::RecallWriter::spawn(store.clone(), metrics.clone());
         App(Arc::new(AppParts {
             recall_writer,
             store,
@@ -129,9 +116,9 @@ impl App {
             metrics,
             calls,
             limits,
-            leaf_locks: compactions::LeafLocks::default(),
-            index_cache: index::IndexCache::new(limits.index_cache_bytes),
-            seen: seen::SeenThreads::default(),
+            leaf_locks: compaction::LeafLocks::default(),
+            index_cache: sessions::index::IndexCache::new(limits.index_cache_bytes),
+            seen: threads::seen::SeenThreads::default(),
         }))
     }
 

@@ -4,8 +4,8 @@
 //! compactd does not re-plan: the prompt is read once into its typed shape and forwarded as the
 //! agent wrote it; a structured conversation is written in pi's form for the model.
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use compactd_core::redact::Redacted;
 use std::sync::Arc;
 
@@ -223,7 +223,7 @@ impl App {
         let footer = self.limits.recall_footer;
         Ok(summary.map(|mut summary| {
             if footer {
-                summary.text = super::recall::with_footer(&summary.text, &id);
+                summary.text = crate::app::recall::with_footer(&summary.text, &id);
             }
             summary.flags.recall_id = Some(id);
             summary

@@ -32,7 +32,7 @@ pub struct HandoffArgs {
 }
 
 pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let goal = crate::app::handoff::checked_goal(&args.goal)
+    let goal = crate::app::threads::handoff::checked_goal(&args.goal)
         .map_err(|e| CliError::new(format!("--goal: {e}")))?;
     args.storage.validate().map_err(invalid)?;
     args.summarizers.validate().map_err(invalid)?;
@@ -47,7 +47,7 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         .display()
         .to_string();
     // The command line waits as long as the draft takes: no deadline.
-    let draft = crate::app::handoff::handoff_of(
+    let draft = crate::app::threads::handoff::handoff_of(
         &session,
         &parent,
         &goal,
@@ -70,7 +70,7 @@ pub(super) fn run(args: HandoffArgs, out: &mut impl Write) -> Result<(), CliErro
         drafted.map_err(|e| CliError::new(e.to_string()))
     })?;
     let (prompt, draft) = drafted.draft.split(|draft| (draft.prompt.clone(), draft));
-    let file = crate::app::handoff::handoff_file(&session.header, &parent, &prompt);
+    let file = crate::app::threads::handoff::handoff_file(&session.header, &parent, &prompt);
     let draft = draft.into_inner();
     let target = args.out.unwrap_or_else(|| {
         let stem = args

@@ -191,7 +191,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), CliError> {
                 .map_err(|e| CliError(e.to_string()))?;
             write_json(
                 out,
-                &crate::app::plans::ContextView::of_path(&path).messages,
+                &crate::app::compaction::plans::ContextView::of_path(&path).messages,
             )
         }
     }
@@ -346,17 +346,17 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
         return Err(CliError("--write needs a file, not standard input".into()));
     }
     for pin in &args.pins {
-        crate::app::pins::check_pin(pin).map_err(|e| CliError(format!("--pin: {e}")))?;
+        crate::app::sessions::pins::check_pin(pin).map_err(|e| CliError(format!("--pin: {e}")))?;
     }
-    if args.pins.len() > crate::app::pins::MAX_PINS {
+    if args.pins.len() > crate::app::sessions::pins::MAX_PINS {
         return Err(CliError(format!(
             "--pin: {} pins, over the limit of {}",
             args.pins.len(),
-            crate::app::pins::MAX_PINS
+            crate::app::sessions::pins::MAX_PINS
         )));
     }
     let session = load(&args.session)?;
-    let request = crate::compactor::CompactionRequest {
+    let request = crate::app::compaction::compactor::CompactionRequest {
         leaf_id: args.session.leaf.clone(),
         settings: args.budget.settings(),
         custom_instructions: args.instructions.clone(),

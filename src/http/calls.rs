@@ -1,6 +1,6 @@
 //! `GET /v1/calls`: the caller's tenant's call log, a page at a time, newest first — every
 //! summary compactd wrote or tried to, on any wire, with the agent and wire it came by, its
-//! tokens before and after, and what the fidelity gate found (see [`crate::app::calls`]).
+//! tokens before and after, and what the fidelity gate found (see [`crate::app::views::calls`]).
 //! Prompts and summaries are never in it.
 
 use axum::Json;

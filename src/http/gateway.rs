@@ -41,7 +41,7 @@ async fn handle(
 }
 
 /// An agent's request body, or its refusal: a refused request of an agent session leaves no
-/// older request of it standing as its latest (see [`crate::app::seen`]).
+/// older request of it standing as its latest (see [`crate::app::threads::seen`]).
 pub(super) fn agent_body(
     state: &AppState,
     who: &crate::access::Identity,

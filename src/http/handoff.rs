@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::handoff::{Around, Held};
+use crate::app::threads::handoff::{Around, Held};
 use serde_json::Value;
 
 use super::AppState;
@@ -220,7 +220,7 @@ pub(super) struct ThreadMapView {
     children: Vec<LinkedView>,
 }
 
-fn linked(l: crate::app::thread_map::Linked) -> LinkedView {
+fn linked(l: crate::app::threads::map::Linked) -> LinkedView {
     LinkedView {
         id: l.id,
         kind: l.kind,

@@ -134,7 +134,7 @@ fn too_large(request: &Request, max_body_bytes: usize) -> Option<ApiError> {
     }
     // An agent's request that names its session is refused by its handler instead (still before
     // its body is read): the session's older request is forgotten there, with the caller known.
-    if crate::app::seen::agent_session(request.headers()).is_some() {
+    if crate::app::threads::seen::agent_session(request.headers()).is_some() {
         return None;
     }
     let declared = request

@@ -350,7 +350,7 @@ pub(super) mod mcp {
             let who = caller(&parts)?;
             let thread = args.thread.as_deref().map(str::trim).unwrap_or_default();
             if thread.is_empty() || thread == "current" {
-                let agent = crate::app::seen::agent_of_client(&parts.headers);
+                let agent = crate::app::threads::seen::agent_of_client(&parts.headers);
                 let (drafted, seen) = self
                     .app
                     .handoff_current(who, agent, &args.goal)

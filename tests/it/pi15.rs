@@ -78,7 +78,7 @@ fn the_published_pi15_samples_plan_as_pi_1_5_2_planned_them() {
 fn our_context(text: &str) -> Value {
     let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();
     let path = session.active_path(None).unwrap();
-    let view = compactd::app::plans::ContextView::of_path(&path);
+    let view = compactd::app::compaction::plans::ContextView::of_path(&path);
     let model = view
         .model
         .map(|m| json!({"provider": m.provider, "modelId": m.model_id}))

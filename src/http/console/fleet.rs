@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use super::pages::Page;
 use super::viewer::Viewer;
 use super::views::{self, AgentRow, Bar, CallRow, Chrome, FleetPage, SeriesRow};
-use crate::app::fleet;
+use crate::app::views::fleet;
 use compactd_core::session::time;
 
 /// `GET /ui/fleet`: calls over the last day by model and outcome; this replica's counters.

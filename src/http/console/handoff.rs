@@ -15,7 +15,7 @@ use super::extract::{Form, Path};
 use super::pages::Page;
 use super::viewer::Viewer;
 use super::views::{self, Chrome};
-use crate::app::thread_map::{Linked, ThreadMap};
+use crate::app::threads::map::{Linked, ThreadMap};
 use compactd_core::session::time;
 
 /// A session connected to the one shown.

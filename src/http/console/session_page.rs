@@ -4,8 +4,8 @@
 use super::pages::title_and_cwd;
 use super::viewer::Viewer;
 use super::views::{self, *};
-use crate::app::history::HistoryPage;
-use crate::app::tree_view::{self, SessionTree};
+use crate::app::compaction::history::HistoryPage;
+use crate::app::views::tree::{self as tree_view, SessionTree};
 use compactd_core::compaction::CompactionSettings;
 
 pub(super) fn session_page(
@@ -126,7 +126,7 @@ fn row_view(id: &str, row: &tree_view::TreeRow) -> RowView {
 
 /// One compaction of the session's history as the page lists it.
 fn compaction_row(
-    c: &crate::app::history::CompactionView,
+    c: &crate::app::compaction::history::CompactionView,
     on_path: &std::collections::HashSet<String>,
 ) -> CompactionRow {
     CompactionRow {

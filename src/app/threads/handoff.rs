@@ -11,9 +11,9 @@ use compactd_core::wire::Wire;
 use serde_json::Value;
 use serde_json::json;
 
-use super::sessions::Uploaded;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::sessions::Uploaded;
+use crate::app::{App, AppError};
 use crate::pipeline::{Context, Endpoint, Job, Purpose};
 use crate::summarizer::SummaryRequest;
 use compactd_core::fidelity::{Anchor, AnchorKind};
@@ -251,14 +251,14 @@ fn system_rules(system: Option<&Value>) -> Vec<String> {
 
 impl App {
     /// The draft for `goal` from the thread compactd last saw through its gateway for `who`'s
-    /// `agent` (any agent when `None`; see [`super::seen`]): the conversation of its latest
+    /// `agent` (any agent when `None`; see [`crate::app::threads::seen`]): the conversation of its latest
     /// request. Nothing is stored.
     pub(crate) async fn handoff_current(
         &self,
         who: &Identity,
         agent: Option<&str>,
         goal: &str,
-    ) -> Result<(Drafted, super::seen::Seen), AppError> {
+    ) -> Result<(Drafted, crate::app::threads::seen::Seen), AppError> {
         let seen = self.seen.latest(who, agent).ok_or_else(|| {
             AppError::NotFound(format!(
                 "no thread of {} seen through compactd's gateway: give a session id, or point \
@@ -382,5 +382,8 @@ pub(crate) fn handoff_file(header: &Header, parent: &str, prompt: &Redacted<Stri
             "timestamp": compactd_store::now_ms(),
         },
     });
-    format!("{}\n{message}\n", super::fork::child_header(header, parent))
+    format!(
+        "{}\n{message}\n",
+        crate::app::threads::fork::child_header(header, parent)
+    )
 }

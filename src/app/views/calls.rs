@@ -4,8 +4,8 @@
 //! last call of the one before (its id), so that calls written meanwhile neither repeat nor
 //! shift a page.
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use compactd_store::CallRecord;
 
 /// Calls on a page, at most.

@@ -1,10 +1,10 @@
 //! Plans and rebuilt contexts of stored sessions and of session files: what a compaction would
 //! cut, and what the LLM sees at a leaf. Nothing here writes.
 
-use super::sessions::parse;
-use super::stored_path::StoredPath;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::compaction::stored_path::StoredPath;
+use crate::app::sessions::parse;
+use crate::app::{App, AppError};
 use compactd_core::compaction::pi15::Planner;
 use compactd_core::compaction::{
     CompactionSettings, PlanOutcome, SessionContext, build_session_context,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{
+use crate::app::compaction::compactor::{
     CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
 };
 use crate::pipeline::{Context, Pipeline};

@@ -1,8 +1,13 @@
-//! Compacting stored sessions and summarizing their branches (their history: [`super::history`]).
+//! Compacting stored sessions and summarizing their branches (their history: [`crate::app::compaction::history`]).
 //!
 //! One compaction per leaf: requests for the same leaf of the same session wait for the one in
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
+
+pub mod compactor;
+pub(crate) mod history;
+pub mod plans;
+pub(crate) mod stored_path;
 
 use compactd_core::ids::Id;
 use compactd_core::session::EntryType;
@@ -11,18 +16,16 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::index::{self, IndexView};
-use super::sessions::{appended_record, context_tokens_at};
-use super::{App, AppError};
 use crate::access::Identity;
-use crate::compactor::{
-    self, BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest,
-};
+use crate::app::sessions::index::{self, IndexView};
+use crate::app::sessions::{appended_record, context_tokens_at};
+use crate::app::{App, AppError};
 use crate::pipeline::Endpoint;
 use crate::summarizer::TokenUsage;
 use compactd_core::compaction::NothingReason;
 use compactd_core::session::Session;
 use compactd_store::{Append, CompactionRecord, SessionRecord, StoreError, now_ms};
+use compactor::{BranchSummaryOutcome, BranchSummaryRequest, CompactionOutcome, CompactionRequest};
 
 /// Held while one leaf of one session is being compacted.
 type LeafLock = Arc<tokio::sync::Mutex<()>>;

@@ -2,8 +2,8 @@
 //! (in a `## Pinned` section), checked by the fidelity gate as a critical anchor. Pins belong to
 //! the session's tenant and go with the session.
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use compactd_core::ids::Id;
 use compactd_store::{PinAdded, PinRecord, now_ms};
 

@@ -6,8 +6,8 @@
 use compactd_core::ids::Id;
 use serde_json::Value;
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use compactd_store::SessionRecord;
 
 /// Children looked at, the newest first: a session's map is for reading, not an export.

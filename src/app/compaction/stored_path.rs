@@ -7,9 +7,9 @@
 //! positions on the full path, and the estimates of the messages not read come from their facts,
 //! so that a stored plan is the same as the plan of the file.
 
-use super::index::IndexView;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::sessions::index::IndexView;
+use crate::app::{App, AppError};
 use compactd_core::compaction::PlanOutcome;
 use compactd_core::ids::Id;
 use compactd_core::session::EntryType;

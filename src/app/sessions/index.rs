@@ -10,8 +10,8 @@ use compactd_core::session::EntryType;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
-use super::sessions::parse_stored;
-use super::{App, AppError};
+use crate::app::sessions::parse_stored;
+use crate::app::{App, AppError};
 use compactd_core::compaction::entry_facts::{
     self, ContextState, EntryFacts, KeptFacts, MessageFacts,
 };

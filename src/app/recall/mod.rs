@@ -3,12 +3,14 @@
 //! id that the summary's last line names; the agent searches and reads it back through the MCP
 //! tools or the REST API. Shared by the HTTP handlers, the MCP server and the CLI.
 
+pub(crate) mod writer;
+
 use compactd_core::ids::Id;
 use std::time::Duration;
 
-use super::{App, AppError};
 use crate::access::Identity;
-use crate::compactor::CompactionOutcome;
+use crate::app::compaction::compactor::CompactionOutcome;
+use crate::app::{App, AppError};
 use crate::pipeline::Endpoint;
 use crate::summarizer::{Flags, SummaryRequest};
 use compactd_core::compaction::typed_conversation;
@@ -29,7 +31,7 @@ const PATH_ARGUMENTS: [&str; 5] = ["path", "file_path", "filePath", "file", "fil
 
 impl App {
     /// Keeps the conversation of `request` for recall, redacted (queued: written within moments,
-    /// see [`super::recall_writer`]); its id, or `None` when recall is off, there is nothing to
+    /// see [`crate::app::recall::writer`]); its id, or `None` when recall is off, there is nothing to
     /// keep, or the queue is full (the summary is answered all the same). `flags`: what the
     /// pipeline did — the secrets it replaced (none means none is in the conversation, whose
     /// texts are pieces of the prompt it searched, so it is kept as it is instead of being
@@ -89,7 +91,7 @@ impl App {
     pub(crate) async fn keep_session_recall(
         &self,
         who: &Identity,
-        loaded: &super::stored_path::StoredPath,
+        loaded: &crate::app::compaction::stored_path::StoredPath,
         outcome: &mut CompactionOutcome,
     ) {
         let first_kept = outcome.entry.first_kept_entry_id.as_str();

@@ -107,7 +107,7 @@ pub(crate) fn agent_session(headers: &HeaderMap) -> Option<(&'static str, &str)>
         })
 }
 
-impl super::App {
+impl crate::app::App {
     /// Remembers `body` as the latest request of `who`'s agent session `session` on `wire`.
     pub(crate) fn note_agent_request(
         &self,

@@ -7,9 +7,9 @@ use compactd_core::ids::Id;
 use compactd_core::session::EntryType;
 use std::collections::HashMap;
 
-use super::index::Snapshot;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::sessions::index::Snapshot;
+use crate::app::{App, AppError};
 use compactd_core::compaction::{CompactionSettings, PlanOutcome};
 use compactd_store::SessionRecord;
 
@@ -126,7 +126,7 @@ impl App {
                 let redactor = self.pipeline.redactor();
                 for row in &mut tree.rows {
                     if let Some(line) = lines.get(&(row.seq as i64)) {
-                        row.preview = super::preview::of_line(line, redactor);
+                        row.preview = crate::app::views::preview::of_line(line, redactor);
                     }
                 }
             }

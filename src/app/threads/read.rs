@@ -12,8 +12,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use crate::pipeline::{Endpoint, Job, Purpose};
 use crate::summarizer::SummaryRequest;
 use compactd_core::session::Session;

@@ -7,9 +7,9 @@
 use compactd_core::ids::Id;
 use serde_json::{Map, Value};
 
-use super::sessions::Uploaded;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::sessions::Uploaded;
+use crate::app::{App, AppError};
 use compactd_core::session::{Entry, Header};
 
 impl App {

@@ -1,6 +1,9 @@
 //! Stored sessions: upload, list, read, delete, the file back, appends. Every operation is for a
 //! caller: another tenant's session is "not found", like a missing one.
 
+pub(crate) mod index;
+pub(crate) mod pins;
+
 use crate::access::Identity;
 use compactd_core::ids::Id;
 use compactd_core::session::EntryType;
@@ -9,8 +12,8 @@ use compactd_core::session::{
 };
 use compactd_store::{Append, EntryRecord, NewEntry, SessionRecord, StoreError, now_ms};
 
-use super::index::{self, FACTS_VERSION, IndexView};
-use super::{App, AppError};
+use crate::app::{App, AppError};
+use index::{FACTS_VERSION, IndexView};
 
 /// A session just stored, and what lenient reading skipped or repaired on the way.
 #[derive(Debug)]

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::{App, AppError};
 use compactd_store::{CallRecord, now_ms};
 
 /// Calls of the call log the view reads at most (the newest).

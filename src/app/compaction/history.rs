@@ -10,9 +10,9 @@ use compactd_core::ids::Id;
 use compactd_core::session::EntryType;
 use serde::Serialize;
 
-use super::compactions::UsageView;
-use super::{App, AppError};
 use crate::access::Identity;
+use crate::app::compaction::UsageView;
+use crate::app::{App, AppError};
 use compactd_core::fidelity::{Missing, Report};
 use compactd_core::session::{EntryKind, Message, time};
 use compactd_store::CompactionRecord;
