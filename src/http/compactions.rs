@@ -14,10 +14,10 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{JsonBody, JsonlBody, OptionalJsonBody, QueryParams, SessionId};
 use crate::app::compaction::compactor::{BranchSummaryRequest, CompactionRequest};
-use crate::app::compaction::history::{CompactionView, HistoryRange};
 use crate::app::compaction::plans::{ContextView, settings};
 use crate::app::compaction::{Compacted, UsageView, usage_view};
 use crate::app::sessions::ReplaceNotice;
+use crate::app::views::history::{CompactionView, HistoryRange};
 use crate::app::wire::StagesView;
 use compactd_core::compaction::entry::BranchSummaryEntry;
 use compactd_core::fidelity::{Missing, Report};
@@ -290,7 +290,7 @@ pub(super) async fn history(
     SessionId(id): SessionId,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<CompactionHistory>, ApiError> {
-    let max = crate::app::compaction::history::MAX_HISTORY_PAGE as i64;
+    let max = crate::app::views::history::MAX_HISTORY_PAGE as i64;
     let limit = match query.limit {
         None => 100,
         Some(n) if (1..=max).contains(&n) => n as usize,

@@ -1,11 +1,10 @@
-//! Compacting stored sessions and summarizing their branches (their history: [`crate::app::compaction::history`]).
+//! Compacting stored sessions and summarizing their branches (their history: [`crate::app::views::history`]).
 //!
 //! One compaction per leaf: requests for the same leaf of the same session wait for the one in
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
 
 pub mod compactor;
-pub(crate) mod history;
 pub mod plans;
 pub(crate) mod stored_path;
 

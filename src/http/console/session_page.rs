@@ -4,7 +4,7 @@
 use super::pages::title_and_cwd;
 use super::viewer::Viewer;
 use super::views::{self, *};
-use crate::app::compaction::history::HistoryPage;
+use crate::app::views::history::HistoryPage;
 use crate::app::views::tree::{self as tree_view, SessionTree};
 use compactd_core::compaction::CompactionSettings;
 
@@ -126,7 +126,7 @@ fn row_view(id: &str, row: &tree_view::TreeRow) -> RowView {
 
 /// One compaction of the session's history as the page lists it.
 fn compaction_row(
-    c: &crate::app::compaction::history::CompactionView,
+    c: &crate::app::views::history::CompactionView,
     on_path: &std::collections::HashSet<String>,
 ) -> CompactionRow {
     CompactionRow {
