@@ -219,8 +219,9 @@ fn the_documented_stages_are_the_pipelines() {
     }
 }
 
-/// The worked examples of docs/architecture.md are the code: each line of a ```rust block under
-/// a `// src/…` line stands in that file.
+/// The worked examples of docs/architecture.md are the code: each ```rust block, under the
+/// `// path` line that names its file, is a piece of that file — its lines, in order, one after
+/// another — so the example is code the build compiles, not a sketch of it.
 #[test]
 fn the_architectures_examples_are_in_the_code() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -228,22 +229,21 @@ fn the_architectures_examples_are_in_the_code() {
     let mut checked = 0;
     for block in doc.split("```rust\n").skip(1) {
         let block = block.split("```").next().unwrap();
-        let mut file = None;
-        for line in block.lines().filter(|l| !l.trim().is_empty()) {
-            if let Some(path) = line.strip_prefix("// ") {
-                let path = path.split(',').next().unwrap();
-                file = Some(std::fs::read_to_string(root.join(path)).unwrap());
-                continue;
-            }
-            let text = file
-                .as_deref()
-                .expect("a `// src/…` line names the file first");
-            assert!(
-                text.lines().any(|l| l.trim() == line.trim()),
-                "not in the code: {line}"
-            );
-            checked += 1;
-        }
+        let mut lines = block.lines();
+        let path = lines
+            .next()
+            .and_then(|l| l.strip_prefix("// "))
+            .expect("an example opens with the `// path` of its file");
+        let path = path.split(',').next().unwrap();
+        let file = std::fs::read_to_string(root.join(path)).unwrap();
+        let file: Vec<&str> = file.lines().map(str::trim_end).collect();
+        let example: Vec<&str> = lines.map(str::trim_end).collect();
+        assert!(
+            file.windows(example.len()).any(|w| w == example.as_slice()),
+            "not a piece of {path}:\n{}",
+            example.join("\n")
+        );
+        checked += 1;
     }
-    assert!(checked >= 10, "only {checked} lines checked");
+    assert!(checked >= 4, "only {checked} examples checked");
 }
