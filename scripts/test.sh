@@ -23,6 +23,9 @@ fi
 # npm, once, under target/agents).
 COMPACTD_AGENTS_BIN="$(scripts/agents.sh install)"
 export COMPACTD_AGENTS_BIN
+# The providers' official SDKs the compaction wires are tested with (pinned, from PyPI, once,
+# under target/sdks).
+scripts/sdks.sh install >/dev/null
 # The full tier: a test whose part is missing fails instead of skipping (crates/compactd-testkit/src/tiers.rs).
 export COMPACTD_TEST_FULL=1
 cargo test --locked "$@"

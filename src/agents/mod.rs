@@ -25,6 +25,7 @@ mod gateway;
 mod proxy;
 mod recognize;
 mod responses;
+pub(crate) mod responses_compact;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
@@ -253,7 +254,7 @@ async fn answer_compaction(
 }
 
 /// Why an agent's own compaction went to its provider: the tenant's budget, or compactd's error.
-fn log_fallback(agent: Agent, error: &AppError) {
+pub(super) fn log_fallback(agent: Agent, error: &AppError) {
     let agent = agent.name;
     match error {
         AppError::Summarize(crate::pipeline::SummarizeError::BudgetSpent) => tracing::info!(

@@ -10,6 +10,7 @@ use super::Wire;
 use super::answer::{Answer, id, json_response, pieces, sse};
 use super::recognize::{Compaction, Form, of_history};
 use crate::pipeline::Agent;
+use crate::summarizer::TokenUsage;
 use compactd_core::transcript::structured;
 
 /// Codex (0.169.0, 0.171.0) with a custom provider: local "memento" compaction over `/v1/responses`.
@@ -95,6 +96,14 @@ fn codex_request_kind(headers: &HeaderMap, body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A summary's tokens as the Responses API reports usage (every field its SDKs require).
+pub(super) fn usage_of(usage: &TokenUsage) -> Value {
+    json!({"input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_tokens + usage.output_tokens})
+}
+
 /// An OpenAI Responses answer whose one output item is `item` (an assistant message holding the
 /// text when `None`).
 pub(super) fn answer(answer: &Answer<'_>, stream: bool, item: Option<Value>) -> Response {
@@ -111,10 +120,7 @@ pub(super) fn answer(answer: &Answer<'_>, stream: bool, item: Option<Value>) -> 
         json!({"id": response_id, "object": "response", "created_at": created, "status": status,
             "model": answer.model, "output": output, "usage": usage})
     };
-    let final_usage = json!({"input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
-        "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_tokens + usage.output_tokens});
+    let final_usage = usage_of(usage);
     if !stream {
         return json_response(response("completed", json!([item]), final_usage));
     }

@@ -93,7 +93,7 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// The summarization routes agents call (`/v1/compact`, `/v1/chat/completions`, also under
+/// The summarization routes agents and SDKs call (`/v1/compact`, the gateway's wires, also under
 /// `/k/{key}/`): they never answer 401 or 403.
 pub(super) fn is_agent_wire(path: &str) -> bool {
     let path = path.trim_end_matches('/');
@@ -103,6 +103,7 @@ pub(super) fn is_agent_wire(path: &str) -> bool {
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/v1/responses",
+        "/v1/responses/compact",
     ]
     .iter()
     .any(|wire| path.ends_with(wire))

@@ -18,6 +18,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(messages))
         .routes(routes!(count_tokens))
         .routes(routes!(responses, responses_socket))
+        .routes(routes!(responses_compact))
 }
 
 /// The gateway, or 404 when it is off (these routes do not exist then).
@@ -122,4 +123,24 @@ pub(super) async fn responses_socket(State(state): State<AppState>) -> Result<Re
         param: None,
     }
     .into_response())
+}
+
+#[utoipa::path(post, path = "/v1/responses/compact", tag = "gateway",
+    request_body(content = Object, description = "An OpenAI `responses.compact` request: `model`, `input` (a string or Responses input items), `instructions`"),
+    responses(
+        (status = 200, description = "The conversation compacted by compactd: a `response.compaction` whose `output` is the input's user messages, then one `compaction` item (compactd's, sealed for the caller; sent back in a later turn's input, compactd opens it into its summary). A compaction compactd does not answer (its models down, the tenant's budget spent) is the upstream's answer", body = Object),
+        (status = 400, description = "`invalid_value`: the body is not a JSON object; `invalid_content_encoding`", body = ErrorBody),
+        (status = 404, description = "The gateway is off", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "`input` missing (and no `previous_response_id` for the upstream), or nothing to compact", body = ErrorBody),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`)", body = Object),
+    ))]
+pub(super) async fn responses_compact(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    body: Result<RawBody, RawBodyRejected>,
+) -> Result<Response, ApiError> {
+    let gateway = gateway(&state)?;
+    let body = agent_body(&state, &who, body)?;
+    Ok(agents::responses_compact::compact(&state.app, gateway, &who, body.into_request()).await?)
 }

@@ -158,6 +158,9 @@ pub fn provider_answer(path: &str) -> String {
     }
 }
 
+/// The provider's own answer to `POST /v1/responses/compact`.
+pub const PROVIDER_COMPACTION: &str = r#"{"id":"resp_p","object":"response.compaction","created_at":1,"output":[{"id":"cmp_p","type":"compaction","encrypted_content":"gAAAAB-provider"}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}"#;
+
 struct Answers;
 
 impl Respond for Answers {
@@ -168,6 +171,10 @@ impl Respond for Answers {
         if request.url.path().ends_with("/count_tokens") {
             return ResponseTemplate::new(200)
                 .set_body_raw(r#"{"input_tokens":2048}"#, "application/json");
+        }
+        if request.url.path().ends_with("/responses/compact") {
+            return ResponseTemplate::new(200)
+                .set_body_raw(PROVIDER_COMPACTION, "application/json");
         }
         ResponseTemplate::new(200)
             .insert_header("x-provider-request-id", "req_provider_1")

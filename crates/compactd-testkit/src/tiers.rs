@@ -25,6 +25,8 @@ pub enum Part {
     Node,
     /// The real coding agents (`scripts/agents.sh install`).
     Agents,
+    /// The providers' official Python SDKs, pinned (`scripts/sdks.sh install`).
+    Sdks,
 }
 
 impl Part {
@@ -35,6 +37,7 @@ impl Part {
             Part::Browser => "headless chromium and chromedriver",
             Part::Node => "node 22 and the MCP SDK",
             Part::Agents => "the real agents (Claude Code, Codex, OpenCode, pi)",
+            Part::Sdks => "the official OpenAI and Anthropic Python SDKs",
         }
     }
 
@@ -46,6 +49,7 @@ impl Part {
             Part::PostgresServer => "apt-get install postgresql (scripts/ensure-postgres.sh does)",
             Part::Browser => "apt-get install chromium chromium-driver (scripts/test.sh does)",
             Part::Node | Part::Agents => "scripts/agents.sh install (scripts/test.sh does)",
+            Part::Sdks => "scripts/sdks.sh install (scripts/test.sh does)",
         }
     }
 
@@ -71,6 +75,7 @@ impl Part {
                     .iter()
                     .all(|b| bin.join(b).exists())
             }
+            Part::Sdks => sdk_python().exists(),
         }
     }
 }
@@ -127,6 +132,11 @@ pub fn agents_bin() -> PathBuf {
         |_| workspace_root().join("target/agents/bin"),
         PathBuf::from,
     )
+}
+
+/// The python of the SDKs' virtualenv (`scripts/sdks.sh install`).
+pub fn sdk_python() -> PathBuf {
+    workspace_root().join("target/sdks/venv/bin/python")
 }
 
 /// The directory of PostgreSQL's server programs, if they are installed.

@@ -1,0 +1,161 @@
+//! The providers' own compaction APIs at the gateway (issue 66): OpenAI's
+//! `POST /v1/responses/compact` answered by compactd in the API's shape, its compaction item opened
+//! into compactd's summary when a later turn sends it back, and what compactd cannot answer (its
+//! models down, history only the upstream can read) going to the upstream as it came.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::gateway_support::{
+    MODEL_SUMMARY, PROVIDER_COMPACTION, Provider, gateway_config, summarizer_model,
+};
+use crate::support::{FakeUpstream, Reply, TestApp};
+
+/// A Responses conversation as a client compacts it: user turns, the model's answers, a tool call.
+fn conversation() -> Value {
+    json!([
+        {"type": "message", "role": "user", "content": "What does calc.py do? Keep answers short."},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "It parses arithmetic; let me read it."}]},
+        {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{\"path\":\"calc.py\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "def parse(s): ..."},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "calc.py parses and evaluates expressions."}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "Now add tests for parse."}]},
+    ])
+}
+
+#[tokio::test]
+async fn responses_compact_is_answered_by_compactd_and_its_item_opens_in_the_next_turn() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let response = app
+        .post(
+            "/v1/responses/compact",
+            &json!({"model": "gpt-5.2", "input": conversation()}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let compacted: Value = response.json().await.unwrap();
+    assert_eq!(compacted["object"], "response.compaction");
+    assert!(compacted["id"].as_str().unwrap().starts_with("resp"));
+    let output = compacted["output"].as_array().unwrap();
+    // Every user message, in order, then one compaction item.
+    let users: Vec<&Value> = output.iter().filter(|i| i["role"] == "user").collect();
+    assert_eq!(users.len(), 2, "{compacted}");
+    assert_eq!(
+        users[0]["content"][0],
+        json!({"type": "input_text", "text": "What does calc.py do? Keep answers short."})
+    );
+    assert_eq!(users[1]["content"][0]["text"], "Now add tests for parse.");
+    let item = output.last().unwrap();
+    assert_eq!(item["type"], "compaction");
+    assert_eq!(output.len(), 3);
+    let sealed = item["encrypted_content"].as_str().unwrap();
+    assert!(
+        !sealed.contains("calc.py") && !sealed.contains("SUMMARY"),
+        "the item is sealed"
+    );
+    assert!(compacted["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert!(!model.received().is_empty(), "compactd's model wrote it");
+    assert!(
+        provider.received().await.is_empty(),
+        "the upstream never saw the compaction"
+    );
+
+    // The next turn sends the compacted output back: the upstream reads compactd's summary.
+    let mut input = output.clone();
+    input.push(json!({"role": "user", "content": "Go on."}));
+    let response = app
+        .client
+        .post(format!("{}/v1/responses", app.url))
+        .json(&json!({"model": "gpt-5.2", "input": input, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = provider.received().await.pop().unwrap();
+    let seen: Value = serde_json::from_slice(&seen.body).unwrap();
+    assert!(!seen.to_string().contains("compactd.v2."), "{seen}");
+    assert!(
+        seen.to_string()
+            .contains(MODEL_SUMMARY.split('\n').nth(1).unwrap())
+    );
+}
+
+#[tokio::test]
+async fn a_compaction_compactd_cannot_answer_is_the_upstreams() {
+    // compactd's model is down: the upstream compacts, and its answer comes back as it wrote it.
+    let down = FakeUpstream::start(
+        vec![],
+        Reply::json(500, json!({"error": {"message": "down"}})),
+    )
+    .await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&down, &provider)).await;
+    let body = json!({"model": "gpt-5.2", "input": conversation()});
+    let response = app.post("/v1/responses/compact", &body).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.text().await.unwrap(), PROVIDER_COMPACTION);
+    let seen = provider.received().await;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].url.path(), "/v1/responses/compact");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&seen[0].body).unwrap(),
+        body
+    );
+
+    // History only the upstream can read goes to it without asking compactd's model.
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let mut theirs = conversation();
+    theirs.as_array_mut().unwrap().insert(
+        0,
+        json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-openai-sealed"}),
+    );
+    for body in [
+        json!({"model": "gpt-5.2", "input": theirs}),
+        json!({"model": "gpt-5.2", "previous_response_id": "resp_earlier"}),
+        json!({"model": "gpt-5.2", "previous_response_id": "resp_earlier", "input": "and this"}),
+    ] {
+        let before = provider.received().await.len();
+        let response = app.post("/v1/responses/compact", &body).await;
+        assert_eq!(response.status(), StatusCode::OK, "{body}");
+        let seen = provider.received().await;
+        assert_eq!(seen.len(), before + 1, "{body}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&seen[before].body).unwrap(),
+            body
+        );
+    }
+    assert!(
+        model.received().is_empty(),
+        "compactd's model was not asked"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let cases: [(&str, StatusCode, &str); 3] = [
+        ("{\"model\": ", StatusCode::BAD_REQUEST, "body"),
+        ("[1, 2]", StatusCode::BAD_REQUEST, "body"),
+        (
+            "{\"model\": \"gpt-5.2\"}",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "input",
+        ),
+    ];
+    for (body, status, param) in cases {
+        let response = app.post_json_text("/v1/responses/compact", body).await;
+        assert_eq!(response.status(), status, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["param"], param, "{body}: {error}");
+    }
+    assert!(provider.received().await.is_empty());
+    assert!(model.received().is_empty());
+}
