@@ -66,6 +66,16 @@ impl Seal {
 
     /// The compaction item that carries `summary` for `who`.
     pub(crate) fn item(&self, summary: &str, who: &Identity) -> Value {
+        json!({
+            "type": "compaction",
+            "id": format!("cmp_compactd{:016x}", fastrand::u64(..)),
+            "encrypted_content": self.seal(summary, who),
+        })
+    }
+
+    /// `summary` sealed for `who`: what [`Seal::open`] opens (an item's `encrypted_content`, an
+    /// Anthropic block's `signature`).
+    pub(crate) fn seal(&self, summary: &str, who: &Identity) -> String {
         let payload = json!({"summary": summary, "at": compactd_store::now_ms()}).to_string();
         // 192-bit nonces: drawn at random, they do not repeat.
         let mut nonce = [0u8; 24];
@@ -83,14 +93,10 @@ impl Seal {
             .expect("sealing a payload in memory does not fail");
         let mut content = nonce.to_vec();
         content.extend_from_slice(&sealed);
-        json!({
-            "type": "compaction",
-            "id": format!("cmp_compactd{:016x}", fastrand::u64(..)),
-            "encrypted_content": format!("{PREFIX}{}", B64.encode(content)),
-        })
+        format!("{PREFIX}{}", B64.encode(content))
     }
 
-    /// The summary of an item compactd made for `who`; `None` for anyone else's, or a forged one.
+    /// The summary compactd sealed for `who`; `None` for anyone else's, or a forged one.
     pub(crate) fn open(&self, encrypted_content: &str, who: &Identity) -> Option<String> {
         let content = B64.decode(encrypted_content.strip_prefix(PREFIX)?).ok()?;
         if content.len() < 24 {

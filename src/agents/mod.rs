@@ -17,6 +17,7 @@
 //! settings, never taken from a request.
 
 mod answer;
+mod anthropic_compaction;
 mod anthropic_messages;
 mod carried;
 mod chat_completions;
@@ -100,7 +101,8 @@ pub(crate) async fn handle(
     mut request: Request,
 ) -> Result<Outcome, AgentError> {
     let plain = request.plain.clone().unwrap_or_default();
-    let holds_item = wire == Wire::Responses && codex::may_hold_item(&plain);
+    // compactd's sealed items (Responses) and blocks (Messages) come back on later turns.
+    let holds_item = wire != Wire::ChatCompletions && codex::may_hold_item(&plain);
     // What the agent's MCP `handoff` of "this thread" reads: the body as the model gets it.
     let mut seen_body = plain.clone();
     // The one parse of the body, and only of one that may be a compaction: the ordinary turns
@@ -112,7 +114,14 @@ pub(crate) async fn handle(
     // anything reads them. The rewritten body goes upstream plain.
     if holds_item && let Some(value) = body.as_mut() {
         let seal = gateway.seal(app).await.map_err(AppError::from)?;
-        if seal.expand(value, who) > 0 {
+        let expanded = match wire {
+            Wire::AnthropicMessages => match anthropic_compaction::expand(seal, value, who) {
+                Ok(expanded) => expanded,
+                Err(refused) => return Ok(Outcome::Response(refused.response())),
+            },
+            _ => seal.expand(value, who),
+        };
+        if expanded > 0 {
             request.bytes = value.to_string().into();
             request.headers.remove(axum::http::header::CONTENT_ENCODING);
             seen_body = request.bytes.clone();
@@ -137,6 +146,11 @@ pub(crate) async fn handle(
         return Err(AgentError::NotJson { declared });
     }
     if let Some(compaction) = compaction {
+        if compaction.answer == Form::CompactionBlock
+            && let Err(refused) = anthropic_compaction::check(&body)
+        {
+            return Ok(Outcome::Response(refused.response()));
+        }
         let answered = answer_compaction(app, gateway, who, wire, &request, compaction).await?;
         return match answered {
             Some(outcome) => Ok(outcome),
@@ -221,6 +235,16 @@ async fn answer_compaction(
                 summary,
                 stream: compaction.stream,
             }));
+        }
+        Wire::AnthropicMessages if compaction.answer == Form::CompactionBlock => {
+            let seal = gateway.seal(app).await.map_err(AppError::from)?;
+            let signature = seal.seal(&summary.text, who);
+            let reply = Answer {
+                text: &summary.text,
+                model: &compaction.model,
+                usage: summary.usage,
+            };
+            anthropic_compaction::answer(&reply, &signature, compaction.stream)
         }
         Wire::AnthropicMessages => {
             let text = match compaction.answer {

@@ -10,6 +10,7 @@ use axum::http::HeaderMap;
 use memchr::memmem::Finder;
 use serde_json::Value;
 
+use super::anthropic_compaction::{self, ANTHROPIC_COMPACTION};
 use super::anthropic_messages::{self, CLAUDE_CODE};
 use super::chat_completions::{self, OPENCODE, RENDERED_MARKER};
 use super::responses::{self, CODEX_LOCAL, CODEX_REMOTE};
@@ -44,6 +45,9 @@ pub(crate) enum Form {
     SummaryTags,
     /// One sealed `compaction` item that compactd reads back ([`super::codex`]).
     SealedItem,
+    /// One Anthropic `compaction` block alone, signed with compactd's seal
+    /// ([`super::anthropic_compaction`]).
+    CompactionBlock,
 }
 
 /// One agent's compactions on one wire: adding an agent on a wire compactd serves is one row
@@ -61,6 +65,12 @@ pub(crate) struct Recognizer {
 
 /// Every agent whose compactions compactd answers, by wire.
 pub(crate) const RECOGNIZERS: &[Recognizer] = &[
+    Recognizer {
+        agent: ANTHROPIC_COMPACTION,
+        wire: Wire::AnthropicMessages,
+        marker: anthropic_compaction::ON_DEMAND_MARKER,
+        recognize: anthropic_compaction::on_demand,
+    },
     Recognizer {
         agent: CLAUDE_CODE,
         wire: Wire::AnthropicMessages,

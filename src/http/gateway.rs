@@ -57,9 +57,9 @@ pub(super) fn agent_body(
 #[utoipa::path(post, path = "/v1/messages", tag = "gateway",
     request_body(content = Object, description = "An Anthropic Messages request, as Claude Code sends it"),
     responses(
-        (status = 200, description = "Claude Code's compaction answered by compactd (`<summary>` tags, streamed when asked), or the upstream's answer to anything else, streamed through",
+        (status = 200, description = "Claude Code's compaction answered by compactd (`<summary>` tags, streamed when asked); Anthropic's on-demand compaction (`compaction: {\"type\": \"summarize\"}`) answered with compactd's `compaction` block alone (`stop_reason: \"compaction\"`, its `signature` compactd's seal of the summary, for the caller); the upstream's answer to anything else, streamed through, with compactd's own blocks replaced by their summaries before it goes upstream",
             content((Object = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "`ambiguous_credentials`: compactd's key came in the only header the provider reads its credential from (send it in `/k/KEY/` or `X-Compactd-Key`); `invalid_content_encoding`: the body does not decode as its `Content-Encoding`", body = ErrorBody),
+        (status = 400, description = "`ambiguous_credentials`: compactd's key came in the only header the provider reads its credential from (send it in `/k/KEY/` or `X-Compactd-Key`); `invalid_content_encoding`: the body does not decode as its `Content-Encoding`; in Anthropic's shape as well (`type: \"error\"`, `error.details.error_code`), a compaction the API refuses: `compaction_nothing_to_summarize`, `compaction_incomplete_turn`, `compaction_content_mismatch` (a block of compactd's whose content was changed), `compaction_block_misplaced`, or `compaction` with `context_management`", body = ErrorBody),
         (status = 404, description = "The gateway is off (`COMPACTD_GATEWAY`), or beyond loopback an unknown key in a `/k/KEY/` URL", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 502, description = "The upstream could not be reached (`upstream_unreachable`, in the shape Anthropic and OpenAI clients read)", body = Object),

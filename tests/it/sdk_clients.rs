@@ -106,3 +106,113 @@ async fn openais_sdk_compacts_through_compactd_and_carries_the_item_into_the_nex
     assert_eq!(refused["class"], "UnprocessableEntityError");
     assert_eq!(refused["param"], "input");
 }
+
+/// The same conversation in Anthropic Messages, with the system prompt and tools of a live agent.
+fn messages_conversation() -> Value {
+    json!([
+        {"role": "user", "content": "Always run cargo fmt before you commit anything."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Understood."}]},
+        {"role": "user", "content": "The parser drops unary minus; fix it in src/parser.rs."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "write",
+             "input": {"path": "src/parser.rs", "content": "fn unary() {}"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "wrote src/parser.rs"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Fixed: unary minus is parsed in src/parser.rs."}]},
+        {"role": "user", "content": "Now add a regression test for unary minus."},
+    ])
+}
+
+#[tokio::test]
+async fn anthropics_sdk_compacts_on_demand_through_compactd_and_the_block_opens_in_the_next_turn() {
+    compactd_testkit::needs!(Sdks);
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let job = json!({
+        "base_url": app.url,
+        "model": "claude-sonnet-4-6",
+        "system": "You are a coding agent. Tools: read, write, bash.",
+        "messages": messages_conversation(),
+    });
+    let report = tokio::task::spawn_blocking(move || run_sdk("anthropic_compact.py", &job))
+        .await
+        .unwrap();
+    assert_eq!(report["class"], "BetaMessage", "{report}");
+    assert_eq!(report["block_class"], "BetaCompactionBlock");
+    assert_eq!(report["block_strict"], "compaction");
+    assert_eq!(report["message_strict"], "compaction");
+    assert_eq!(report["blocks"], 1, "the block alone");
+    assert_eq!(report["iterations"], json!(["compaction"]));
+    let block = &report["block"];
+    let summary = block["content"].as_str().unwrap();
+    for kept in [
+        "src/parser.rs",
+        "regression test for unary minus",
+        "Always run cargo fmt before you commit anything.",
+    ] {
+        assert!(
+            summary.contains(kept),
+            "{kept} is not in the summary: {summary}"
+        );
+    }
+    assert!(
+        block["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("compactd.v2.")
+    );
+    // Streamed, the SDK's own accumulator builds the same block.
+    assert_eq!(report["streamed_stop_reason"], "compaction");
+    assert_eq!(report["streamed_block"]["content"], block["content"]);
+    assert!(report["streamed_block"]["signature"].is_string());
+    let events = report["stream_events"].as_array().unwrap();
+    assert!(events.contains(&json!("compaction")), "{events:?}");
+
+    // The provider saw only the next turn, with the summary in place of compactd's block.
+    let seen = provider.received().await;
+    assert_eq!(seen.len(), 1, "the provider never saw a compaction");
+    assert_eq!(seen[0].url.path(), "/v1/messages");
+    let next: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let text = next["messages"].to_string();
+    assert!(
+        !text.contains("compactd.v2.") && !text.contains("\"compaction\""),
+        "{text}"
+    );
+    assert!(text.contains("src/parser.rs"), "{text}");
+    assert!(
+        report["next_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("PROVIDER SAYS OK")
+    );
+
+    // What the API refuses, compactd refuses as the API does: the SDK raises its typed errors.
+    let refusals = &report["refusals"];
+    for (case, class, code) in [
+        (
+            "nothing",
+            "CompactionNothingToSummarizeError",
+            "compaction_nothing_to_summarize",
+        ),
+        (
+            "incomplete",
+            "CompactionIncompleteTurnError",
+            "compaction_incomplete_turn",
+        ),
+        (
+            "edited",
+            "CompactionContentMismatchError",
+            "compaction_content_mismatch",
+        ),
+    ] {
+        assert_eq!(refusals[case]["class"], class, "{case}: {refusals}");
+        assert_eq!(refusals[case]["status"], 400);
+        assert_eq!(refusals[case]["error_code"], code);
+    }
+    assert_eq!(
+        refusals["with_context_management"]["class"],
+        "BadRequestError"
+    );
+}
