@@ -22,6 +22,12 @@ CODEX=0.171.0
 OPENCODE=1.18.33
 PI=1.6.0
 MCP_SDK=1.32.2
+OH_MY_PI=18.3.4
+# oh-my-pi's runtime (its package.json: bun >= 1.3.14), from npm.
+BUN=1.4.5
+# oh-my-pi 18.3.4 loads its native addon from @oh-my-pi/pi-natives, whose 18.3.4 is not on the
+# registry: the newest release whose loader and addon are both there stands in (see omp_natives).
+OMP_NATIVES=18.2.3
 # pi 1.5 needs node >= 22.19; Debian's may be older: node's own build, from npm.
 NODE=22.23.3
 
@@ -78,6 +84,35 @@ JS
     > "$dir/@earendil-works/pi-ai/compat.js"
   echo '{"name": "cross-spawn", "version": "0.0.0", "main": "index.js"}' > "$dir/cross-spawn/package.json"
   echo 'module.exports = function spawn() { throw new Error("not in the oracle"); };' > "$dir/cross-spawn/index.js"
+}
+
+# omp_natives DIR: what oh-my-pi's bundle imports outside itself, in DIR/node_modules: its parser
+# dependency, and pi-natives at OMP_NATIVES with the few symbols the 18.3.4 bundle imports that
+# release lacks (Apple's on-device model, the text predictor, shell-fs enums, mermaid rendering),
+# none of which a compaction runs; they throw if called.
+omp_natives() {
+  local modules="$1/node_modules"
+  if [ -f "$modules/.compactd-shim" ]; then return; fi
+  echo "agents: fetching oh-my-pi's natives ($OMP_NATIVES) and parser" >&2
+  mkdir -p "$modules"
+  module "@oh-my-pi/pi-natives@$OMP_NATIVES" "$(realpath --relative-to="$home" "$modules")/@oh-my-pi/pi-natives"
+  module "@oh-my-pi/pi-natives-linux-x64@$OMP_NATIVES" "$(realpath --relative-to="$home" "$modules")/@oh-my-pi/pi-natives-linux-x64"
+  module "@babel/parser@7.29.7" "$(realpath --relative-to="$home" "$modules")/@babel/parser"
+  cat >> "$modules/@oh-my-pi/pi-natives/native/index.js" <<'JS'
+
+// compactd's test install (scripts/agents.sh): symbols oh-my-pi 18.3.4's bundle imports that this
+// release of pi-natives lacks; no compaction runs them.
+export const ShellFsFileType = Object.freeze({});
+export const ShellFsMissing = Object.freeze({});
+export const ShellFsOp = Object.freeze({});
+export const ShellFsResolve = Object.freeze({});
+export class TextPredictor { constructor() { throw new Error("TextPredictor: not in this pi-natives"); } }
+export function appleFmAvailability() { return { available: false, reason: "not on linux" }; }
+export function appleFmCancel() {}
+export function appleFmGenerate() { throw new Error("appleFmGenerate: not on linux"); }
+export function renderMermaidAscii(text) { return text; }
+JS
+  touch "$modules/.compactd-shim"
 }
 
 # agent_binary AGENT VERSION BIN: AGENT's binary at VERSION, fetched once, linked in BIN.
@@ -137,6 +172,12 @@ case "${1:-install}" in
     # The bundle loads extensions with jiti, which it does not carry: pi's pinned version.
     module "jiti@2.7.0" "pi-$PI/package/node_modules/jiti"
     printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$bin/node22" "$home/pi-$PI/package/dist/bundle/cli.js" > "$bin/pi"
+    # oh-my-pi: its bundle, run by Bun, as its `omp` binary is.
+    fetch "@oven/bun-linux-x64@$BUN" "bun-$BUN" bin/bun bun
+    fetch "@oh-my-pi/pi-coding-agent@$OH_MY_PI" "omp-$OH_MY_PI" dist/cli.js omp-cli.js
+    omp_natives "$home/omp-$OH_MY_PI/package"
+    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$bin/bun" "$home/omp-$OH_MY_PI/package/dist/cli.js" > "$bin/omp"
+    chmod +x "$bin/omp"
     # The pinned pi, where the pi 1.5 oracle (scripts/pi15/) finds it.
     ln -sfn "pi-$PI" "$home/pi"
     chmod +x "$bin/pi"

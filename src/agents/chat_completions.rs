@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::recognize::{Compaction, Form};
+use super::rendered::{has_tools, is_rendered_prompt};
 
 use super::Wire;
 use crate::app::AppError;
@@ -155,9 +156,6 @@ pub(crate) const OPENCODE: Agent = Agent {
 /// OpenCode 1.18.33's summarization system prompt opens with this.
 pub(super) const OPENCODE_SYSTEM: &str = "You are a context summarization agent.";
 
-/// The marker of a rendered summarization prompt on the chat wire ([`is_rendered_summarization`]).
-pub(super) const RENDERED_MARKER: &str = "<conversation>";
-
 /// An OpenCode compaction on the chat wire: its summarization system prompt, and no tools.
 pub(super) fn opencode(agent: Agent, _headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     let messages = body.get("messages")?.as_array()?;
@@ -206,34 +204,4 @@ pub(crate) fn is_rendered_summarization(body: &Value) -> bool {
     let users = text_of("user");
     let others = messages.len() - instructed.len() - users.len();
     users.len() == 1 && others == 0 && is_rendered_prompt(&instructed, &users[0])
-}
-
-fn has_tools(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty())
-}
-
-/// A pi-family agent's rendered summarization prompt, by where the agent puts each part (spec
-/// §6.2, §7.1): the one user message *is* the conversation in `<conversation>` tags followed by
-/// the instructions — a previous summary in its tags, or a format template with its headings —
-/// and a system prompt says what to do with it. A message that merely mentions or quotes the
-/// tag, or a transcript pasted with a question after it, is the agent's ordinary turn: a false
-/// compaction answers the user with a summary, a missed one costs only a provider call.
-fn is_rendered_prompt(system: &[String], user: &str) -> bool {
-    let Some(rest) = user.trim_start().strip_prefix("<conversation>") else {
-        return false;
-    };
-    let Some(end) = rest.rfind("</conversation>") else {
-        return false;
-    };
-    let instructions = rest[end + "</conversation>".len()..].trim_start();
-    let templated = instructions.starts_with("<previous-summary>")
-        || instructions
-            .lines()
-            .any(|line| line.starts_with("## ") || line.starts_with("# "));
-    let summarizing = system
-        .iter()
-        .any(|s| s.to_ascii_lowercase().contains("summar"));
-    templated && summarizing
 }

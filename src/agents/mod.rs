@@ -25,6 +25,7 @@ mod codex;
 mod gateway;
 mod proxy;
 mod recognize;
+mod rendered;
 mod responses;
 pub(crate) mod responses_compact;
 

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::anthropic_compaction::{self, ANTHROPIC_COMPACTION};
 use super::anthropic_messages::{self, CLAUDE_CODE};
-use super::chat_completions::{self, OPENCODE, RENDERED_MARKER};
+use super::chat_completions::{self, OPENCODE};
+use super::rendered::{self, RENDERED_MARKER, RENDERED_MESSAGES, RENDERED_RESPONSES};
 use super::responses::{self, CODEX_LOCAL, CODEX_REMOTE};
 use super::{Wire, carried};
 use crate::app::wire::WireRequest;
@@ -88,6 +89,18 @@ pub(crate) const RECOGNIZERS: &[Recognizer] = &[
         wire: Wire::Responses,
         marker: responses::CODEX_PROMPT,
         recognize: responses::codex_local,
+    },
+    Recognizer {
+        agent: RENDERED_MESSAGES,
+        wire: Wire::AnthropicMessages,
+        marker: RENDERED_MARKER,
+        recognize: rendered::messages,
+    },
+    Recognizer {
+        agent: RENDERED_RESPONSES,
+        wire: Wire::Responses,
+        marker: RENDERED_MARKER,
+        recognize: rendered::responses,
     },
     Recognizer {
         agent: OPENCODE,

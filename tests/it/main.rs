@@ -74,6 +74,7 @@ mod local_model;
 mod long_history;
 mod mcp_agents;
 mod model_provider;
+mod oh_my_pi;
 mod ops;
 mod ops_documented;
 mod owned_pg;

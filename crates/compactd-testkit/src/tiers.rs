@@ -36,7 +36,7 @@ impl Part {
             Part::PostgresServer => "PostgreSQL's server programs (initdb, pg_ctl)",
             Part::Browser => "headless chromium and chromedriver",
             Part::Node => "node 22 and the MCP SDK",
-            Part::Agents => "the real agents (Claude Code, Codex, OpenCode, pi)",
+            Part::Agents => "the real agents (Claude Code, Codex, OpenCode, pi, oh-my-pi)",
             Part::Sdks => "the official OpenAI and Anthropic Python SDKs",
         }
     }
@@ -71,7 +71,7 @@ impl Part {
             }
             Part::Agents => {
                 let bin = agents_bin();
-                ["claude", "codex", "opencode", "pi"]
+                ["claude", "codex", "opencode", "pi", "omp"]
                     .iter()
                     .all(|b| bin.join(b).exists())
             }
