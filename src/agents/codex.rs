@@ -64,19 +64,38 @@ impl Seal {
         }
     }
 
-    /// The compaction item that carries `summary` for `who`.
+    /// The compaction item that carries `summary` for `who`, to stand beside the user messages
+    /// the client keeps (Codex's remote compaction, `responses.compact`).
     pub(crate) fn item(&self, summary: &str, who: &Identity) -> Value {
+        self.item_sealing(summary, who, false)
+    }
+
+    /// The compaction item of a turn compacted in line (`context_management`): it stands for
+    /// everything before it, which is dropped when it comes back.
+    pub(crate) fn item_replacing(&self, summary: &str, who: &Identity) -> Value {
+        self.item_sealing(summary, who, true)
+    }
+
+    fn item_sealing(&self, summary: &str, who: &Identity, replaces: bool) -> Value {
         json!({
             "type": "compaction",
             "id": format!("cmp_compactd{:016x}", fastrand::u64(..)),
-            "encrypted_content": self.seal(summary, who),
+            "encrypted_content": self.seal_payload(summary, who, replaces),
         })
     }
 
     /// `summary` sealed for `who`: what [`Seal::open`] opens (an item's `encrypted_content`, an
     /// Anthropic block's `signature`).
     pub(crate) fn seal(&self, summary: &str, who: &Identity) -> String {
-        let payload = json!({"summary": summary, "at": compactd_store::now_ms()}).to_string();
+        self.seal_payload(summary, who, false)
+    }
+
+    fn seal_payload(&self, summary: &str, who: &Identity, replaces: bool) -> String {
+        let mut payload = json!({"summary": summary, "at": compactd_store::now_ms()});
+        if replaces {
+            payload["replaces"] = json!(true);
+        }
+        let payload = payload.to_string();
         // 192-bit nonces: drawn at random, they do not repeat.
         let mut nonce = [0u8; 24];
         getrandom::fill(&mut nonce).expect("the OS random source works");
@@ -98,6 +117,12 @@ impl Seal {
 
     /// The summary compactd sealed for `who`; `None` for anyone else's, or a forged one.
     pub(crate) fn open(&self, encrypted_content: &str, who: &Identity) -> Option<String> {
+        self.open_payload(encrypted_content, who)
+            .map(|(summary, _)| summary)
+    }
+
+    /// The summary compactd sealed for `who`, and whether it replaces what came before it.
+    fn open_payload(&self, encrypted_content: &str, who: &Identity) -> Option<(String, bool)> {
         let content = B64.decode(encrypted_content.strip_prefix(PREFIX)?).ok()?;
         if content.len() < 24 {
             return None;
@@ -115,30 +140,39 @@ impl Seal {
             )
             .ok()?;
         let payload: Value = serde_json::from_slice(&payload).ok()?;
-        payload.get("summary")?.as_str().map(str::to_owned)
+        let replaces = payload.get("replaces").and_then(Value::as_bool) == Some(true);
+        Some((payload.get("summary")?.as_str()?.to_owned(), replaces))
     }
 
     /// Replaces the compaction items compactd made for `who` in a Responses body's `input` with
-    /// the summary they carry, as a user message; returns how many it replaced.
+    /// the summary they carry, as a user message; an item of a turn compacted in line takes
+    /// everything before it along. Returns how many it replaced.
     pub(crate) fn expand(&self, body: &mut Value, who: &Identity) -> usize {
         let Some(input) = body.get_mut("input").and_then(Value::as_array_mut) else {
             return 0;
         };
         let mut expanded = 0;
-        for item in input.iter_mut() {
+        let mut replaced_through = None;
+        for (at, item) in input.iter_mut().enumerate() {
             if item.get("type").and_then(Value::as_str) != Some("compaction") {
                 continue;
             }
-            let Some(summary) = item
+            let Some((summary, replaces)) = item
                 .get("encrypted_content")
                 .and_then(Value::as_str)
-                .and_then(|content| self.open(content, who))
+                .and_then(|content| self.open_payload(content, who))
             else {
                 continue;
             };
             *item = json!({"type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": format!("{HANDOFF}{summary}")}]});
             expanded += 1;
+            if replaces {
+                replaced_through = Some(at);
+            }
+        }
+        if let Some(at) = replaced_through {
+            input.drain(..at);
         }
         expanded
     }
@@ -196,6 +230,25 @@ mod tests {
         assert_eq!(seal.open(&forged, &a), None);
         assert_eq!(seal.open("gAAAAABprovider-encrypted", &a), None);
         assert_eq!(seal.open("compactd.v2.", &a), None);
+    }
+
+    #[test]
+    fn an_item_of_a_turn_compacted_in_line_takes_what_came_before_it() {
+        let seal = Seal::new(b"k");
+        let a = caller("a", "1");
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let mut body = json!({"input": [user("old"), seal.item("kept beside", &a), user("older"),
+            seal.item_replacing("all of it", &a), user("next")]});
+        assert_eq!(seal.expand(&mut body, &a), 2);
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(input.len(), 2, "{body}");
+        assert!(
+            input[0]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("all of it")
+        );
+        assert_eq!(input[1], user("next"));
     }
 
     #[test]

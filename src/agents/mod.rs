@@ -23,6 +23,7 @@ mod carried;
 mod chat_completions;
 mod codex;
 mod gateway;
+mod inline;
 mod proxy;
 mod recognize;
 mod rendered;
@@ -152,7 +153,12 @@ pub(crate) async fn handle(
         {
             return Ok(Outcome::Response(refused.response()));
         }
-        let answered = answer_compaction(app, gateway, who, wire, &request, compaction).await?;
+        let turn = inline::Turn {
+            wire,
+            request: &request,
+            body: &body,
+        };
+        let answered = answer_compaction(app, gateway, who, turn, compaction).await?;
         return match answered {
             Some(outcome) => Ok(outcome),
             None => forward(gateway, wire, request).await.map(Outcome::Response),
@@ -160,6 +166,12 @@ pub(crate) async fn handle(
     }
     if rendered {
         return summarize_chat(app, who, &body).await;
+    }
+    // A provider's compaction setting under its threshold: compaction is compactd's to do.
+    let mut body = body;
+    if inline::without_setting(wire, &mut body) {
+        request.bytes = body.to_string().into();
+        request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
     forward(gateway, wire, request).await.map(Outcome::Response)
 }
@@ -204,10 +216,10 @@ async fn answer_compaction(
     app: &App,
     gateway: &Gateway,
     who: &Identity,
-    wire: Wire,
-    request: &Request,
+    turn: inline::Turn<'_>,
     compaction: Compaction,
 ) -> Result<Option<Outcome>, AgentError> {
+    let (wire, request) = (turn.wire, turn.request);
     let chain = gateway.agent_chain(
         wire,
         &compaction.model,
@@ -221,7 +233,7 @@ async fn answer_compaction(
         when_spent: crate::pipeline::WhenSpent::Refuse,
     };
     let summary = match app
-        .summarize_prompt_with(who, endpoint, compaction.request, policy)
+        .summarize_prompt_with(who, endpoint, compaction.request.clone(), policy)
         .await
     {
         Ok(summary) => summary,
@@ -230,6 +242,10 @@ async fn answer_compaction(
             return Ok(None);
         }
     };
+    if compaction.answer == Form::Inline {
+        let response = inline::answer(app, gateway, who, turn, &summary, &compaction).await?;
+        return Ok(Some(Outcome::Response(response)));
+    }
     let response = match wire {
         Wire::ChatCompletions => {
             return Ok(Some(Outcome::Chat {

@@ -31,7 +31,8 @@ const HOP_BY_HOP: [&str; 10] = [
 #[derive(Debug, Clone)]
 pub(crate) struct Proxy {
     client: reqwest::Client,
-    max_response_bytes: u64,
+    /// The most an upstream's answer may be (`COMPACTD_GATEWAY_MAX_RESPONSE_BYTES`).
+    pub(crate) max_response_bytes: u64,
 }
 
 impl Proxy {

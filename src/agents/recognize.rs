@@ -15,7 +15,8 @@ use super::anthropic_messages::{self, CLAUDE_CODE};
 use super::chat_completions::{self, OPENCODE};
 use super::rendered::{self, RENDERED_MARKER, RENDERED_MESSAGES, RENDERED_RESPONSES};
 use super::responses::{self, CODEX_LOCAL, CODEX_REMOTE};
-use super::{Wire, carried};
+use super::responses_compact::RESPONSES_COMPACT;
+use super::{Wire, carried, inline};
 use crate::app::wire::WireRequest;
 use crate::pipeline::Agent;
 use compactd_core::fidelity::standing;
@@ -49,6 +50,9 @@ pub(crate) enum Form {
     /// One Anthropic `compaction` block alone, signed with compactd's seal
     /// ([`super::anthropic_compaction`]).
     CompactionBlock,
+    /// compactd's block or item first, then the upstream's reply to the compacted request
+    /// ([`super::inline`]).
+    Inline,
 }
 
 /// One agent's compactions on one wire: adding an agent on a wire compactd serves is one row
@@ -71,6 +75,18 @@ pub(crate) const RECOGNIZERS: &[Recognizer] = &[
         wire: Wire::AnthropicMessages,
         marker: anthropic_compaction::ON_DEMAND_MARKER,
         recognize: anthropic_compaction::on_demand,
+    },
+    Recognizer {
+        agent: ANTHROPIC_COMPACTION,
+        wire: Wire::AnthropicMessages,
+        marker: inline::anthropic::EDIT_MARKER,
+        recognize: inline::anthropic::over_trigger,
+    },
+    Recognizer {
+        agent: RESPONSES_COMPACT,
+        wire: Wire::Responses,
+        marker: inline::responses::THRESHOLD_MARKER,
+        recognize: inline::responses::over_threshold,
     },
     Recognizer {
         agent: CLAUDE_CODE,

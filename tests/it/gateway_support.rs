@@ -158,6 +158,21 @@ pub fn provider_answer(path: &str) -> String {
     }
 }
 
+/// What the provider answers a request that does not ask for a stream, per wire.
+pub fn provider_whole_answer(path: &str) -> Option<&'static str> {
+    if path.starts_with("/v1/messages") {
+        Some(
+            r#"{"id":"msg_p","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"PROVIDER SAYS OK"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}"#,
+        )
+    } else if path == "/v1/responses" {
+        Some(
+            r#"{"id":"resp_p","object":"response","created_at":1,"status":"completed","model":"gpt-5.2","output":[{"id":"msg_p","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"PROVIDER SAYS OK","annotations":[]}]}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}"#,
+        )
+    } else {
+        None
+    }
+}
+
 /// The provider's own answer to `POST /v1/responses/compact`.
 pub const PROVIDER_COMPACTION: &str = r#"{"id":"resp_p","object":"response.compaction","created_at":1,"output":[{"id":"cmp_p","type":"compaction","encrypted_content":"gAAAAB-provider"}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}"#;
 
@@ -176,9 +191,15 @@ impl Respond for Answers {
             return ResponseTemplate::new(200)
                 .set_body_raw(PROVIDER_COMPACTION, "application/json");
         }
+        let streams =
+            serde_json::from_slice::<Value>(&request.body).is_ok_and(|body| body["stream"] == true);
+        let path = request.url.path();
+        if !streams && let Some(whole) = provider_whole_answer(path) {
+            return ResponseTemplate::new(200).set_body_raw(whole, "application/json");
+        }
         ResponseTemplate::new(200)
             .insert_header("x-provider-request-id", "req_provider_1")
-            .set_body_raw(provider_answer(request.url.path()), "text/event-stream")
+            .set_body_raw(provider_answer(path), "text/event-stream")
     }
 }
 

@@ -216,3 +216,110 @@ async fn anthropics_sdk_compacts_on_demand_through_compactd_and_the_block_opens_
         "BadRequestError"
     );
 }
+
+/// A tool's long output: what makes a conversation reach a compaction threshold.
+fn long_output() -> String {
+    (0..400)
+        .map(|i| format!("src/parser.rs:{i}: fn rule_{i}() -> Result<Node, ParseError>\n"))
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropics_sdk_gets_the_compact_edit_served_by_compactd_before_the_upstreams_reply() {
+    compactd_testkit::needs!(Sdks);
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let mut messages = messages_conversation();
+    messages[4]["content"][0]["content"] = json!(long_output());
+    let job = json!({"base_url": app.url, "model": "claude-sonnet-4-6", "messages": messages,
+        "trigger": 2000});
+    let report = tokio::task::spawn_blocking(move || run_sdk("anthropic_inline.py", &job))
+        .await
+        .unwrap();
+    assert_eq!(report["class"], "BetaMessage", "{report}");
+    assert_eq!(
+        report["blocks"],
+        json!(["BetaCompactionBlock", "BetaTextBlock"])
+    );
+    assert_eq!(report["block_strict"], "compaction");
+    assert_eq!(report["message_strict"], "end_turn");
+    assert_eq!(report["iterations"], json!(["compaction", "message"]));
+    assert_eq!(report["reply"], "PROVIDER SAYS OK");
+    let summary = report["summary"].as_str().unwrap();
+    for kept in ["src/parser.rs", "regression test for unary minus"] {
+        assert!(summary.contains(kept), "{kept}: {summary}");
+    }
+    assert_eq!(report["streamed_blocks"], json!(["compaction", "text"]));
+    assert_eq!(report["streamed_summary"], report["summary"]);
+    let streamed_reply = report["streamed_reply"].as_str().unwrap();
+    assert!(streamed_reply.starts_with("PROVIDER SAYS OK"), "{report}");
+    assert_eq!(
+        report["paused"],
+        json!({"stop_reason": "compaction", "blocks": ["compaction"]})
+    );
+    assert_eq!(report["next_blocks"], json!(["text"]));
+
+    // The upstream answered the compacted requests (whole, streamed, the next turn), never the
+    // paused one, and never saw the edit or compactd's block.
+    let seen = provider.received().await;
+    assert_eq!(seen.len(), 3, "{}", seen.len());
+    for request in &seen {
+        let body = String::from_utf8_lossy(&request.body);
+        assert!(
+            !body.contains("compact_20260112") && !body.contains("compactd.v2."),
+            "{body}"
+        );
+        assert!(body.contains("SUMMARY BY COMPACTD"), "{body}");
+        assert!(
+            !body.contains("fn rule_399"),
+            "the long output was compacted away"
+        );
+    }
+    let next: Value = serde_json::from_slice(&seen[2].body).unwrap();
+    assert!(next.to_string().contains("Go on."));
+}
+
+#[tokio::test]
+async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
+    compactd_testkit::needs!(Sdks);
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let mut input = responses_conversation();
+    input[3]["output"] = json!(long_output());
+    let job = json!({"base_url": format!("{}/v1", app.url), "model": "gpt-5.2", "input": input,
+        "threshold": 2000});
+    let report = tokio::task::spawn_blocking(move || run_sdk("openai_inline.py", &job))
+        .await
+        .unwrap();
+    assert_eq!(report["class"], "Response", "{report}");
+    assert_eq!(
+        report["items"],
+        json!(["ResponseCompactionItem", "ResponseOutputMessage"])
+    );
+    assert_eq!(report["item_strict"], "compaction");
+    assert_eq!(report["reply"], "PROVIDER SAYS OK");
+    assert_eq!(report["streamed_first_item"], "ResponseCompactionItem");
+    assert_eq!(report["completed_items"], json!(["compaction"]));
+    assert_eq!(report["sequence_in_order"], true);
+    assert_eq!(report["next_items"], json!(["message"]));
+
+    let seen = provider.received().await;
+    assert_eq!(seen.len(), 3);
+    for request in &seen {
+        let body = String::from_utf8_lossy(&request.body);
+        assert!(
+            !body.contains("compact_threshold") && !body.contains("compactd.v2."),
+            "{body}"
+        );
+        assert!(body.contains("SUMMARY BY COMPACTD"), "{body}");
+        assert!(
+            !body.contains("fn rule_399"),
+            "the long output was compacted away"
+        );
+    }
+    // The next turn: what the item stood for dropped, its summary, the reply and the new words.
+    let next: Value = serde_json::from_slice(&seen[2].body).unwrap();
+    assert_eq!(next["input"].as_array().unwrap().len(), 3, "{next}");
+}
