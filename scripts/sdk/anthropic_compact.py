@@ -1,6 +1,6 @@
 """Anthropic's Python SDK as the caller of compactd's on-demand compaction (tests/it/sdk_clients.rs).
 
-Reads a job from stdin: {"base_url", "model", "system", "messages"}. Compacts `messages` with
+Reads a job from stdin: {"base_url", "api_key", "model", "system", "messages"}. Compacts `messages` with
 `client.beta.messages.create(compaction={"type": "summarize"})`, whole and streamed; sends the
 block back first in the next turn's `messages`, as the API asks; then sends requests the API
 refuses. Prints what the SDK made of each answer, as JSON: the classes it parsed them into, the
@@ -16,7 +16,7 @@ from anthropic.types.beta import BetaCompactionBlock, BetaMessage
 BETAS = ["compact-2026-09-04"]
 
 job = json.load(sys.stdin)
-client = anthropic.Anthropic(base_url=job["base_url"], api_key="sk-ant-client-key", max_retries=0)
+client = anthropic.Anthropic(base_url=job["base_url"], api_key=job["api_key"], max_retries=0)
 
 
 def compact(messages, **extra):

@@ -1,6 +1,6 @@
 """Anthropic's Python SDK with the `compact_20260112` edit through compactd (tests/it/sdk_clients.rs).
 
-Reads a job from stdin: {"base_url", "model", "messages", "trigger"}. Sends `messages` with the
+Reads a job from stdin: {"base_url", "api_key", "model", "messages", "trigger"}. Sends `messages` with the
 edit, whole and streamed, then with `pause_after_compaction`; then the next turn, the answer
 appended as the API asks. Prints what the SDK made of each answer, as JSON.
 """
@@ -14,7 +14,7 @@ from anthropic.types.beta import BetaCompactionBlock, BetaMessage
 BETAS = ["compact-2026-01-12"]
 
 job = json.load(sys.stdin)
-client = anthropic.Anthropic(base_url=job["base_url"], api_key="sk-ant-client-key", max_retries=0)
+client = anthropic.Anthropic(base_url=job["base_url"], api_key=job["api_key"], max_retries=0)
 edit = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": job["trigger"]}}
 
 

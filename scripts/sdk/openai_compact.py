@@ -1,6 +1,6 @@
 """OpenAI's Python SDK as the caller of compactd's `responses.compact` (tests/it/sdk_clients.rs).
 
-Reads a job from stdin: {"base_url", "model", "input", "instructions"}. Compacts `input` with
+Reads a job from stdin: {"base_url", "api_key", "model", "input", "instructions"}. Compacts `input` with
 `client.responses.compact`, then sends the compacted output back as the next turn's input (streamed
 `responses.create`), as a client continuing the conversation does; then asks for a compaction
 without input. Prints what the SDK made of each answer, as JSON: the classes it parsed them into,
@@ -14,7 +14,7 @@ import openai
 from openai.types.responses import ResponseCompactionItem, ResponseUsage
 
 job = json.load(sys.stdin)
-client = openai.OpenAI(base_url=job["base_url"], api_key="sk-client-key", max_retries=0)
+client = openai.OpenAI(base_url=job["base_url"], api_key=job["api_key"], max_retries=0)
 
 compacted = client.responses.compact(
     model=job["model"], input=job["input"], instructions=job["instructions"]

@@ -1,7 +1,7 @@
 """OpenAI's Python SDK with `context_management` compaction through compactd
 (tests/it/sdk_clients.rs).
 
-Reads a job from stdin: {"base_url", "model", "input", "threshold"}. Sends `input` with the
+Reads a job from stdin: {"base_url", "api_key", "model", "input", "threshold"}. Sends `input` with the
 compaction setting, whole and streamed; then the next turn, the output appended to the input as a
 stateless client does. Prints what the SDK made of each answer, as JSON.
 """
@@ -13,7 +13,7 @@ import openai
 from openai.types.responses import ResponseCompactionItem
 
 job = json.load(sys.stdin)
-client = openai.OpenAI(base_url=job["base_url"], api_key="sk-client-key", max_retries=0)
+client = openai.OpenAI(base_url=job["base_url"], api_key=job["api_key"], max_retries=0)
 setting = [{"type": "compaction", "compact_threshold": job["threshold"]}]
 
 response = client.responses.create(model=job["model"], input=job["input"], context_management=setting)

@@ -12,8 +12,11 @@ use serde_json::{Value, json};
 use crate::gateway_support::{Provider, gateway_config, summarizer_model};
 use crate::support::TestApp;
 
-/// Runs `scripts/sdk/<script>` with `job` on stdin; its JSON report.
+/// Runs `scripts/sdk/<script>` with `job` on stdin (and the client's own provider key, which
+/// compactd passes on); its JSON report.
 fn run_sdk(script: &str, job: &Value) -> Value {
+    let mut job = job.clone();
+    job["api_key"] = json!("sk-client-provider-key");
     let mut child = Command::new(compactd_testkit::sdk_python())
         .arg(
             compactd_testkit::workspace_root()
