@@ -70,6 +70,7 @@ async fn compactd(provider: &MockServer) -> String {
     config.storage.database_url = Some(compactd::config::Secret::new("sqlite::memory:"));
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = provider.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.uri()).parse().unwrap();
     config.validate().unwrap();
     let state = AppState::from_config(&config).await.unwrap();

@@ -8,7 +8,7 @@ use tokio::sync::OnceCell;
 use axum::http::HeaderMap;
 
 use super::{Wire, codex, proxy};
-use crate::config::{GatewayConfig, GatewaySummarizer};
+use crate::config::{ContextEdits, GatewayConfig, GatewaySummarizer};
 use crate::summarizer::anthropic::AnthropicClient;
 use crate::summarizer::chain::{Chain, Link};
 use crate::summarizer::openai::OpenAiClient;
@@ -21,7 +21,11 @@ const SEAL_SECRET: &str = "gateway.codex-items";
 pub(crate) struct Gateway {
     pub(crate) anthropic_upstream: reqwest::Url,
     pub(crate) openai_upstream: reqwest::Url,
+    /// The ChatGPT backend, for the Codex paths (`/codex/…`).
+    pub(crate) codex_upstream: reqwest::Url,
     pub(crate) summarizer: GatewaySummarizer,
+    /// Whether compactd applies the clearing edits of Messages requests itself.
+    pub(crate) applies_context_edits: bool,
     pub(crate) proxy: proxy::Proxy,
     seal: OnceCell<codex::Seal>,
     /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
@@ -34,7 +38,12 @@ impl Gateway {
         Ok(Gateway {
             anthropic_upstream: config.anthropic_upstream.clone(),
             openai_upstream: config.openai_upstream.clone(),
+            codex_upstream: config.codex_upstream.clone(),
             summarizer: config.summarizer,
+            applies_context_edits: applies_context_edits(
+                config.context_edits,
+                &config.anthropic_upstream,
+            ),
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
             seal: OnceCell::new(),
             summarizer_http: reqwest::Client::builder()
@@ -117,6 +126,16 @@ impl Gateway {
     }
 }
 
+/// Whether compactd applies the clearing edits itself, behind `upstream`: Anthropic's own API
+/// applies them; an upstream that is not would refuse them or take them for an unknown field.
+fn applies_context_edits(setting: ContextEdits, upstream: &reqwest::Url) -> bool {
+    match setting {
+        ContextEdits::Compactd => true,
+        ContextEdits::Upstream => false,
+        ContextEdits::Auto => upstream.host_str() != Some("api.anthropic.com"),
+    }
+}
+
 /// The headers an Anthropic client's credentials travel in (an API key, or a subscription's
 /// OAuth token and the betas that go with it).
 const ANTHROPIC_CREDENTIALS: [&str; 4] = [
@@ -143,4 +162,20 @@ fn pick(headers: &HeaderMap, names: &[&str]) -> HeaderMap {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compactd_applies_the_clearing_edits_unless_anthropic_does() {
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        let anthropic = url("https://api.anthropic.com");
+        let local = url("http://127.0.0.1:11434");
+        assert!(!applies_context_edits(ContextEdits::Auto, &anthropic));
+        assert!(applies_context_edits(ContextEdits::Auto, &local));
+        assert!(applies_context_edits(ContextEdits::Compactd, &anthropic));
+        assert!(!applies_context_edits(ContextEdits::Upstream, &local));
+    }
 }

@@ -22,6 +22,7 @@ mod anthropic_messages;
 mod carried;
 mod chat_completions;
 mod codex;
+mod context_edits;
 mod gateway;
 mod inline;
 mod proxy;
@@ -109,9 +110,13 @@ pub(crate) async fn handle(
     let mut seen_body = plain.clone();
     // The one parse of the body, and only of one that may be a compaction: the ordinary turns
     // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
-    let mut body: Option<Value> = (recognize::may_be_compaction(wire, &plain) || holds_item)
-        .then(|| serde_json::from_slice(&plain).ok())
-        .flatten();
+    let clears = wire == Wire::AnthropicMessages
+        && gateway.applies_context_edits
+        && context_edits::may_ask(&plain);
+    let mut body: Option<Value> =
+        (recognize::may_be_compaction(wire, &plain) || holds_item || clears)
+            .then(|| serde_json::from_slice(&plain).ok())
+            .flatten();
     // compactd's items from an earlier compaction, the caller's own: their summaries, before
     // anything reads them. The rewritten body goes upstream plain.
     if holds_item && let Some(value) = body.as_mut() {
@@ -130,6 +135,20 @@ pub(crate) async fn handle(
         }
     }
     note_session(app, who, wire, &request.headers, seen_body);
+    // Clearing edits an upstream without them would not apply: compactd's, before anything
+    // reads the conversation (the model sees it cleared, and so does a compaction of it).
+    let mut applied = None;
+    if clears && let Some(value) = body.as_mut() {
+        applied = context_edits::apply(value);
+        if applied.is_some() {
+            request.bytes = value.to_string().into();
+            request.headers.remove(axum::http::header::CONTENT_ENCODING);
+        }
+    }
+    let report = Report {
+        applied: applied.unwrap_or_default(),
+        limit: gateway.proxy.max_response_bytes,
+    };
     let Some(body) = body else {
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
@@ -158,10 +177,14 @@ pub(crate) async fn handle(
             request: &request,
             body: &body,
         };
+        let inline = compaction.answer == Form::Inline;
         let answered = answer_compaction(app, gateway, who, turn, compaction).await?;
         return match answered {
+            Some(Outcome::Response(response)) if inline => {
+                Ok(Outcome::Response(report.into(response).await))
+            }
             Some(outcome) => Ok(outcome),
-            None => forward(gateway, wire, request).await.map(Outcome::Response),
+            None => report.forward(gateway, wire, request).await,
         };
     }
     if rendered {
@@ -173,7 +196,48 @@ pub(crate) async fn handle(
         request.bytes = body.to_string().into();
         request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
-    forward(gateway, wire, request).await.map(Outcome::Response)
+    report.forward(gateway, wire, request).await
+}
+
+/// The clearing edits compactd applied to a request, reported in the answer to it.
+struct Report {
+    applied: Vec<Value>,
+    limit: u64,
+}
+
+impl Report {
+    /// The request forwarded, the answer reporting the edits.
+    async fn forward(
+        self,
+        gateway: &Gateway,
+        wire: Wire,
+        request: Request,
+    ) -> Result<Outcome, AgentError> {
+        let response = forward(gateway, wire, request).await?;
+        Ok(Outcome::Response(self.into(response).await))
+    }
+
+    /// `response` with the edits in its `context_management.applied_edits` (whole, or in the
+    /// stream's `message_delta`); as it came when compactd cleared nothing.
+    async fn into(self, response: Response) -> Response {
+        if self.applied.is_empty() {
+            return response;
+        }
+        let whole = {
+            let applied = self.applied.clone();
+            move |mut answer: Value| {
+                context_edits::reported(&mut answer, &applied);
+                answer
+            }
+        };
+        inline::rewritten(
+            response,
+            whole,
+            context_edits::rewrite(self.applied),
+            self.limit,
+        )
+        .await
+    }
 }
 
 /// Remembers `body` as the latest request of the agent session the headers name, if any (the
@@ -308,6 +372,9 @@ pub(super) fn log_fallback(agent: Agent, error: &AppError) {
     }
 }
 
+/// Where the ChatGPT backend's Responses paths start, as its clients write them.
+pub(crate) const CODEX_PREFIX: &str = "/codex/";
+
 /// A request passed to the upstream of its wire as it came (the OpenAI upstream includes `/v1`).
 pub(crate) async fn forward(
     gateway: &Gateway,
@@ -319,6 +386,11 @@ pub(crate) async fn forward(
         Wire::AnthropicMessages => (
             proxy::target(&gateway.anthropic_upstream, uri.path(), "", uri.query()),
             Credentials::Anthropic,
+        ),
+        // The ChatGPT backend's Codex paths keep theirs: `<backend>/codex/responses`.
+        Wire::Responses if uri.path().starts_with(CODEX_PREFIX) => (
+            proxy::target(&gateway.codex_upstream, uri.path(), "", uri.query()),
+            Credentials::OpenAi,
         ),
         Wire::ChatCompletions | Wire::Responses => (
             proxy::target(&gateway.openai_upstream, uri.path(), "/v1", uri.query()),

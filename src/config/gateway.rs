@@ -15,6 +15,17 @@ pub enum GatewaySummarizer {
     Agent,
 }
 
+/// Who applies Anthropic's clearing edits (`clear_tool_uses_20250919`, `clear_thinking_20251015`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContextEdits {
+    /// compactd, unless the Anthropic upstream is Anthropic's own API (which applies them).
+    Auto,
+    /// The upstream: the edits pass through as they came.
+    Upstream,
+    /// compactd, whatever the upstream.
+    Compactd,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct GatewayConfig {
     /// `on`: serve as the model base URL of Claude Code, Codex and OpenCode — their compaction
@@ -30,6 +41,11 @@ pub struct GatewayConfig {
     #[arg(long = "gateway-openai-upstream", env = "COMPACTD_GATEWAY_OPENAI_UPSTREAM", default_value = "https://api.openai.com/v1", value_parser = values::http_url)]
     pub openai_upstream: reqwest::Url,
 
+    /// Where ChatGPT-backend Codex requests go (`/codex/responses`, what oh-my-pi's `openai-codex`
+    /// provider and a ChatGPT login call): the backend's base URL, without `/codex`.
+    #[arg(long = "gateway-codex-upstream", env = "COMPACTD_GATEWAY_CODEX_UPSTREAM", default_value = "https://chatgpt.com/backend-api", value_parser = values::http_url)]
+    pub codex_upstream: reqwest::Url,
+
     /// Who writes the gateway's summaries: `compactd` (its model chain) or `agent` (the agent's
     /// own model and credentials, through the upstream); every stage of the pipeline runs either way.
     #[arg(
@@ -40,6 +56,17 @@ pub struct GatewayConfig {
         default_value = "compactd"
     )]
     pub summarizer: GatewaySummarizer,
+
+    /// Who applies the clearing edits a Messages request asks for: `auto` (compactd, unless the
+    /// Anthropic upstream is `api.anthropic.com`), `upstream` or `compactd`.
+    #[arg(
+        id = "gateway_context_edits",
+        long = "gateway-context-edits",
+        env = "COMPACTD_GATEWAY_CONTEXT_EDITS",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub context_edits: ContextEdits,
 
     /// Largest upstream response passed through, in bytes.
     #[arg(

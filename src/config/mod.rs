@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-pub use gateway::{GatewayConfig, GatewaySummarizer};
+pub use gateway::{ContextEdits, GatewayConfig, GatewaySummarizer};
 pub use groups::{
     AccessConfig, HttpConfig, LogFormat, LoggingConfig, StorageConfig, SummarizerConfig,
 };

@@ -104,6 +104,8 @@ pub(super) fn is_agent_wire(path: &str) -> bool {
         "/v1/messages/count_tokens",
         "/v1/responses",
         "/v1/responses/compact",
+        "/codex/responses",
+        "/codex/responses/compact",
     ]
     .iter()
     .any(|wire| path.ends_with(wire))

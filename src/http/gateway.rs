@@ -19,6 +19,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(count_tokens))
         .routes(routes!(responses, responses_socket))
         .routes(routes!(responses_compact))
+        .routes(routes!(codex_responses, codex_responses_socket))
+        .routes(routes!(codex_responses_compact))
 }
 
 /// The gateway, or 404 when it is off (these routes do not exist then).
@@ -143,4 +145,49 @@ pub(super) async fn responses_compact(
     let gateway = gateway(&state)?;
     let body = agent_body(&state, &who, body)?;
     Ok(agents::responses_compact::compact(&state.app, gateway, &who, body.into_request()).await?)
+}
+
+#[utoipa::path(post, path = "/codex/responses", tag = "gateway",
+    request_body(content = Object, description = "A Responses request on the ChatGPT backend's Codex path, as oh-my-pi's `openai-codex` provider (its base URL at compactd) sends it"),
+    responses(
+        (status = 200, description = "As `POST /v1/responses`: a Codex remote compaction (`compaction_trigger` last) answered by compactd with its `compaction` item; anything else the answer of the Codex upstream (`COMPACTD_GATEWAY_CODEX_UPSTREAM`, the ChatGPT backend), with compactd's items expanded first",
+            content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "`ambiguous_credentials`, `invalid_content_encoding`", body = ErrorBody),
+        (status = 404, description = "The gateway is off", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`)", body = Object),
+    ))]
+pub(super) async fn codex_responses(
+    state: State<AppState>,
+    caller: Caller,
+    body: Result<RawBody, RawBodyRejected>,
+) -> Result<Response, ApiError> {
+    responses(state, caller, body).await
+}
+
+#[utoipa::path(get, path = "/codex/responses", tag = "gateway",
+    responses(
+        (status = 426, description = "`websocket_not_served`: as `GET /v1/responses`", body = ErrorBody),
+        (status = 404, description = "The gateway is off", body = ErrorBody),
+    ))]
+pub(super) async fn codex_responses_socket(state: State<AppState>) -> Result<Response, ApiError> {
+    responses_socket(state).await
+}
+
+#[utoipa::path(post, path = "/codex/responses/compact", tag = "gateway",
+    request_body(content = Object, description = "A `responses.compact` request on the ChatGPT backend's Codex path (oh-my-pi's `openai-codex` provider, its first compaction lane)"),
+    responses(
+        (status = 200, description = "As `POST /v1/responses/compact`; what compactd does not answer goes to the Codex upstream", body = Object),
+        (status = 400, description = "`invalid_value`, `invalid_content_encoding`", body = ErrorBody),
+        (status = 404, description = "The gateway is off", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "`input` missing, or nothing to compact", body = ErrorBody),
+        (status = 502, description = "The upstream could not be reached (`upstream_unreachable`)", body = Object),
+    ))]
+pub(super) async fn codex_responses_compact(
+    state: State<AppState>,
+    caller: Caller,
+    body: Result<RawBody, RawBodyRejected>,
+) -> Result<Response, ApiError> {
+    responses_compact(state, caller, body).await
 }

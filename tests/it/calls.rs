@@ -51,6 +51,7 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
     let mut config = config();
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
     let app = TestApp::with_store(config, store.clone()).await;
 

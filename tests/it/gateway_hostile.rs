@@ -108,6 +108,7 @@ async fn the_first_byte_of_a_stream_reaches_the_agent_while_the_provider_still_w
     let provider = Provider::start().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = upstream.parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     let app = TestApp::spawn(config).await;
     let mut response = claude_turn()
         .request(&app.client, &app.url)
@@ -142,6 +143,7 @@ async fn an_agent_that_hangs_up_cancels_the_providers_request() {
     let provider = Provider::start().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = upstream.parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     let app = TestApp::spawn(config).await;
     let mut response = claude_turn()
         .request(&app.client, &app.url)
@@ -162,6 +164,7 @@ async fn a_provider_that_hangs_ends_in_a_502_naming_it() {
     let provider = Provider::start().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = hanging.url.parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.idle_timeout = Duration::from_millis(300);
     let app = TestApp::spawn(config).await;
     let response = tokio::time::timeout(

@@ -223,7 +223,9 @@ pub fn gateway_config(model: &FakeUpstream, provider: &Provider) -> ServeConfig 
     let mut config = chain_config(model, "openai:compactd-summarizer", false);
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
+    config.gateway.codex_upstream = provider.server.uri().parse().unwrap();
     config
 }
 

@@ -247,6 +247,7 @@ async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqliteP
     let mut config = crate::support::config();
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
     let app = TestApp::with_store(config, store).await;
     let url = format!("{}/mcp", app.url);

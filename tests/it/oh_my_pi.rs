@@ -25,6 +25,11 @@ struct Omp {
 
 impl Omp {
     fn start(root: &Path, model: &str) -> Omp {
+        Omp::start_with(root, model, &[])
+    }
+
+    /// [`Omp::start`] with more environment (a provider's token).
+    fn start_with(root: &Path, model: &str, env: &[(&str, &str)]) -> Omp {
         let mut child = tokio::process::Command::new(agents_bin().join("omp"))
             .args(["--mode", "rpc", "--model", model])
             .current_dir(root.join("repo"))
@@ -32,6 +37,7 @@ impl Omp {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", root.join("home"))
             .env("OMP_SKIP_SETUP", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -105,7 +111,7 @@ fn scratch_with(url: &str, anthropic: &str, compaction: &str) -> PathBuf {
     )
     .unwrap();
     let models = format!(
-        "providers:\n  openai:\n    baseUrl: {url}/v1\n    apiKey: sk-provider-key\n  anthropic:\n    baseUrl: {url}\n    apiKey: sk-ant-provider-key\n{anthropic}"
+        "providers:\n  openai:\n    baseUrl: {url}/v1\n    apiKey: sk-provider-key\n  openai-codex:\n    baseUrl: {url}\n  anthropic:\n    baseUrl: {url}\n    apiKey: sk-ant-provider-key\n{anthropic}"
     );
     std::fs::write(root.join("home/.omp/agent/models.yml"), models).unwrap();
     let config = format!("compaction:\n{compaction}  keepRecentTokens: 1\n  asyncEnabled: false\n");
@@ -130,7 +136,9 @@ async fn compactd() -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
     let mut config = crate::support::chain_config(&model, "openai:compactd-summarizer", false);
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
+    config.gateway.codex_upstream = server.uri().parse().unwrap();
     // The server's requests go to the provider while it runs.
     std::mem::forget(server);
     (TestApp::spawn(config).await, model, provider)
@@ -165,6 +173,56 @@ async fn oh_my_pi_on_an_openai_route_gets_its_compaction_from_compactd() {
     );
 
     // The next turn carries compactd's summary to the provider, in place of the item.
+    omp.prompt("And what about subtraction?").await;
+    let next = provider.posts().pop().unwrap().text();
+    assert!(next.contains("SUMMARY BY COMPACTD"), "{next}");
+    assert!(!next.contains("compactd.v2."));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A ChatGPT login's token as oh-my-pi reads it: a JWT whose claims name the account (the fake
+/// provider checks no signature).
+fn chatgpt_token() -> String {
+    use base64::Engine;
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_test"},
+        "exp": 9_999_999_999u64});
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+    format!("eyJhbGciOiJub25lIn0.{payload}.sig")
+}
+
+/// The `openai-codex` route (a ChatGPT login) posts to `<baseUrl>/codex/responses`, its compaction
+/// a stream whose input ends in a `compaction_trigger`: compactd answers it on that path, and the
+/// turns go to the Codex upstream.
+#[tokio::test]
+async fn oh_my_pi_on_the_codex_route_gets_its_compaction_from_compactd() {
+    compactd_testkit::needs!(Agents);
+    let (app, model, provider) = compactd().await;
+    let root = scratch(&app.url);
+    let token = chatgpt_token();
+    let mut omp = Omp::start_with(
+        &root,
+        "openai-codex/gpt-5.5",
+        &[("OPENAI_CODEX_OAUTH_TOKEN", &token)],
+    );
+    omp.prompt("What does calc.py do? Answer briefly.").await;
+    omp.prompt("Now suggest a docstring for add.").await;
+    let turns = provider.posts();
+    assert_eq!(turns.len(), 2, "the two turns reached the Codex upstream");
+    assert!(
+        turns.iter().all(|t| t.path == "/codex/responses"),
+        "{:?}",
+        turns.iter().map(|t| &t.path).collect::<Vec<_>>()
+    );
+    let compacted = omp.compact().await;
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert!(!model.received().is_empty(), "compactd's model wrote it");
+    assert_eq!(provider.posts().len(), 2, "the provider saw no compaction");
+    // Its v2 lane: the Codex remote compaction compactd serves on the Responses wire.
+    assert_eq!(logged_endpoints(&app).await, ["gateway:codex-remote"]);
+    let kept = &compacted["data"]["preserveData"]["openaiRemoteCompaction"];
+    assert_eq!(kept["provider"], "openai-codex", "{compacted}");
+    assert!(kept.to_string().contains("compactd.v2."), "{compacted}");
+
     omp.prompt("And what about subtraction?").await;
     let next = provider.posts().pop().unwrap().text();
     assert!(next.contains("SUMMARY BY COMPACTD"), "{next}");

@@ -13,6 +13,7 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     let mut config = chain_config(&fake, "openai:gpt-test", true);
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
     let app = TestApp::spawn(config).await;
     let doc: Value = app.get("/openapi.json").await.json().await.unwrap();

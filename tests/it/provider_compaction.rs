@@ -136,6 +136,38 @@ async fn a_compaction_compactd_cannot_answer_is_the_upstreams() {
     );
 }
 
+/// The ChatGPT backend's Codex path (oh-my-pi's `openai-codex` provider, its v1 lane): answered as
+/// `/v1/responses/compact` is, and what compactd does not answer goes to the Codex upstream.
+#[tokio::test]
+async fn the_codex_paths_compact_and_forward_to_the_codex_upstream() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let body = json!({"model": "gpt-5.5", "input": conversation()});
+    let response = app.post("/codex/responses/compact", &body).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let compacted: Value = response.json().await.unwrap();
+    assert_eq!(compacted["object"], "response.compaction");
+    assert_eq!(
+        compacted["output"].as_array().unwrap().last().unwrap()["type"],
+        "compaction"
+    );
+    assert!(provider.received().await.is_empty());
+
+    let theirs = json!({"model": "gpt-5.5", "previous_response_id": "resp_earlier"});
+    let response = app.post("/codex/responses/compact", &theirs).await;
+    assert_eq!(response.text().await.unwrap(), PROVIDER_COMPACTION);
+    let turn = json!({"model": "gpt-5.5", "input": "hello", "stream": true});
+    let response = app.post("/codex/responses", &turn).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = provider.received().await;
+    let paths: Vec<&str> = seen.iter().map(|r| r.url.path()).collect();
+    assert_eq!(paths, ["/codex/responses/compact", "/codex/responses"]);
+    // The WebSocket handshake is told to use HTTP.
+    let socket = app.get("/codex/responses").await;
+    assert_eq!(socket.status(), StatusCode::UPGRADE_REQUIRED);
+}
+
 #[tokio::test]
 async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
     let model = summarizer_model().await;

@@ -137,6 +137,7 @@ impl Rig {
         let mut config = crate::support::config();
         config.gateway.enabled = true;
         config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+        config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
         config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
         config.summarizers.stages.recall_footer = true;
         let app = TestApp::spawn(config).await;

@@ -326,3 +326,76 @@ async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
     let next: Value = serde_json::from_slice(&seen[2].body).unwrap();
     assert_eq!(next["input"].as_array().unwrap().len(), 3, "{next}");
 }
+
+#[tokio::test]
+async fn anthropics_sdk_gets_the_clearing_edits_applied_by_compactd_for_an_upstream_without_them() {
+    compactd_testkit::needs!(Sdks);
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    // The fake provider is not Anthropic's API: `auto` would choose compactd too.
+    config.gateway.context_edits = compactd::config::ContextEdits::Compactd;
+    let app = TestApp::spawn(config).await;
+    let call = |id: &str, path: &str| {
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": format!("THOUGHT {id}"), "signature": "sig"},
+            {"type": "tool_use", "id": id, "name": "read", "input": {"path": path}}]})
+    };
+    let result = |id: &str, text: &str| {
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": text}]})
+    };
+    let messages = json!([
+        {"role": "user", "content": "Why does the parser drop unary minus?"},
+        call("t1", "src/lexer.rs"), result("t1", "OLD LEXER OUTPUT"),
+        call("t2", "src/parser.rs"), result("t2", "NEW PARSER OUTPUT"),
+    ]);
+    let job = json!({"base_url": app.url, "model": "claude-sonnet-4-6", "messages": messages});
+    let report = tokio::task::spawn_blocking(move || run_sdk("anthropic_edits.py", &job))
+        .await
+        .unwrap();
+    assert_eq!(report["class"], "BetaMessage", "{report}");
+    assert_eq!(report["reply"], "PROVIDER SAYS OK");
+    assert_eq!(report["strict"], 2, "{report}");
+    let kinds = |key: &str| -> Vec<(String, u64)> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let count = e
+                    .get("cleared_thinking_turns")
+                    .or(e.get("cleared_tool_uses"))
+                    .and_then(Value::as_u64)
+                    .unwrap();
+                (e["type"].as_str().unwrap().to_owned(), count)
+            })
+            .collect()
+    };
+    let expected = vec![
+        ("clear_thinking_20251015".to_owned(), 1),
+        ("clear_tool_uses_20250919".to_owned(), 1),
+    ];
+    assert_eq!(kinds("applied"), expected, "{report}");
+    assert_eq!(kinds("streamed_applied"), expected, "{report}");
+
+    // The upstream got the conversation cleared and no edit it would have to know.
+    let seen = provider.received().await;
+    assert_eq!(seen.len(), 2);
+    for request in &seen {
+        let body = String::from_utf8_lossy(&request.body);
+        assert!(!body.contains("context_management"), "{body}");
+        assert!(
+            !body.contains("OLD LEXER OUTPUT") && !body.contains("THOUGHT t1"),
+            "{body}"
+        );
+        assert!(
+            body.contains("NEW PARSER OUTPUT") && body.contains("THOUGHT t2"),
+            "{body}"
+        );
+        assert!(
+            body.contains("src/lexer.rs"),
+            "the call itself stays: {body}"
+        );
+    }
+}

@@ -24,6 +24,7 @@ async fn gateway(spec: &str) -> (TestApp, FakeUpstream, Provider) {
     let mut config = chain_config(&model, spec, false);
     config.gateway.enabled = true;
     config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
     (TestApp::spawn(config).await, model, provider)
 }

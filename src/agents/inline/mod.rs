@@ -7,7 +7,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod responses;
-mod sse;
+pub(super) mod sse;
 
 use axum::body::Body;
 use axum::http::{StatusCode, header};
@@ -112,14 +112,28 @@ pub(super) async fn answer(
     .await)
 }
 
-/// The upstream's answer with compactd's block or item first: streamed events rewritten as they
-/// pass, a whole JSON answer rewritten at once; an error or an answer compactd cannot read goes to
-/// the client as the upstream wrote it.
+/// The upstream's answer with compactd's block or item first.
 async fn merged(
     response: Response,
     wire: Wire,
     first: &Value,
     rewrite: sse::Rewrite,
+    limit: u64,
+) -> Response {
+    let whole = |answer: Value| match wire {
+        Wire::AnthropicMessages => anthropic::merged(answer, &first["block"], &first["iteration"]),
+        _ => responses::merged(answer, first),
+    };
+    rewritten(response, whole, rewrite, limit).await
+}
+
+/// An upstream's answer rewritten: streamed events by `events` as they pass, a whole JSON answer
+/// by `whole` at once; an error or an answer compactd cannot read goes to the client as the
+/// upstream wrote it.
+pub(super) async fn rewritten(
+    response: Response,
+    whole: impl FnOnce(Value) -> Value,
+    events: sse::Rewrite,
     limit: u64,
 ) -> Response {
     if response.status() != StatusCode::OK {
@@ -133,14 +147,14 @@ async fn merged(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if streamed {
-        let events = sse::Rewritten::new(body.into_data_stream(), rewrite);
+        let events = sse::Rewritten::new(body.into_data_stream(), events);
         return Response::from_parts(parts, Body::from_stream(events));
     }
     let bytes = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
     {
         Ok(bytes) => bytes,
         Err(error) => {
-            tracing::warn!(error = %error, "gateway: the upstream's answer to a compacted turn did not arrive whole");
+            tracing::warn!(error = %error, "gateway: an upstream's answer compactd rewrites did not arrive whole");
             return Response::from_parts(parts, Body::empty());
         }
     };
@@ -151,9 +165,5 @@ async fn merged(
     let Some(answer) = parsed else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let answer = match wire {
-        Wire::AnthropicMessages => anthropic::merged(answer, &first["block"], &first["iteration"]),
-        _ => responses::merged(answer, first),
-    };
-    Response::from_parts(parts, Body::from(preserving::stringify(&answer)))
+    Response::from_parts(parts, Body::from(preserving::stringify(&whole(answer))))
 }
