@@ -40,6 +40,8 @@ pub struct Metrics {
     pub budget_unchecked: IntCounter,
     pub loops: IntCounterVec,
     pub upstream_cached_tokens: IntCounterVec,
+    pub prepared: IntCounterVec,
+    pub preparing: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -84,6 +86,8 @@ impl Metrics {
             budget_unchecked: registrar.counter(&BUDGET_UNCHECKED),
             loops: registrar.counter_vec(&LOOPS),
             upstream_cached_tokens: registrar.counter_vec(&UPSTREAM_CACHED_TOKENS),
+            prepared: registrar.counter_vec(&PREPARED),
+            preparing: registrar.gauge(&PREPARING),
             registry: registrar.registry,
         }
     }
@@ -309,6 +313,19 @@ const LOOPS: Def = Def::labelled(
     "compactd_loops_total",
     "Summarizations flagged as compaction loops, by endpoint.",
     &["endpoint"],
+);
+
+const PREPARED: Def = Def::labelled(
+    "compactd_prepared_summaries_total",
+    "Summaries prepared ahead of an agent session's compaction, by outcome: prepared (made and \
+     kept), refreshed (made again over a longer prefix), used (a compaction answered from one), \
+     wasted (a compaction whose prefix no longer matched, or a focus of its own), failed.",
+    &["outcome"],
+);
+
+const PREPARING: Def = Def::plain(
+    "compactd_preparing",
+    "Agent sessions whose summary is being prepared ahead now (from the turn that started it).",
 );
 
 const UPSTREAM_CACHED_TOKENS: Def = Def::labelled(

@@ -27,6 +27,8 @@ pub(crate) struct Gateway {
     /// Whether compactd applies the clearing edits of Messages requests itself.
     pub(crate) applies_context_edits: bool,
     pub(crate) proxy: proxy::Proxy,
+    /// Summaries prepared ahead of the sessions' compactions.
+    pub(crate) preparer: super::prepare::Preparer,
     seal: OnceCell<codex::Seal>,
     /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
     /// credentials).
@@ -45,6 +47,7 @@ impl Gateway {
                 &config.anthropic_upstream,
             ),
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
+            preparer: super::prepare::Preparer::new(config),
             seal: OnceCell::new(),
             summarizer_http: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))

@@ -25,6 +25,7 @@ mod codex;
 mod context_edits;
 mod gateway;
 mod inline;
+mod prepare;
 mod proxy;
 mod recognize;
 mod rendered;
@@ -134,6 +135,8 @@ pub(crate) async fn handle(
             seen_body = request.bytes.clone();
         }
     }
+    // What the model reads of this turn (compactd's items opened): what is prepared ahead.
+    let turn_body = seen_body.clone();
     note_session(app, who, wire, &request.headers, seen_body);
     // Clearing edits an upstream without them would not apply: compactd's, before anything
     // reads the conversation (the model sees it cleared, and so does a compaction of it).
@@ -150,6 +153,7 @@ pub(crate) async fn handle(
         limit: gateway.proxy.max_response_bytes,
     };
     let Some(body) = body else {
+        prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
     let compaction = recognize::compaction(wire, &request.headers, &body);
@@ -196,6 +200,7 @@ pub(crate) async fn handle(
         request.bytes = body.to_string().into();
         request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
+    prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
     report.forward(gateway, wire, request).await
 }
 
@@ -296,15 +301,20 @@ async fn answer_compaction(
         chain,
         when_spent: crate::pipeline::WhenSpent::Refuse,
     };
-    let summary = match app
-        .summarize_prompt_with(who, endpoint, compaction.request.clone(), policy)
-        .await
-    {
-        Ok(summary) => summary,
-        Err(error) => {
-            log_fallback(compaction.agent, &error);
-            return Ok(None);
-        }
+    // A summary prepared while the agent worked answers at once (issue 67).
+    let prepared = prepare::answered(app, gateway, who, &request.headers, &compaction).await;
+    let summary = match prepared {
+        Some(summary) => summary,
+        None => match app
+            .summarize_prompt_with(who, endpoint, compaction.request.clone(), policy)
+            .await
+        {
+            Ok(summary) => summary,
+            Err(error) => {
+                log_fallback(compaction.agent, &error);
+                return Ok(None);
+            }
+        },
     };
     if compaction.answer == Form::Inline {
         let response = inline::answer(app, gateway, who, turn, &summary, &compaction).await?;

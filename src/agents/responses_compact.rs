@@ -90,15 +90,21 @@ pub(crate) async fn compact(
         chain: None,
         when_spent: crate::pipeline::WhenSpent::Refuse,
     };
-    let summary = match app
-        .summarize_prompt_with(
-            who,
-            Endpoint::Gateway(RESPONSES_COMPACT),
-            compaction.request,
-            policy,
-        )
-        .await
-    {
+    // A summary prepared while the agent worked answers at once (issue 67).
+    let prepared = super::prepare::answered(app, gateway, who, &request.headers, &compaction).await;
+    let summary = match prepared {
+        Some(summary) => Ok(summary),
+        None => {
+            app.summarize_prompt_with(
+                who,
+                Endpoint::Gateway(RESPONSES_COMPACT),
+                compaction.request,
+                policy,
+            )
+            .await
+        }
+    };
+    let summary = match summary {
         Ok(summary) => summary,
         Err(AppError::Invalid { param, message }) => {
             return Err(AgentError::App(AppError::Invalid { param, message }));

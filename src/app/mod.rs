@@ -17,6 +17,7 @@ mod build;
 pub mod compaction;
 mod error;
 mod health;
+pub(crate) mod prepared;
 pub(crate) mod recall;
 pub(crate) mod sessions;
 pub(crate) mod threads;

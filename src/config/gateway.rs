@@ -80,4 +80,23 @@ pub struct GatewayConfig {
     /// Longest an upstream may stay silent, before its answer or in the middle of a stream.
     #[arg(id = "gateway_idle_timeout", long = "gateway-idle-timeout-secs", env = "COMPACTD_GATEWAY_IDLE_TIMEOUT_SECS", default_value = "300", value_parser = values::seconds)]
     pub idle_timeout: Duration,
+
+    /// `on`: summarize an agent session ahead of its compaction once it passes
+    /// `COMPACTD_PREPARE_AT` of its model's window, and answer the compaction from it at once.
+    #[arg(id = "prepare_enabled", long = "prepare", env = "COMPACTD_PREPARE", default_value = "on", value_parser = values::on_off)]
+    pub prepare: bool,
+
+    /// The share of its model's window past which a session's summary is prepared ahead.
+    #[arg(id = "prepare_at", long = "prepare-at", env = "COMPACTD_PREPARE_AT", default_value = "0.6", value_parser = values::share)]
+    pub prepare_at: f64,
+
+    /// Tenants whose sessions are never summarized ahead (comma-separated; `""` is the
+    /// anonymous tenant's name only when written as `-`).
+    #[arg(
+        id = "prepare_off_tenants",
+        long = "prepare-off-tenants",
+        env = "COMPACTD_PREPARE_OFF_TENANTS",
+        value_delimiter = ','
+    )]
+    pub prepare_off_tenants: Vec<String>,
 }

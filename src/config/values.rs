@@ -85,6 +85,14 @@ pub(super) fn on_off(text: &str) -> Result<bool, String> {
 }
 
 /// A number of milliseconds.
+/// A share strictly between 0 and 1 (`0.6`).
+pub(super) fn share(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(share) if share > 0.0 && share < 1.0 => Ok(share),
+        _ => Err(format!("{text:?} is not a share between 0 and 1, like 0.6")),
+    }
+}
+
 pub(super) fn millis(text: &str) -> Result<Duration, String> {
     text.trim()
         .parse::<u64>()

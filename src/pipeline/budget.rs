@@ -157,6 +157,32 @@ impl Budgets {
         }))
     }
 
+    /// Whether `tenant` has used less than `share` of its daily budget (always, without one):
+    /// what work done ahead of a request may spend. `false` when the store cannot say.
+    pub(crate) async fn under_share(&self, tenant: &str, share: f64) -> bool {
+        let store = self.store.clone();
+        let owned = tenant.to_owned();
+        let setting = self
+            .settings
+            .try_get_with(tenant.to_owned(), async move { store.budget(&owned).await })
+            .await;
+        let daily = match setting {
+            Ok(Some(daily)) => daily,
+            Ok(None) => return true,
+            Err(_) => return false,
+        };
+        match self
+            .store
+            .upstream_tokens_since(tenant, day_start_ms())
+            .await
+        {
+            Ok(used) => {
+                ((used + self.calls.unwritten_tokens(tenant)) as f64) < daily as f64 * share
+            }
+            Err(_) => false,
+        }
+    }
+
     fn store_down(&self, error: &str) -> Decision {
         self.metrics.budget_unchecked.inc();
         if let Some(n) = self.unchecked.hit() {

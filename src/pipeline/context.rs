@@ -28,6 +28,9 @@ pub enum Endpoint {
     Cli,
     /// A compaction the gateway answered for an agent at its model base URL.
     Gateway(Agent),
+    /// A summary prepared ahead of an agent's compaction, in the background (issue 67): paid
+    /// for like any other, and never itself a compaction served.
+    Prepared(Agent),
     /// A handoff's draft (`/v1/sessions/{id}/handoff`, the MCP tool, `compactd handoff`).
     Handoff,
     /// An answer about a thread (`/v1/threads/read`, the MCP tool `read_thread`).
@@ -44,6 +47,7 @@ impl Endpoint {
             Endpoint::BranchSummary => "branch_summary",
             Endpoint::Cli => "cli",
             Endpoint::Gateway(agent) => agent.endpoint,
+            Endpoint::Prepared(_) => "gateway:prepared",
             Endpoint::Handoff => "handoff",
             Endpoint::ThreadRead => "read_thread",
         }
@@ -61,6 +65,7 @@ impl Endpoint {
             Endpoint::SessionCompaction | Endpoint::BranchSummary => ("pi", "session"),
             Endpoint::Cli => ("pi", "cli"),
             Endpoint::Gateway(agent) => (agent.name, agent.wire.name()),
+            Endpoint::Prepared(agent) => (agent.name, "prepared"),
             Endpoint::Handoff => ("any", "handoff"),
             Endpoint::ThreadRead => ("any", "read_thread"),
         }

@@ -189,6 +189,17 @@ pub struct Stages {
     pub loops: Option<Loops>,
 }
 
+impl Pipeline {
+    /// Whether `tenant` has used less than `share` of its daily budget (always, without one, or
+    /// with budgets off).
+    pub(crate) async fn budget_under_share(&self, tenant: &str, share: f64) -> bool {
+        match &self.stages.budgets {
+            Some(budgets) => budgets.under_share(tenant, share).await,
+            None => true,
+        }
+    }
+}
+
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")

@@ -81,6 +81,7 @@ mod owned_pg;
 mod pi15;
 mod pi15_sessions;
 mod pi_extension;
+mod prepare;
 mod provider_compaction;
 mod races;
 mod real_agents;

@@ -15,6 +15,7 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
+    config.gateway.codex_upstream = provider.server.uri().parse().unwrap();
     let app = TestApp::spawn(config).await;
     let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
@@ -195,6 +196,11 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         .await;
     let compact = json!({"model": "gpt-5.2", "input": "the kiwi parser fails; fix src/kiwi.rs"});
     app.post("/v1/responses/compact", &compact).await;
+    app.post("/codex/responses/compact", &compact).await;
+    app.send(app.client.get(format!("{}/codex/responses", app.url)))
+        .await;
+    let turn = json!({"model": "gpt-5.5", "input": "hi", "stream": true});
+    app.post("/codex/responses", &turn).await;
     assert_eq!(
         app.delete(&format!("/v1/sessions/{id}")).await.status(),
         StatusCode::NO_CONTENT

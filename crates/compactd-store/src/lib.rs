@@ -10,6 +10,7 @@ mod cache_keys;
 mod entry_insert;
 pub mod ledger;
 mod postgres;
+pub mod prepared;
 pub mod recall;
 mod records;
 mod sql;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 pub use ledger::{CachedSummaryRow, Ledger};
 pub use postgres::PgStore;
+pub use prepared::{Prepared, PreparedRow};
 pub use recall::{NewRecall, Recall, RecallHit, RecallQuery, RecallTurn};
 pub use records::{
     Append, CallRecord, CompactionRecord, EntryRecord, FactRecord, KeyRecord, NewEntry, PinAdded,
@@ -136,7 +138,9 @@ pub(crate) fn like_pattern(search: &str) -> String {
 
 /// The storage interface the HTTP layer uses.
 #[async_trait::async_trait]
-pub trait Store: ledger::Ledger + recall::Recall + Send + Sync + 'static {
+pub trait Store:
+    ledger::Ledger + recall::Recall + prepared::Prepared + Send + Sync + 'static
+{
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;
     /// Whether the database answers and its migrations are applied.

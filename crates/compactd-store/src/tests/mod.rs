@@ -33,6 +33,7 @@ on_both_backends!(
 );
 
 mod ledger;
+mod prepared;
 mod recall;
 
 fn session(id: &str, created: i64) -> SessionRecord {

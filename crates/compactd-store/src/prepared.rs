@@ -1,0 +1,144 @@
+//! Summaries prepared ahead (issue 67): one a tenant's agent session, replaced by a newer one,
+//! read when the session's compaction comes, dropped once used or a day old. The same SQL for
+//! both backends, instantiated by `prepared_impl!`.
+
+use super::{PgStore, SqliteStore, StoreError};
+
+/// A session's prepared summary and the prefix of its conversation it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedRow {
+    pub tenant: String,
+    pub session_key: String,
+    pub prefix_items: i64,
+    pub prefix_hash: String,
+    pub prefix_tokens: i64,
+    pub summary: String,
+    pub model: String,
+    pub created_at_ms: i64,
+}
+
+/// How long a prepared summary is kept when no compaction comes for it.
+pub const PREPARED_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+#[async_trait::async_trait]
+pub trait Prepared: Send + Sync {
+    /// Stores `row` as its session's prepared summary (replacing an older one); drops the
+    /// prepared summaries of every session older than [`PREPARED_TTL_MS`].
+    async fn put_prepared(&self, row: &PreparedRow) -> Result<(), StoreError>;
+    /// The session's prepared summary, if one younger than [`PREPARED_TTL_MS`] is kept.
+    async fn prepared(
+        &self,
+        tenant: &str,
+        session_key: &str,
+        now_ms: i64,
+    ) -> Result<Option<PreparedRow>, StoreError>;
+    /// Drops the session's prepared summary if it is still the one made at `created_at_ms`;
+    /// whether one was dropped.
+    async fn drop_prepared(
+        &self,
+        tenant: &str,
+        session_key: &str,
+        created_at_ms: i64,
+    ) -> Result<bool, StoreError>;
+}
+
+macro_rules! prepared_impl {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl Prepared for $store {
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn put_prepared(&self, row: &PreparedRow) -> Result<(), StoreError> {
+                $crate::within(self.deadline, async {
+                    let mut tx = self.pool.begin().await?;
+                    sqlx::query(
+                        "insert into prepared_summaries (tenant, session_key, prefix_items, \
+                         prefix_hash, prefix_tokens, summary, model, created_at_ms) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8) \
+                         on conflict (tenant, session_key) do update set \
+                         prefix_items = excluded.prefix_items, prefix_hash = excluded.prefix_hash, \
+                         prefix_tokens = excluded.prefix_tokens, summary = excluded.summary, \
+                         model = excluded.model, created_at_ms = excluded.created_at_ms",
+                    )
+                    .bind($crate::column_text(&row.tenant).into_owned())
+                    .bind($crate::column_text(&row.session_key).into_owned())
+                    .bind(row.prefix_items)
+                    .bind(&row.prefix_hash)
+                    .bind(row.prefix_tokens)
+                    .bind($crate::column_text(&row.summary).into_owned())
+                    .bind($crate::column_text(&row.model).into_owned())
+                    .bind(row.created_at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query("delete from prepared_summaries where created_at_ms < $1")
+                        .bind(row.created_at_ms - PREPARED_TTL_MS)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn prepared(
+                &self,
+                tenant: &str,
+                session_key: &str,
+                now_ms: i64,
+            ) -> Result<Option<PreparedRow>, StoreError> {
+                $crate::within(self.deadline, async {
+                    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(
+                        "select prefix_items, prefix_hash, prefix_tokens, summary, model, \
+                         created_at_ms from prepared_summaries \
+                         where tenant = $1 and session_key = $2 and created_at_ms >= $3",
+                    )
+                    .bind($crate::column_text(tenant).into_owned())
+                    .bind($crate::column_text(session_key).into_owned())
+                    .bind(now_ms - PREPARED_TTL_MS)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(row.map(
+                        |(prefix_items, prefix_hash, prefix_tokens, summary, model, created_at_ms)| {
+                            PreparedRow {
+                                tenant: tenant.to_owned(),
+                                session_key: session_key.to_owned(),
+                                prefix_items,
+                                prefix_hash,
+                                prefix_tokens,
+                                summary,
+                                model,
+                                created_at_ms,
+                            }
+                        },
+                    ))
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn drop_prepared(
+                &self,
+                tenant: &str,
+                session_key: &str,
+                created_at_ms: i64,
+            ) -> Result<bool, StoreError> {
+                $crate::within(self.deadline, async {
+                    let done = sqlx::query(
+                        "delete from prepared_summaries \
+                         where tenant = $1 and session_key = $2 and created_at_ms = $3",
+                    )
+                    .bind($crate::column_text(tenant).into_owned())
+                    .bind($crate::column_text(session_key).into_owned())
+                    .bind(created_at_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected() > 0)
+                })
+                .await
+            }
+        }
+    };
+}
+
+prepared_impl!(PgStore);
+prepared_impl!(SqliteStore);

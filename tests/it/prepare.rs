@@ -1,0 +1,315 @@
+//! Zero-wait compaction (issue 67): the agents' recorded sessions replayed through the gateway
+//! with a low preparation share, so that their turns pass it. The summary is prepared while the
+//! agent works, and its compaction answered from it without a model call; what changed since is
+//! merged in (the latest request verbatim, the files, the rules); a changed prefix, a focus and a
+//! tenant that turned it off take the normal path.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::gateway_support::{
+    FIXTURES, MODEL_SUMMARY, Provider, Recorded, gateway_config, recorded, streamed_text,
+    summarizer_model,
+};
+use crate::support::{FakeUpstream, TestApp};
+
+/// A share every recorded turn passes (their bodies hold the agents' system prompts and tools,
+/// 40 kB and more) but that the agents' small side requests do not.
+const LOW_SHARE: f64 = 0.02;
+
+fn config(model: &FakeUpstream, provider: &Provider) -> compactd::config::ServeConfig {
+    let mut config = gateway_config(model, provider);
+    config.gateway.prepare_at = LOW_SHARE;
+    config
+}
+
+/// The value of a metric (summed over its labels, or one label's) in `/metrics`.
+async fn metric(app: &TestApp, name: &str, label: Option<&str>) -> f64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter(|l| label.is_none_or(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until no preparation is running (each is counted before its turn is answered).
+async fn settled(app: &TestApp) {
+    let started = Instant::now();
+    while metric(app, "compactd_preparing", None).await > 0.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a preparation never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn send(app: &TestApp, recorded: &Recorded) -> (StatusCode, String) {
+    let response = recorded
+        .request(&app.client, &app.url)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+/// Every recorded session of Claude Code and Codex: each compaction after a prepared turn is
+/// answered from the prepared summary, with no model call while the agent waits.
+#[tokio::test]
+async fn recorded_sessions_get_their_compactions_answered_from_the_prepared_summary() {
+    let mut answered_at_once = 0;
+    for fixture in FIXTURES.into_iter().filter(|f| !f.contains("opencode")) {
+        let model = summarizer_model().await;
+        let provider = Provider::start().await;
+        let app = TestApp::spawn(config(&model, &provider)).await;
+        let mut prepared_since_compaction = false;
+        for recorded in recorded(fixture) {
+            if recorded.body.is_none() {
+                continue;
+            }
+            let calls = model.received().len();
+            let (status, body) = send(&app, &recorded).await;
+            assert_eq!(status, StatusCode::OK, "{fixture} seq {}", recorded.seq);
+            if !recorded.compaction {
+                settled(&app).await;
+                prepared_since_compaction |= model.received().len() > calls;
+                continue;
+            }
+            if prepared_since_compaction {
+                assert_eq!(
+                    model.received().len(),
+                    calls,
+                    "{fixture} seq {}: the model was asked while the agent waited",
+                    recorded.seq
+                );
+                let text = if body.starts_with("event:") || body.starts_with("data:") {
+                    streamed_text(&recorded, &body)
+                } else {
+                    body.clone()
+                };
+                assert!(
+                    text.contains(MODEL_SUMMARY.lines().nth(1).unwrap())
+                        || body.contains("compactd.v2."),
+                    "{fixture} seq {}: {text}",
+                    recorded.seq
+                );
+                answered_at_once += 1;
+            }
+            prepared_since_compaction = false;
+        }
+        let used = metric(&app, "compactd_prepared_summaries_total", Some("used")).await;
+        eprintln!("{fixture}: {used} compactions answered from a prepared summary");
+        assert!(used > 0.0, "{fixture}");
+        // The preparations are in the call log as what they are.
+        let calls: Value = app.get("/v1/calls?limit=100").await.json().await.unwrap();
+        let endpoints: Vec<&str> = calls["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["endpoint"].as_str())
+            .collect();
+        assert!(endpoints.contains(&"gateway:prepared"), "{endpoints:?}");
+    }
+    assert!(answered_at_once >= 8, "{answered_at_once}");
+}
+
+/// A conversation with a standing rule, an edited file, a long tool output and, after the
+/// prepared part, more work and a multi-line latest request.
+fn messages(latest: &str) -> Vec<Value> {
+    vec![
+        json!({"role": "user", "content": "Never push to main without a review. Fix the unary minus in src/parser.rs."}),
+        json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Edit",
+             "input": {"file_path": "src/parser.rs", "old_string": "a", "new_string": "b"}}]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "x".repeat(40_000)}]}),
+        json!({"role": "assistant", "content": "Fixed in src/parser.rs."}),
+        json!({"role": "user", "content": latest}),
+    ]
+}
+
+fn claude_turn(messages: &[Value]) -> Value {
+    json!({"model": "claude-sonnet-4-6", "max_tokens": 1000, "messages": messages})
+}
+
+/// Claude Code's compaction of `messages`: its instruction appended as the last user message.
+fn claude_compaction(messages: &[Value], focus: Option<&str>) -> Value {
+    let compaction = recorded(FIXTURES[0])
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    let recorded_messages = compaction.body.as_ref().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut instruction = recorded_messages.last().unwrap().clone();
+    if let Some(focus) = focus {
+        let text = instruction["content"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                instruction["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            });
+        instruction["content"] = json!(format!("{text}\n\nAdditional Instructions:\n{focus}"));
+    }
+    let mut all = messages.to_vec();
+    all.push(json!({"role": "assistant", "content": "Writing the test now."}));
+    all.push(instruction);
+    json!({"model": "claude-sonnet-4-6", "max_tokens": 20000, "messages": all})
+}
+
+async fn post_as(app: &TestApp, session: &str, body: &Value) -> (StatusCode, String) {
+    let response = app
+        .client
+        .post(format!("{}/v1/messages", app.url))
+        .header("x-claude-code-session-id", session)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_answer_merges_what_came_after_the_prepared_part_and_a_changed_prefix_takes_the_normal_path()
+ {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(config(&model, &provider)).await;
+    let early = messages("Now add a regression test for unary minus.");
+    post_as(&app, "s1", &claude_turn(&early)).await;
+    settled(&app).await;
+    let prepared = model.received().len();
+    assert!(prepared > 0, "prepared");
+
+    // More work, then a compaction: answered at once, the later request kept whole.
+    let mut later = early.clone();
+    later.push(json!({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t2", "name": "Write",
+         "input": {"file_path": "tests/unary.rs", "content": "#[test] fn neg() {}"}}]}));
+    later.push(json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t2", "content": "wrote tests/unary.rs"}]}));
+    let latest = "Next:\n1. run the tests\n2. open a pull request for review";
+    later.push(json!({"role": "user", "content": latest}));
+    let (status, answer) = post_as(&app, "s1", &claude_compaction(&later, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        model.received().len(),
+        prepared,
+        "no model call while the agent waited"
+    );
+    let summary: Value = serde_json::from_str(&answer).unwrap();
+    let text = summary["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("<summary>"), "{text}");
+    for kept in [
+        MODEL_SUMMARY.lines().nth(1).unwrap(),
+        "tests/unary.rs",
+        "2. open a pull request for review",
+        "Never push to main without a review",
+    ] {
+        assert!(text.contains(kept), "{kept}: {text}");
+    }
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
+        1.0
+    );
+
+    // Prepared again, then the conversation rewound and edited: never the stale summary.
+    post_as(&app, "s1", &claude_turn(&early)).await;
+    settled(&app).await;
+    let prepared = model.received().len();
+    let mut edited = early.clone();
+    edited[0] =
+        json!({"role": "user", "content": "Fix the binary minus in src/parser.rs instead."});
+    let (status, answer) = post_as(&app, "s1", &claude_compaction(&edited, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        model.received().len() > prepared,
+        "the normal path: the model wrote it"
+    );
+    assert!(answer.contains("SUMMARY BY COMPACTD"), "{answer}");
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("wasted")).await,
+        1.0
+    );
+
+    // A focus of its own takes the normal path too.
+    post_as(&app, "s2", &claude_turn(&early)).await;
+    settled(&app).await;
+    let prepared = model.received().len();
+    let focused = claude_compaction(&early, Some("Keep only the parser work."));
+    post_as(&app, "s2", &focused).await;
+    assert!(model.received().len() > prepared, "the normal path");
+}
+
+#[tokio::test]
+async fn a_tenant_that_turned_it_off_gets_no_work_done_ahead() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = config(&model, &provider);
+    // The anonymous tenant, as the setting names it.
+    config.gateway.prepare_off_tenants = vec!["-".into()];
+    let app = TestApp::spawn(config).await;
+    let early = messages("Now add a regression test for unary minus.");
+    post_as(&app, "s1", &claude_turn(&early)).await;
+    settled(&app).await;
+    assert!(model.received().is_empty(), "nothing prepared");
+    post_as(&app, "s1", &claude_compaction(&early, None)).await;
+    assert!(!model.received().is_empty(), "summarized when asked");
+}
+
+/// OpenAI's `responses.compact` (oh-my-pi's first lane on GPT models, the SDK's) is answered from
+/// the prepared summary too.
+#[tokio::test]
+async fn responses_compact_is_answered_from_the_prepared_summary() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(config(&model, &provider)).await;
+    let mut input = vec![
+        json!({"role": "user", "content": "Always run cargo fmt. Fix the lexer in src/lexer.rs."}),
+        json!({"type": "function_call", "call_id": "c1", "name": "shell",
+               "arguments": "{\"command\":\"cat src/lexer.rs\"}"}),
+        json!({"type": "function_call_output", "call_id": "c1", "output": "y".repeat(40_000)}),
+        json!({"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "The lexer drops tabs."}]}),
+        json!({"role": "user", "content": "Fix it."}),
+    ];
+    let turn = json!({"model": "gpt-5.2", "input": input, "stream": true});
+    let sent = app
+        .client
+        .post(format!("{}/v1/responses", app.url))
+        .header("session-id", "codex-1")
+        .json(&turn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), StatusCode::OK);
+    sent.text().await.unwrap();
+    settled(&app).await;
+    let prepared = model.received().len();
+    assert!(prepared > 0);
+    input.push(json!({"role": "user", "content": "Then add a test for tabs in tests/lexer.rs."}));
+    let compacted = app
+        .client
+        .post(format!("{}/v1/responses/compact", app.url))
+        .header("session-id", "codex-1")
+        .json(&json!({"model": "gpt-5.2", "input": input}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(compacted.status(), StatusCode::OK);
+    let compacted: Value = compacted.json().await.unwrap();
+    assert_eq!(compacted["object"], "response.compaction");
+    assert_eq!(model.received().len(), prepared, "answered at once");
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
+        1.0
+    );
+}
