@@ -30,13 +30,16 @@ pub(crate) struct Gateway {
     /// Summaries prepared ahead of the sessions' compactions.
     pub(crate) preparer: super::prepare::Preparer,
     seal: OnceCell<codex::Seal>,
+    anthropic_version: String,
     /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
     /// credentials).
     summarizer_http: reqwest::Client,
 }
 
 impl Gateway {
-    pub(crate) fn new(config: &GatewayConfig) -> anyhow::Result<Gateway> {
+    /// The gateway of `config`; `anthropic_version` is what `agent` mode's calls to the
+    /// Anthropic upstream send when the agent sent none (`COMPACTD_ANTHROPIC_VERSION`).
+    pub(crate) fn new(config: &GatewayConfig, anthropic_version: &str) -> anyhow::Result<Gateway> {
         Ok(Gateway {
             anthropic_upstream: config.anthropic_upstream.clone(),
             openai_upstream: config.openai_upstream.clone(),
@@ -49,6 +52,7 @@ impl Gateway {
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
             preparer: super::prepare::Preparer::new(config),
             seal: OnceCell::new(),
+            anthropic_version: anthropic_version.to_owned(),
             summarizer_http: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .redirect(reqwest::redirect::Policy::none())
@@ -80,7 +84,7 @@ impl Gateway {
                     http,
                     self.anthropic_upstream.as_str(),
                     String::new(),
-                    "2023-06-01".into(),
+                    self.anthropic_version.clone(),
                 );
                 Link::Anthropic {
                     client: client.with_credentials(credentials),

@@ -16,7 +16,7 @@
 //! at a time per session, again only when the session grew by a tenth of its window; counted in
 //! `compactd_prepared_summaries_total` by outcome.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -61,13 +61,16 @@ pub(crate) struct Preparer {
     enabled: bool,
     share: f64,
     off_tenants: HashSet<String>,
-    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+    in_flight: Running,
     /// The estimated tokens at which each session (tenant, key) was last prepared, on this
     /// replica: what spares the turns after it a store read.
     recent: Recent,
 }
 
 type Recent = moka::sync::Cache<(String, String), u64>;
+
+/// The sessions (tenant, key) being prepared on this replica, each with what tells its end.
+type Running = Arc<Mutex<HashMap<(String, String), tokio::sync::watch::Receiver<()>>>>;
 
 impl Preparer {
     pub(crate) fn new(config: &crate::config::GatewayConfig) -> Preparer {
@@ -255,12 +258,22 @@ pub(crate) fn after_turn(
     {
         return;
     }
+    // The session's place is taken now when its header names it, so that a compaction right
+    // after this turn finds the preparation running; without a header, once the key is read.
+    let held = match header_key {
+        Some(key) => match InFlight::take(&preparer.in_flight, key) {
+            Some(held) => Some(held),
+            None => return,
+        },
+        None => None,
+    };
     let chain = gateway.agent_chain(wire, model, headers, app.configured_chain());
     // Counted before the turn is answered, so that whoever sees the answer sees the work.
     let metrics = app.metrics.clone();
     metrics.preparing.inc();
     let job = Preparation {
         _counted: Counted(metrics),
+        held,
         recent: preparer.recent.clone(),
         app: app.clone(),
         who: who.clone(),
@@ -287,6 +300,8 @@ impl Drop for Counted {
 /// One preparation, in the background.
 struct Preparation {
     _counted: Counted,
+    /// The session's place among those being prepared, when taken before the key was read.
+    held: Option<InFlight>,
     recent: Recent,
     app: App,
     who: Identity,
@@ -296,22 +311,36 @@ struct Preparation {
     tokens: u64,
     window: u64,
     chain: Option<Arc<Chain>>,
-    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+    in_flight: Running,
 }
 
-/// A session's place among those being prepared, given up when the preparation ends.
+/// A session's place among those being prepared, given up when the preparation ends (which
+/// wakes whoever waits for it).
 struct InFlight {
-    set: Arc<Mutex<HashSet<(String, String)>>>,
+    set: Running,
     key: (String, String),
+    _done: tokio::sync::watch::Sender<()>,
 }
 
 impl InFlight {
-    fn take(set: &Arc<Mutex<HashSet<(String, String)>>>, key: (String, String)) -> Option<Self> {
+    fn take(set: &Running, key: (String, String)) -> Option<Self> {
         let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
-        held.insert(key.clone()).then(|| InFlight {
+        if held.contains_key(&key) {
+            return None;
+        }
+        let (done, waiting) = tokio::sync::watch::channel(());
+        held.insert(key.clone(), waiting);
+        Some(InFlight {
             set: set.clone(),
             key,
+            _done: done,
         })
+    }
+
+    /// What ends when the session's preparation on this replica ends, if one is running.
+    fn running(set: &Running, key: &(String, String)) -> Option<tokio::sync::watch::Receiver<()>> {
+        let held = set.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(key).cloned()
     }
 }
 
@@ -323,7 +352,7 @@ impl Drop for InFlight {
 }
 
 impl Preparation {
-    async fn run(self) {
+    async fn run(mut self) {
         let Ok(body) = serde_json::from_slice::<Value>(&self.plain) else {
             return;
         };
@@ -347,9 +376,12 @@ impl Preparation {
         let Some(key) = session_key(&self.headers, &conversation.messages) else {
             return;
         };
-        let Some(_held) = InFlight::take(&self.in_flight, (self.who.tenant.clone(), key.clone()))
-        else {
-            return;
+        let _held = match self.held.take() {
+            Some(held) => held,
+            None => match InFlight::take(&self.in_flight, (self.who.tenant.clone(), key.clone())) {
+                Some(held) => held,
+                None => return,
+            },
         };
         let earlier = self.app.prepared(&self.who, &key).await;
         let grown = self.window as f64 * REFRESH_SHARE;
@@ -431,6 +463,16 @@ pub(crate) async fn answered(
     }
     let conversation = compaction.request.conversation.as_ref()?;
     let key = session_key(headers, &conversation.messages)?;
+    // A preparation under way is most of the way there: its end is waited for rather than the
+    // whole of a new summarization (on this replica; another's is not seen until it is kept).
+    let running = InFlight::running(
+        &gateway.preparer.in_flight,
+        &(who.tenant.clone(), key.clone()),
+    );
+    if let Some(mut running) = running {
+        // Its sender goes when it ends: `changed` then fails, which is the signal.
+        let _ = running.changed().await;
+    }
     let row = app.prepared(who, &key).await?;
     // Used or outdated, the summary is done with: the session's next preparation starts afresh.
     gateway

@@ -122,7 +122,10 @@ impl AppState {
             limits: HttpLimits::from(&config.http),
             browser: Arc::new(browser::BrowserPolicy::of(config)),
             gateway: match config.gateway.enabled {
-                true => Some(Arc::new(crate::agents::Gateway::new(&config.gateway)?)),
+                true => Some(Arc::new(crate::agents::Gateway::new(
+                    &config.gateway,
+                    &config.summarizers.anthropic_version,
+                )?)),
                 false => None,
             },
         })))

@@ -128,3 +128,37 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
         "compactd's own model is not asked in agent mode"
     );
 }
+
+/// An agent that sends no `anthropic-version` gets compactd's setting on `agent` mode's call,
+/// never a version of the gateway's own.
+#[tokio::test]
+async fn in_agent_mode_the_configured_anthropic_version_goes_when_the_agent_sends_none() {
+    let model = summarizer_model().await;
+    let provider = crate::gateway_support::Provider {
+        server: MockServer::start().await,
+    };
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(Summarizes)
+        .mount(&provider.server)
+        .await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.summarizer = compactd::config::GatewaySummarizer::Agent;
+    config.summarizers.anthropic_version = "2099-01-01".into();
+    let app = TestApp::spawn(config).await;
+    let mut compaction = recorded(FIXTURES[0])
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    compaction
+        .headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("anthropic-version"));
+    let response = compaction
+        .request(&app.client, &app.url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let asked = provider.received().await;
+    let version = asked[0].headers.get("anthropic-version").unwrap();
+    assert_eq!(version.to_str().unwrap(), "2099-01-01");
+}

@@ -313,3 +313,31 @@ async fn responses_compact_is_answered_from_the_prepared_summary() {
         1.0
     );
 }
+
+/// A compaction that comes while its session's summary is still being prepared waits for that
+/// (most of the way done) rather than starting over: the model is asked once.
+#[tokio::test]
+async fn a_compaction_during_the_preparation_waits_for_it_instead_of_starting_over() {
+    use crate::support::Reply;
+    let slow = Reply::openai(MODEL_SUMMARY).after(Duration::from_millis(800));
+    let model = FakeUpstream::start(vec![], slow).await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(config(&model, &provider)).await;
+    let early = messages("Now add a regression test for unary minus.");
+    post_as(&app, "s1", &claude_turn(&early)).await;
+    // No wait: the compaction comes while the preparation runs.
+    let (status, answer) = post_as(&app, "s1", &claude_compaction(&early, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(answer.contains("SUMMARY BY COMPACTD"), "{answer}");
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
+        1.0
+    );
+    let asked = model.received().len();
+    settled(&app).await;
+    assert_eq!(model.received().len(), asked, "nothing asked after");
+    assert!(
+        asked <= 2,
+        "one summarization (and its repair), not two: {asked}"
+    );
+}

@@ -1,0 +1,372 @@
+//! Zero-wait compaction measured where users wait (issue 67), not part of the service: agent
+//! sessions replayed through compactd's gateway with a summarizing model that takes MODEL_SECS a
+//! call (10 by default), once with preparation on and once off, each in the same run. Prints, per
+//! mode, the time to answer each compaction (p50, p95), the share answered from a prepared
+//! summary, and the model calls per compaction (the preparations included).
+//!
+//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS]
+//!
+//! The sessions: the recorded Claude Code and Codex sessions of `tests/fixtures/agent-requests/`
+//! (their requests as the agents sent them; tens of kilobytes each, so prepared past 2 % of the
+//! window), and the two long real pi sessions of `tests/fixtures/` (`large-session.jsonl`, 914
+//! messages; `before-compaction.jsonl`, 990) played as Claude Code plays a conversation: a request
+//! at each turn with everything so far, a compaction once it reaches 80 % of a 128,000-token
+//! window (a local model's), the summary carried on as Claude Code carries it. Each turn takes
+//! TURN_SECS (0.3 by default: an agent's own model is not instant) before the next.
+
+use std::time::{Duration, Instant};
+
+use compactd::config::ServeConfig;
+use compactd::http::AppState;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const FIXTURES: [&str; 6] = [
+    "claude-code-2.1.330",
+    "codex-0.169.0-custom-provider",
+    "codex-0.169.0-openai-provider",
+    "sessions/claude-code-2.1.332",
+    "sessions/codex-custom-provider-0.171.0",
+    "sessions/codex-openai-provider-0.171.0",
+];
+const LONG_SESSIONS: [&str; 2] = ["large-session.jsonl", "before-compaction.jsonl"];
+/// A local model's window, as compactd knows it (any model it does not list).
+const LOCAL_MODEL: &str = "qwen3-coder-30b";
+const WINDOW_BYTES: usize = 128_000 * 4;
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The summarizing model: an OpenAI chat endpoint that answers after `delay`.
+async fn slow_model(delay: Duration) -> MockServer {
+    let server = MockServer::start().await;
+    let answer = json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+            "content": "## Goal\nThe user's work, as the model summarized it.\n\n## Progress\n### Done\n- (see below)"}}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}});
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(answer)
+                .set_delay(delay),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The agents' provider: answers every turn at once (the pacing is the replay's).
+async fn provider() -> MockServer {
+    let server = MockServer::start().await;
+    let message = json!({"id": "msg", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 1}});
+    let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    Mock::given(path("/v1/messages"))
+        .respond_with(move |request: &wiremock::Request| {
+            let streams =
+                serde_json::from_slice::<Value>(&request.body).is_ok_and(|b| b["stream"] == true);
+            if streams {
+                ResponseTemplate::new(200).set_body_raw(sse, "text/event-stream")
+            } else {
+                ResponseTemplate::new(200).set_body_json(message.clone())
+            }
+        })
+        .mount(&server)
+        .await;
+    let completed = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1,\"total_tokens\":2}}}\n\n";
+    Mock::given(path("/v1/responses"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(completed, "text/event-stream"))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn compactd(model: &MockServer, provider: &MockServer, prepare: bool, share: f64) -> String {
+    let mut config = ServeConfig::defaults();
+    config.storage.database_url = Some(compactd::config::Secret::new("sqlite::memory:"));
+    config.summarizers.models = vec!["openai:summarizer".parse().unwrap()];
+    config.summarizers.openai_base_url = format!("{}/v1", model.uri()).parse().unwrap();
+    config.summarizers.openai_api_key = Some(compactd::config::Secret::new("sk-bench"));
+    config.gateway.enabled = true;
+    config.gateway.anthropic_upstream = provider.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.uri()).parse().unwrap();
+    config.gateway.prepare = prepare;
+    config.gateway.prepare_at = share;
+    config.validate().unwrap();
+    let state = AppState::from_config(&config).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(compactd::http::serve(
+        listener,
+        state,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    url
+}
+
+/// One compaction as the agent waited for it.
+struct Waited {
+    seconds: f64,
+    prepared: bool,
+}
+
+async fn used(client: &reqwest::Client, url: &str) -> f64 {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("compactd_prepared_summaries_total{outcome=\"used\"}"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Sends one request; when it is a compaction, how long the agent waited and whether a prepared
+/// summary answered it.
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    path_and_query: &str,
+    headers: &[(String, String)],
+    body: &Value,
+    compaction: bool,
+) -> Option<Waited> {
+    let before = if compaction {
+        used(client, url).await
+    } else {
+        0.0
+    };
+    let mut request = client.post(format!("{url}{path_and_query}")).json(body);
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if !["host", "content-length", "connection", "transfer-encoding"].contains(&lower.as_str())
+        {
+            request = request.header(name, value);
+        }
+    }
+    let started = Instant::now();
+    let response = request.send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.bytes().await.unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    if !compaction {
+        return None;
+    }
+    Some(Waited {
+        seconds,
+        prepared: used(client, url).await > before,
+    })
+}
+
+async fn recorded(
+    client: &reqwest::Client,
+    url: &str,
+    fixture: &str,
+    turn: Duration,
+) -> Vec<Waited> {
+    let file = root().join(format!("tests/fixtures/agent-requests/{fixture}.jsonl"));
+    let mut waited = Vec::new();
+    for line in std::fs::read_to_string(file).unwrap().lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["body"].is_null() {
+            continue;
+        }
+        let query = r["query"].as_str().unwrap_or_default();
+        let path = r["path"].as_str().unwrap();
+        let path_and_query = match query {
+            "" => path.to_owned(),
+            q => format!("{path}?{q}"),
+        };
+        let headers: Vec<(String, String)> = r["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_str().unwrap().to_owned()))
+            .collect();
+        let compaction = r["compaction"].as_bool().unwrap();
+        let body = r["body"].clone();
+        waited.extend(send(client, url, &path_and_query, &headers, &body, compaction).await);
+        if !compaction {
+            tokio::time::sleep(turn).await;
+        }
+    }
+    waited
+}
+
+/// A pi session's messages in Anthropic's form.
+fn anthropic_messages(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(root().join("tests/fixtures").join(file)).unwrap();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        if entry["type"] != "message" {
+            continue;
+        }
+        let message = &entry["message"];
+        let blocks = message["content"].as_array().cloned().unwrap_or_default();
+        let text_of = |blocks: &[Value]| -> String {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        match message["role"].as_str() {
+            Some("user") => {
+                let text = match &message["content"] {
+                    Value::String(s) => s.clone(),
+                    _ => text_of(&blocks),
+                };
+                out.push(json!({"role": "user", "content": text}));
+            }
+            Some("assistant") => {
+                let content: Vec<Value> = blocks
+                    .iter()
+                    .filter_map(|b| match b["type"].as_str() {
+                        Some("text") => Some(json!({"type": "text", "text": b["text"]})),
+                        Some("toolCall") => Some(json!({"type": "tool_use", "id": b["id"],
+                            "name": b["name"], "input": b["arguments"]})),
+                        _ => None,
+                    })
+                    .collect();
+                if !content.is_empty() {
+                    out.push(json!({"role": "assistant", "content": content}));
+                }
+            }
+            Some("toolResult") => out.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": message["toolCallId"],
+                 "content": text_of(&blocks)}]})),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Claude Code's compaction instruction, as recorded.
+fn claude_instruction() -> Value {
+    let file = root().join("tests/fixtures/agent-requests/claude-code-2.1.330.jsonl");
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["compaction"] == true)
+        .map(|r| {
+            r["body"]["messages"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .clone()
+        })
+        .unwrap()
+}
+
+async fn long_session(
+    client: &reqwest::Client,
+    url: &str,
+    file: &str,
+    turn: Duration,
+) -> Vec<Waited> {
+    let headers = vec![(
+        "x-claude-code-session-id".to_owned(),
+        format!("long-{file}"),
+    )];
+    let instruction = claude_instruction();
+    let mut waited = Vec::new();
+    let mut history: Vec<Value> = Vec::new();
+    let mut size = 0;
+    for message in anthropic_messages(file) {
+        size += message.to_string().len();
+        let is_user = message["role"] == "user";
+        history.push(message);
+        if !is_user {
+            continue;
+        }
+        if size >= WINDOW_BYTES * 8 / 10 {
+            let mut messages = history.clone();
+            messages.push(instruction.clone());
+            let body = json!({"model": LOCAL_MODEL, "max_tokens": 20000, "messages": messages});
+            let answer = send(client, url, "/v1/messages", &headers, &body, true).await;
+            waited.extend(answer);
+            // Carried on as Claude Code carries a summary: one user message, then the work.
+            history = vec![json!({"role": "user", "content":
+                "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n(the summary)"})];
+            size = 0;
+            continue;
+        }
+        let body = json!({"model": LOCAL_MODEL, "max_tokens": 4096, "messages": history});
+        send(client, url, "/v1/messages", &headers, &body, false).await;
+        tokio::time::sleep(turn).await;
+    }
+    waited
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let model_secs: f64 = args.get(1).map_or(10.0, |a| a.parse().unwrap());
+    let turn = Duration::from_secs_f64(args.get(2).map_or(0.3, |a| a.parse().unwrap()));
+    let client = reqwest::Client::new();
+    println!(
+        "model {model_secs} s a call, {} s a turn",
+        turn.as_secs_f64()
+    );
+    for prepare in [false, true] {
+        let model = slow_model(Duration::from_secs_f64(model_secs)).await;
+        let provider = provider().await;
+        let mut waited = Vec::new();
+        let started = Instant::now();
+        // The recorded sessions are tens of kilobytes: prepared past 2 % of the window.
+        let url = compactd(&model, &provider, prepare, 0.02).await;
+        for fixture in FIXTURES {
+            waited.extend(recorded(&client, &url, fixture, turn).await);
+        }
+        let recorded_count = waited.len();
+        let url = compactd(&model, &provider, prepare, 0.6).await;
+        for file in LONG_SESSIONS {
+            waited.extend(long_session(&client, &url, file, turn).await);
+        }
+        let calls = model.received_requests().await.unwrap_or_default().len();
+        let mode = if prepare { "on " } else { "off" };
+        println!(
+            "preparation {mode}: {:.2} model calls per compaction; replay {:.0} s",
+            calls as f64 / waited.len().max(1) as f64,
+            started.elapsed().as_secs_f64()
+        );
+        let (recorded, long) = waited.split_at(recorded_count);
+        for (name, group) in [
+            ("recorded agents", recorded),
+            ("long real sessions", long),
+            ("all", &waited[..]),
+        ] {
+            let mut seconds: Vec<f64> = group.iter().map(|w| w.seconds).collect();
+            seconds.sort_by(f64::total_cmp);
+            let prepared = group.iter().filter(|w| w.prepared).count();
+            println!(
+                "  {name}: {} compactions, p50 {:.2} s, p95 {:.2} s, max {:.2} s; {} answered from a prepared summary",
+                group.len(),
+                percentile(&seconds, 0.5),
+                percentile(&seconds, 0.95),
+                seconds.last().copied().unwrap_or(f64::NAN),
+                prepared,
+            );
+        }
+    }
+}
