@@ -27,6 +27,8 @@ pub(crate) struct Gateway {
     /// Whether compactd applies the clearing edits of Messages requests itself.
     pub(crate) applies_context_edits: bool,
     pub(crate) proxy: proxy::Proxy,
+    /// Tenants whose calls to the providers' own compaction APIs pass through untouched.
+    native_tenants: std::collections::HashSet<String>,
     /// Summaries prepared ahead of the sessions' compactions.
     pub(crate) preparer: super::prepare::Preparer,
     seal: OnceCell<codex::Seal>,
@@ -51,6 +53,7 @@ impl Gateway {
             ),
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
             preparer: super::prepare::Preparer::new(config),
+            native_tenants: tenants(&config.native_tenants),
             seal: OnceCell::new(),
             anthropic_version: anthropic_version.to_owned(),
             summarizer_http: reqwest::Client::builder()
@@ -115,6 +118,12 @@ impl Gateway {
         Some(Arc::new(Chain::new(links, configured.policy)))
     }
 
+    /// Whether `who` chose the providers' own compaction APIs over compactd's
+    /// (`COMPACTD_GATEWAY_NATIVE_TENANTS`): its calls to them pass through byte for byte.
+    pub(crate) fn native_for(&self, who: &crate::access::Identity) -> bool {
+        self.native_tenants.contains(&who.tenant)
+    }
+
     /// The seal of Codex items: a secret every replica shares, made from the OS's CSPRNG by the
     /// first one to need it and kept in the store.
     pub(crate) async fn seal(
@@ -131,6 +140,22 @@ impl Gateway {
             })
             .await
     }
+}
+
+/// Tenant names as a setting lists them (`-` is the anonymous tenant, `""`).
+pub(crate) fn tenants(listed: &[String]) -> std::collections::HashSet<String> {
+    listed
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            if t == "-" {
+                String::new()
+            } else {
+                t.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// Whether compactd applies the clearing edits itself, behind `upstream`: Anthropic's own API

@@ -111,7 +111,10 @@ pub(crate) async fn handle(
     let mut seen_body = plain.clone();
     // The one parse of the body, and only of one that may be a compaction: the ordinary turns
     // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
+    // A tenant that chose the providers' own compaction APIs: those pass through untouched.
+    let native = gateway.native_for(who);
     let clears = wire == Wire::AnthropicMessages
+        && !native
         && gateway.applies_context_edits
         && context_edits::may_ask(&plain);
     let mut body: Option<Value> =
@@ -171,6 +174,9 @@ pub(crate) async fn handle(
         return Err(AgentError::NotJson { declared });
     }
     if let Some(compaction) = compaction {
+        if native && recognize::is_provider_api(compaction.agent) {
+            return forward(gateway, wire, request).await.map(Outcome::Response);
+        }
         if compaction.answer == Form::CompactionBlock
             && let Err(refused) = anthropic_compaction::check(&body)
         {
@@ -196,7 +202,7 @@ pub(crate) async fn handle(
     }
     // A provider's compaction setting under its threshold: compaction is compactd's to do.
     let mut body = body;
-    if inline::without_setting(wire, &mut body) {
+    if !native && inline::without_setting(wire, &mut body) {
         request.bytes = body.to_string().into();
         request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }

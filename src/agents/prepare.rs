@@ -77,19 +77,7 @@ impl Preparer {
         Preparer {
             enabled: config.prepare,
             share: config.prepare_at,
-            off_tenants: config
-                .prepare_off_tenants
-                .iter()
-                .map(|t| t.trim())
-                .filter(|t| !t.is_empty())
-                .map(|t| {
-                    if t == "-" {
-                        String::new()
-                    } else {
-                        t.to_owned()
-                    }
-                })
-                .collect(),
+            off_tenants: super::gateway::tenants(&config.prepare_off_tenants),
             in_flight: Arc::default(),
             recent: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -220,11 +208,14 @@ fn has_focus(compaction: &Compaction) -> bool {
     if compaction.agent == super::anthropic_messages::CLAUDE_CODE {
         return instructions.contains(CLAUDE_FOCUS);
     }
-    if compaction.agent.name.starts_with("anthropic") || compaction.agent.name.starts_with("openai")
-    {
-        return !instructions.trim().is_empty();
-    }
-    false
+    // The providers' APIs take `instructions` only to change what the summary holds.
+    super::recognize::is_provider_api(compaction.agent) && !instructions.trim().is_empty()
+}
+
+/// Whether a summary prepared at `at` tokens still serves a session now at `tokens`: it has not
+/// grown by a tenth of its window since, nor shrunk (a compaction since then starts it afresh).
+fn fresh(at: u64, tokens: u64, window: u64) -> bool {
+    at <= tokens && (tokens as f64) < at as f64 + window as f64 * REFRESH_SHARE
 }
 
 /// The sessions' ordinary turns: once `plain` passes the share of its model's window, its
@@ -254,7 +245,7 @@ pub(crate) fn after_turn(
         .map(|(agent, id)| (who.tenant.clone(), format!("{agent}:{id}")));
     if let Some(key) = &header_key
         && let Some(at) = preparer.recent.get(key)
-        && (tokens as f64) < at as f64 + window as f64 * REFRESH_SHARE
+        && fresh(at, tokens, window)
     {
         return;
     }
@@ -384,9 +375,8 @@ impl Preparation {
             },
         };
         let earlier = self.app.prepared(&self.who, &key).await;
-        let grown = self.window as f64 * REFRESH_SHARE;
         if let Some(row) = &earlier
-            && (self.tokens as f64) < row.prefix_tokens as f64 + grown
+            && fresh(row.prefix_tokens as u64, self.tokens, self.window)
         {
             // Another replica prepared it: this one need not ask the store again soon.
             self.recent
@@ -463,33 +453,41 @@ pub(crate) async fn answered(
     }
     let conversation = compaction.request.conversation.as_ref()?;
     let key = session_key(headers, &conversation.messages)?;
-    // A preparation under way is most of the way there: its end is waited for rather than the
-    // whole of a new summarization (on this replica; another's is not seen until it is kept).
-    let running = InFlight::running(
-        &gateway.preparer.in_flight,
-        &(who.tenant.clone(), key.clone()),
-    );
-    if let Some(mut running) = running {
-        // Its sender goes when it ends: `changed` then fails, which is the signal.
-        let _ = running.changed().await;
+    let hashes = prefix_hashes(&conversation.messages);
+    let covers = |row: &PreparedRow| {
+        usize::try_from(row.prefix_items).is_ok_and(|covered| {
+            covered > 0
+                && hashes
+                    .get(covered - 1)
+                    .is_some_and(|hash| hex::encode(hash) == row.prefix_hash)
+        })
+    };
+    let focus = has_focus(compaction);
+    // A kept summary that covers this conversation answers at once, even while a newer one is
+    // being prepared.
+    let mut row = app.prepared(who, &key).await;
+    if !focus && !row.as_ref().is_some_and(covers) {
+        // Else a preparation under way is most of the way there: its end is waited for rather
+        // than the whole of a new summarization (on this replica; another's is not seen until
+        // it is kept). Its sender goes when it ends: `changed` then fails, which is the signal.
+        let session = (who.tenant.clone(), key.clone());
+        if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
+            let _ = running.changed().await;
+            row = app.prepared(who, &key).await;
+        }
     }
-    let row = app.prepared(who, &key).await?;
+    let row = row?;
     // Used or outdated, the summary is done with: the session's next preparation starts afresh.
     gateway
         .preparer
         .recent
         .invalidate(&(who.tenant.clone(), key.clone()));
-    let hashes = prefix_hashes(&conversation.messages);
-    let covered = usize::try_from(row.prefix_items).ok()?;
-    let matches = covered > 0
-        && hashes
-            .get(covered - 1)
-            .is_some_and(|hash| hex::encode(hash) == row.prefix_hash);
-    if !matches || has_focus(compaction) {
+    if focus || !covers(&row) {
         app.metrics.prepared.with_label_values(&["wasted"]).inc();
         app.drop_prepared(&row).await;
         return None;
     }
+    let covered = row.prefix_items as usize;
     // What came after the prepared part (at least the latest message, which the merge keeps
     // verbatim when it is the user's).
     let from = covered.min(conversation.messages.len().saturating_sub(1));
@@ -549,6 +547,20 @@ mod tests {
         assert!(
             he[1..].iter().zip(&hb[1..]).all(|(x, y)| x != y),
             "an edit changes every later hash"
+        );
+    }
+
+    #[test]
+    fn a_session_is_prepared_again_once_it_grew_or_after_it_shrank() {
+        let window = 200_000;
+        assert!(fresh(120_000, 130_000, window));
+        assert!(
+            !fresh(120_000, 140_000, window),
+            "grew by a tenth of the window"
+        );
+        assert!(
+            !fresh(160_000, 125_000, window),
+            "compacted since, and grown back"
         );
     }
 

@@ -126,6 +126,12 @@ pub(crate) const RECOGNIZERS: &[Recognizer] = &[
     },
 ];
 
+/// Whether `agent` is one of the providers' own compaction APIs (rather than an agent's
+/// compaction prompt): what a tenant may leave to the provider.
+pub(crate) fn is_provider_api(agent: Agent) -> bool {
+    agent == ANTHROPIC_COMPACTION || agent == RESPONSES_COMPACT
+}
+
 /// The compaction a body of `wire` is, by the first recognizer that knows it.
 pub(crate) fn compaction(wire: Wire, headers: &HeaderMap, body: &Value) -> Option<Compaction> {
     RECOGNIZERS

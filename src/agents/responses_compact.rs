@@ -34,6 +34,10 @@ pub(crate) async fn compact(
     who: &Identity,
     mut request: Request,
 ) -> Result<Response, AgentError> {
+    // A tenant that chose the provider's own compaction: its request goes as it came.
+    if gateway.native_for(who) {
+        return forward(gateway, Wire::Responses, request).await;
+    }
     let plain = request.plain.clone().unwrap_or_default();
     let mut body: Value = serde_json::from_slice(&plain).map_err(|e| {
         AgentError::App(AppError::Malformed {

@@ -81,6 +81,18 @@ pub struct GatewayConfig {
     #[arg(id = "gateway_idle_timeout", long = "gateway-idle-timeout-secs", env = "COMPACTD_GATEWAY_IDLE_TIMEOUT_SECS", default_value = "300", value_parser = values::seconds)]
     pub idle_timeout: Duration,
 
+    /// Tenants whose calls to the providers' own compaction APIs (`/v1/responses/compact`,
+    /// OpenAI's `context_management` compaction, Anthropic's `compaction` and
+    /// `compact_20260112`, and its clearing edits) pass to the upstream byte for byte, for the
+    /// provider to serve (comma-separated; `-` names the anonymous tenant).
+    #[arg(
+        id = "gateway_native_tenants",
+        long = "gateway-native-tenants",
+        env = "COMPACTD_GATEWAY_NATIVE_TENANTS",
+        value_delimiter = ','
+    )]
+    pub native_tenants: Vec<String>,
+
     /// `on`: summarize an agent session ahead of its compaction once it passes
     /// `COMPACTD_PREPARE_AT` of its model's window, and answer the compaction from it at once.
     #[arg(id = "prepare_enabled", long = "prepare", env = "COMPACTD_PREPARE", default_value = "on", value_parser = values::on_off)]

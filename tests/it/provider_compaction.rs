@@ -191,3 +191,65 @@ async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
     assert!(provider.received().await.is_empty());
     assert!(model.received().is_empty());
 }
+
+/// A tenant that chose the providers' own compaction APIs (`COMPACTD_GATEWAY_NATIVE_TENANTS`):
+/// each of them reaches the upstream byte for byte, and compactd's model is never asked.
+#[tokio::test]
+async fn a_tenant_that_chose_the_providers_compaction_gets_it_byte_for_byte() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.native_tenants = vec!["-".into()];
+    config.gateway.context_edits = compactd::config::ContextEdits::Compactd;
+    let app = TestApp::spawn(config).await;
+    let long = "word ".repeat(5_000);
+    let messages = json!([{"role": "user", "content": long}, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "Now add tests for parse."}]);
+    let calls = [
+        (
+            "/v1/responses/compact",
+            json!({"model": "gpt-5.2", "input": conversation()}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "gpt-5.2", "input": conversation(),
+            "context_management": [{"type": "compaction", "compact_threshold": 1000}]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude-sonnet-4-6", "max_tokens": 100,
+            "messages": messages, "compaction": {"type": "summarize"}}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": messages,
+            "context_management": {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1000}},
+                {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}]}}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}],
+            "context_management": {"edits": [{"type": "compact_20260112"}]}}),
+        ),
+    ];
+    for (path, body) in calls {
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let before = provider.received().await.len();
+        let response = app
+            .client
+            .post(format!("{}{path}", app.url))
+            .header("content-type", "application/json")
+            .body(bytes.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let seen = provider.received().await;
+        assert_eq!(seen.len(), before + 1, "{path}: {body}");
+        assert_eq!(seen[before].body, bytes, "{path}: byte for byte");
+    }
+    assert!(
+        model.received().is_empty(),
+        "compactd's model was not asked"
+    );
+}
