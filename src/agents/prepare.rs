@@ -52,6 +52,10 @@ const DEFAULT_WINDOW: u64 = 128_000;
 /// it is prepared again.
 const REFRESH_SHARE: f64 = 0.1;
 
+/// At most this many preparations run at once on a replica (each holds its turn's body until
+/// its summary is written); a session past it is prepared on a later turn.
+const MAX_PREPARING: i64 = 32;
+
 /// What Claude Code appends to its compaction instruction when `/compact` is given a focus.
 const CLAUDE_FOCUS: &str = "\n\nAdditional Instructions:\n";
 
@@ -247,6 +251,9 @@ pub(crate) fn after_turn(
         && let Some(at) = preparer.recent.get(key)
         && fresh(at, tokens, window)
     {
+        return;
+    }
+    if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
     // The session's place is taken now when its header names it, so that a compaction right
