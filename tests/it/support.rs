@@ -31,6 +31,20 @@ pub struct TestApp {
     checked: Mutex<Vec<crate::conformance::Checked>>,
 }
 
+/// compactd's logs in the tests when `TEST_LOG` names a filter (`TEST_LOG=compactd=debug cargo
+/// test …`), captured per test as its output is; none otherwise, so a passing run prints nothing.
+fn logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = std::env::var("TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
+
 impl TestApp {
     /// compactd with its own store as configured (an in-memory SQLite database by default).
     pub async fn spawn(config: ServeConfig) -> TestApp {
@@ -67,6 +81,7 @@ impl TestApp {
     }
 
     async fn serve(state: AppState) -> TestApp {
+        logs();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         // compactd's own connection loop, as the binary runs it.
