@@ -96,7 +96,10 @@ impl AnchorKind {
     fn limit(self) -> usize {
         match self {
             AnchorKind::LatestRequest => 1,
-            AnchorKind::ModifiedFile | AnchorKind::ReadFile => 40,
+            // Edits through the shell (`sed -i`, `mv`, redirections) count too, so a long session
+            // changes many: the summary keeps their paths, which are short.
+            AnchorKind::ModifiedFile => MODIFIED_FILES_KEPT,
+            AnchorKind::ReadFile => 40,
             AnchorKind::OpenWork => 15,
             // Standing rules are stated once and must outlive every compaction: a generous bound.
             AnchorKind::Constraint => 40,
@@ -135,6 +138,9 @@ impl Anchor {
 /// Longest latest request kept as an anchor, in characters.
 const REQUEST_CHARS: usize = 300;
 
+/// The most recent modified files a summary of 2,000 tokens or more keeps.
+pub const MODIFIED_FILES_KEPT: usize = 80;
+
 /// The anchors of a summarization prompt, its conversation and previous summary, for a summary
 /// of at most `max_tokens`.
 pub fn of_shape(shape: &Shape, max_tokens: u64) -> Vec<Anchor> {
@@ -152,7 +158,13 @@ pub fn of_facts(facts: &Facts, previous_summary: Option<&str>, max_tokens: u64) 
             anchors.push(AnchorKind::LatestRequest, clip(request, REQUEST_CHARS));
         }
     }
-    anchors.extend(AnchorKind::ModifiedFile, &facts.modified.items);
+    // A small summary keeps the most recent 40, as it keeps 40 files read.
+    let files = if max_tokens >= 2_000 {
+        MODIFIED_FILES_KEPT
+    } else {
+        40
+    };
+    anchors.extend_at_most(AnchorKind::ModifiedFile, &facts.modified.items, files);
     let previous = previous_summary.map(Sections::parse).unwrap_or_default();
     let mut open: Vec<String> = previous
         .items("in progress")
@@ -204,7 +216,12 @@ impl Anchors {
 
     /// The most recent `kind.limit()` of `items`, in their order.
     fn extend(&mut self, kind: AnchorKind, items: &[String]) {
-        let start = items.len().saturating_sub(kind.limit());
+        self.extend_at_most(kind, items, kind.limit());
+    }
+
+    /// The most recent `limit` of `items`, in their order.
+    fn extend_at_most(&mut self, kind: AnchorKind, items: &[String], limit: usize) {
+        let start = items.len().saturating_sub(limit);
         for item in &items[start..] {
             self.push(kind, item.clone());
         }

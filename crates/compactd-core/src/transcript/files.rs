@@ -44,6 +44,51 @@ const PATH_KEYS: [&str; 6] = [
     "file",
 ];
 
+/// The agents' tools that run a shell command.
+const SHELL_TOOLS: [&str; 11] = [
+    "bash",
+    "shell",
+    "sh",
+    "exec_command",
+    "execute_bash",
+    "run_shell_command",
+    "run_terminal_cmd",
+    "run_command",
+    "local_shell",
+    "terminal",
+    "exec",
+];
+
+/// The script a shell call runs: its `command` (or `cmd`, `script`) as a string, or the last word
+/// of an argument list that runs a shell (`["bash", "-lc", "…"]`, Codex's form), or the list
+/// joined.
+fn shell_script(call: &ToolCall) -> Option<String> {
+    let value = call
+        .arguments
+        .iter()
+        .find(|(k, _)| matches!(k.as_str(), "command" | "cmd" | "script"))
+        .map(|(_, v)| v)?;
+    match value {
+        Value::String(script) => Some(script.clone()),
+        Value::Array(words) => {
+            let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+            let runs_shell = words.len() >= 3
+                && words[0]
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|s| ["bash", "sh", "zsh"].contains(&s))
+                && words[1].starts_with('-')
+                && words[1].contains('c');
+            Some(if runs_shell {
+                words[words.len() - 1].to_owned()
+            } else {
+                words.join(" ")
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Every file operation of a call, by any agent's tools: pi's rule first, then other agents'
 /// tool names and path keys, and the files an `apply_patch` body names.
 pub fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {
@@ -55,6 +100,11 @@ pub fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {
             .find_map(|key| call.arg(key))
             .unwrap_or_default();
         return patch_files(body);
+    }
+    if SHELL_TOOLS.contains(&lower.as_str()) {
+        return shell_script(call)
+            .map(|script| super::shell_files::shell_file_ops(&script))
+            .unwrap_or_default();
     }
     let op = match lower.as_str() {
         "read" | "read_file" | "view" | "view_file" => FileOp::Read,
@@ -78,7 +128,7 @@ pub fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {
 
 /// The files a patch in Codex's `apply_patch` format names: added and moved-to files are
 /// written, updated and deleted ones edited.
-fn patch_files(body: &str) -> Vec<(FileOp, String)> {
+pub(crate) fn patch_files(body: &str) -> Vec<(FileOp, String)> {
     body.lines()
         .filter_map(|line| {
             let line = line.trim_end();
@@ -131,6 +181,20 @@ mod tests {
             vec![(FileOp::Read, "f".to_owned())]
         );
         assert!(ops("bash", json!({"command": "cat a.rs"})).is_empty());
+        // Edits through the shell, in each agent's form of the call.
+        let patched = "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/x.rs\n@@\n-a\n+b\n*** End Patch\nEOF";
+        assert_eq!(
+            ops("shell", json!({"command": ["bash", "-lc", patched]})),
+            edit("src/x.rs")
+        );
+        assert_eq!(
+            ops("exec_command", json!({"cmd": "sed -i 's/a/b/' y.rs"})),
+            edit("y.rs")
+        );
+        assert_eq!(
+            ops("functions.bash", json!({"command": "echo x > z.txt"})),
+            vec![(FileOp::Write, "z.txt".to_owned())]
+        );
         assert!(ops("edit", json!({"path": ""})).is_empty());
         let patch = "*** Begin Patch\n*** Update File: src/lib.rs\n@@\n-a\n+b\n*** Add File: NEW.md\n+x\n*** Delete File: old.rs\n*** End Patch";
         assert_eq!(

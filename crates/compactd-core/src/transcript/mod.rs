@@ -28,6 +28,7 @@ mod literals;
 mod markup;
 pub mod prompt;
 mod shape;
+mod shell_files;
 pub mod structured;
 
 use serde_json::Value;
