@@ -524,3 +524,27 @@ fn every_dialect_gives_the_same_critical_anchors() {
         }
     }
 }
+
+/// "Verbatim" is the whole request: a multi-paragraph list of what to do next survives a model
+/// that forgets it, every item of it, not its first line.
+#[tokio::test]
+async fn the_whole_latest_request_survives_a_forgetful_model() {
+    let request = "Please explore the following next:\n\n1. how the lexer handles tabs in src/lexer.rs\n2. whether the parser recovers after a missing semicolon\n\nThen write up what you found in NOTES.md.";
+    let prompt = format!(
+        "<conversation>\n[User]: fix the parser in src/parser.rs\n\n[Assistant]: done\n\n[User]: {request}\n</conversation>\n\n## Critical Context"
+    );
+    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
+    let response = app
+        .post(
+            "/v1/compact",
+            &json!({"systemPrompt": "You summarize.", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let summary = body["summary"].as_str().unwrap();
+    for line in request.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(summary.contains(line), "{line:?} lost:\n{summary}");
+    }
+}

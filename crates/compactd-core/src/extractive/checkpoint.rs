@@ -212,7 +212,10 @@ impl Checkpoint {
     fn critical_context(&mut self, facts: &Facts) {
         let critical = &mut self.critical.lines;
         if let Some(latest) = facts.latest_request() {
-            critical.push(format!("- {LATEST_LABEL} {}", clip(latest, 1500)));
+            critical.push(format!(
+                "- {LATEST_LABEL} {}",
+                clip(latest, crate::fidelity::anchors::LATEST_WHOLE_CHARS)
+            ));
         }
         if !facts.read.items.is_empty() {
             critical.push(format!("- Files read: {}", code_list(&facts.read.items)));

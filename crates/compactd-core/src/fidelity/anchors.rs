@@ -153,9 +153,9 @@ pub fn of_shape(shape: &Shape, max_tokens: u64) -> Vec<Anchor> {
 pub fn of_facts(facts: &Facts, previous_summary: Option<&str>, max_tokens: u64) -> Vec<Anchor> {
     let mut anchors = Anchors::default();
     if let Some(request) = facts.latest_request() {
-        let request = first_paragraph(request);
+        let request = latest_request(request);
         if request.chars().count() >= 4 {
-            anchors.push(AnchorKind::LatestRequest, clip(request, REQUEST_CHARS));
+            anchors.push(AnchorKind::LatestRequest, request);
         }
     }
     // A small summary keeps the most recent 40, as it keeps 40 files read.
@@ -226,6 +226,26 @@ impl Anchors {
             self.push(kind, item.clone());
         }
     }
+}
+
+/// Longest latest request a summary keeps whole, in characters (the extractive summary writes it
+/// so too).
+pub const LATEST_WHOLE_CHARS: usize = 1_500;
+
+/// The latest request as the summary keeps it: whole (a numbered list of what to do next is the
+/// request), its blank lines left out as a summary's list item writes it, when it is at most
+/// [`LATEST_WHOLE_CHARS`]; else its first paragraph (its ask, without what was pasted after it),
+/// clipped.
+fn latest_request(request: &str) -> String {
+    let whole = request.trim();
+    if whole.chars().count() <= LATEST_WHOLE_CHARS {
+        return whole
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    clip(first_paragraph(whole), REQUEST_CHARS)
 }
 
 /// A request's first paragraph (its ask, without the pasted logs after it).

@@ -111,6 +111,12 @@ fn split_commands(script: &str) -> Vec<Vec<String>> {
                 }
             }
             '\\' => word.extend(chars.next().filter(|c| *c != '\n')),
+            // A comment runs to the end of its line.
+            '#' if word.is_empty() && !quoted => {
+                while chars.peek().is_some_and(|c| *c != '\n') {
+                    chars.next();
+                }
+            }
             ' ' | '\t' => end_word(&mut word, &mut words, &mut quoted),
             ';' | '\n' | '|' | '&' => {
                 // `&>`, `>&2`, `2>&1` are redirections, not separators.
@@ -186,7 +192,10 @@ fn command_ops(words: &[String]) -> Vec<(FileOp, String)> {
     let mut at = 0;
     while at < rest.len()
         && (rest[at].contains('=') && !rest[at].starts_with('-')
-            || ["sudo", "env", "command", "time", "nohup"].contains(&rest[at]))
+            || [
+                "sudo", "env", "command", "time", "nohup", "do", "then", "else", "elif", "!", "{",
+            ]
+            .contains(&rest[at]))
     {
         at += 1;
     }
@@ -316,6 +325,10 @@ mod tests {
         );
         assert_eq!(changed("git mv a.rs b.rs"), ["a.rs", "b.rs"]);
         assert_eq!(
+            changed("for f in a b; do rm x.txt; done # > not.txt"),
+            ["x.txt"]
+        );
+        assert_eq!(
             changed("cd /w/src && mv main-new.ts main.ts\ncd core && rm ./old.ts /tmp/x.log"),
             [
                 "/w/src/main-new.ts",
@@ -338,6 +351,7 @@ mod tests {
             "sed 's/a/b/' file.txt",
             "python - <<EOF\nopen('x.txt', 'w').write('>')\nEOF",
             "cmd 2> err.log",
+            "cd /w\n# config -> utils/config\nfor f in *.ts; do sed -i '' 's|a|b|g' \"$f\"; done",
         ] {
             assert!(
                 changed(script).is_empty(),
