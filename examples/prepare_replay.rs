@@ -4,7 +4,9 @@
 //! mode, the time to answer each compaction (p50, p95), the share answered from a prepared
 //! summary, and the model calls per compaction (the preparations included).
 //!
-//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS]
+//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long]
+//!
+//! With `long`, only the long real sessions are replayed.
 //!
 //! The sessions: the recorded Claude Code and Codex sessions of `tests/fixtures/agent-requests/`
 //! (their requests as the agents sent them; tens of kilobytes each, so prepared past 2 % of the
@@ -323,6 +325,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let model_secs: f64 = args.get(1).map_or(10.0, |a| a.parse().unwrap());
     let turn = Duration::from_secs_f64(args.get(2).map_or(0.3, |a| a.parse().unwrap()));
+    let only_long = args.get(3).is_some_and(|a| a == "long");
     let client = reqwest::Client::new();
     println!(
         "model {model_secs} s a call, {} s a turn",
@@ -334,9 +337,11 @@ async fn main() {
         let mut waited = Vec::new();
         let started = Instant::now();
         // The recorded sessions are tens of kilobytes: prepared past 2 % of the window.
-        let url = compactd(&model, &provider, prepare, 0.02).await;
-        for fixture in FIXTURES {
-            waited.extend(recorded(&client, &url, fixture, turn).await);
+        if !only_long {
+            let url = compactd(&model, &provider, prepare, 0.02).await;
+            for fixture in FIXTURES {
+                waited.extend(recorded(&client, &url, fixture, turn).await);
+            }
         }
         let recorded_count = waited.len();
         let url = compactd(&model, &provider, prepare, 0.6).await;
