@@ -253,3 +253,49 @@ async fn a_tenant_that_chose_the_providers_compaction_gets_it_byte_for_byte() {
         "compactd's model was not asked"
     );
 }
+
+/// An item compactd minted while one upstream served the tenant opens for another: a replica on
+/// the same store pointed at a different provider reads it, and its provider gets the summary.
+#[tokio::test]
+async fn an_item_minted_for_one_upstream_opens_for_another() {
+    let store: std::sync::Arc<dyn compactd_store::Store> = std::sync::Arc::new(
+        compactd_store::SqliteStore::connect_url(
+            "sqlite::memory:",
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap(),
+    );
+    let model = summarizer_model().await;
+    let first = Provider::start().await;
+    let app = TestApp::with_store(gateway_config(&model, &first), store.clone()).await;
+    let compacted: Value = app
+        .post(
+            "/v1/responses/compact",
+            &json!({"model": "gpt-5.2", "input": conversation()}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut input = compacted["output"].as_array().unwrap().clone();
+    input.push(json!({"role": "user", "content": "Go on."}));
+
+    let second = Provider::start().await;
+    let other = TestApp::with_store(gateway_config(&model, &second), store).await;
+    let response = other
+        .post(
+            "/v1/responses",
+            &json!({"model": "gpt-5.2", "input": input, "stream": true}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(first.received().await.is_empty());
+    let seen = second.received().await;
+    let seen = String::from_utf8_lossy(&seen[0].body).into_owned();
+    assert!(!seen.contains("compactd.v2."), "{seen}");
+    assert!(
+        seen.contains(MODEL_SUMMARY.split('\n').nth(1).unwrap()),
+        "{seen}"
+    );
+}
