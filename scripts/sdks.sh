@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The official provider SDKs the gateway's compaction wires are tested with (tests/it/sdk_clients.rs
-# runs scripts/sdk/*.py): OpenAI's and Anthropic's Python SDKs, pinned, in a virtualenv under
-# target/sdks, installed once. Prints the virtualenv's python.
+# runs scripts/sdk/*.py): OpenAI's and Anthropic's Python SDKs and OpenAI's Agents SDK, pinned,
+# in a virtualenv under target/sdks, installed once. Prints the virtualenv's python.
 #
 #   scripts/sdks.sh install
 #
@@ -11,14 +11,15 @@ cd "$(dirname "$0")/.."
 
 OPENAI=3.51.0
 ANTHROPIC=2.10.0
+AGENTS=0.24.0
 
 venv="$PWD/target/sdks/venv"
-stamp="$venv/.pinned-openai-$OPENAI-anthropic-$ANTHROPIC"
+stamp="$venv/.pinned-openai-$OPENAI-anthropic-$ANTHROPIC-agents-$AGENTS"
 if [ ! -f "$stamp" ]; then
-  echo "sdks: installing openai==$OPENAI anthropic==$ANTHROPIC into $venv" >&2
+  echo "sdks: installing openai==$OPENAI anthropic==$ANTHROPIC openai-agents==$AGENTS into $venv" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai==$OPENAI" "anthropic==$ANTHROPIC" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai==$OPENAI" "anthropic==$ANTHROPIC" "openai-agents==$AGENTS" >&2
   touch "$stamp"
 fi
 echo "$venv/bin/python"

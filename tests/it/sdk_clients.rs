@@ -399,3 +399,33 @@ async fn anthropics_sdk_gets_the_clearing_edits_applied_by_compactd_for_an_upstr
         );
     }
 }
+
+/// The OpenAI Agents SDK's `OpenAIResponsesCompactionSession` (it calls `responses.compact`
+/// itself after a turn and keeps the answer as the session): compactd writes the compaction, the
+/// SDK keeps compactd's item, and the next turn carries the summary to the provider.
+#[tokio::test]
+async fn the_agents_sdks_compaction_session_is_served_by_compactd() {
+    compactd_testkit::needs!(Sdks);
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let app = TestApp::spawn(gateway_config(&model, &provider)).await;
+    let job = json!({"base_url": app.url, "model": "gpt-5.2"});
+    let report = tokio::task::spawn_blocking(move || run_sdk("openai_agents_compact.py", &job))
+        .await
+        .unwrap();
+    assert_eq!(report["first"], "PROVIDER SAYS OK", "{report}");
+    assert_eq!(report["second"], "PROVIDER SAYS OK", "{report}");
+    let kept = report["kept"].as_array().unwrap();
+    assert_eq!(kept.last().unwrap(), "compaction", "{report}");
+    assert_eq!(report["sealed"][0], "compactd.v2.", "{report}");
+    assert!(!model.received().is_empty(), "compactd's model wrote it");
+    let seen = provider.received().await;
+    let paths: Vec<&str> = seen.iter().map(|r| r.url.path()).collect();
+    assert!(
+        !paths.contains(&"/v1/responses/compact"),
+        "the provider never compacted: {paths:?}"
+    );
+    let last = String::from_utf8_lossy(&seen.last().unwrap().body).into_owned();
+    assert!(last.contains("SUMMARY BY COMPACTD"), "{last}");
+    assert!(!last.contains("compactd.v2."), "{last}");
+}
