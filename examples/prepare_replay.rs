@@ -4,9 +4,9 @@
 //! mode, the time to answer each compaction (p50, p95), the share answered from a prepared
 //! summary, and the model calls per compaction (the preparations included).
 //!
-//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long]
+//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long] [on]
 //!
-//! With `long`, only the long real sessions are replayed.
+//! With `long`, only the long real sessions are replayed; with `on`, only with preparation on.
 //!
 //! The sessions: the recorded Claude Code and Codex sessions of `tests/fixtures/agent-requests/`
 //! (their requests as the agents sent them; tens of kilobytes each, so prepared past 2 % of the
@@ -331,7 +331,12 @@ async fn main() {
         "model {model_secs} s a call, {} s a turn",
         turn.as_secs_f64()
     );
-    for prepare in [false, true] {
+    let modes: &[bool] = if args.get(4).is_some_and(|a| a == "on") {
+        &[true]
+    } else {
+        &[false, true]
+    };
+    for &prepare in modes {
         let model = slow_model(Duration::from_secs_f64(model_secs)).await;
         let provider = provider().await;
         let mut waited = Vec::new();
