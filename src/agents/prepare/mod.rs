@@ -17,12 +17,17 @@
 //! `compactd_prepared_summaries_total` by outcome.
 
 use std::collections::{HashMap, HashSet};
+
+mod reading;
+mod running;
+
+use reading::{model_in, prefix_hashes, session_key, window};
+use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::recognize::{Compaction, Form, of_history};
 use super::{Gateway, Wire};
@@ -33,7 +38,7 @@ use crate::pipeline::{Agent, Endpoint, WhenSpent};
 use crate::summarizer::Summary;
 use crate::summarizer::chain::{Chain, Link};
 use compactd_core::redact::Redacted;
-use compactd_core::transcript::{Conversation, Message, Role};
+use compactd_core::transcript::Conversation;
 use compactd_store::PreparedRow;
 
 /// The windows of the models agents run today, by the start of their names (a provider's prefix,
@@ -94,79 +99,6 @@ impl Preparer {
     fn serves(&self, who: &Identity) -> bool {
         self.enabled && !self.off_tenants.contains(&who.tenant)
     }
-}
-
-/// The window of `model`, in tokens.
-pub(crate) fn window(model: &str) -> u64 {
-    let name = model.rsplit('/').next().unwrap_or(model);
-    WINDOWS
-        .iter()
-        .find(|(prefix, _)| name.starts_with(prefix))
-        .map_or(DEFAULT_WINDOW, |(_, window)| *window)
-}
-
-/// The top-level `model` of a JSON body, found without parsing it: inside a JSON string a quote
-/// is escaped, so the first `"model"` followed by a colon is a key (agents write it first).
-fn model_in(plain: &[u8]) -> Option<&str> {
-    let finder = memchr::memmem::Finder::new(b"\"model\"");
-    for at in finder.find_iter(plain) {
-        let rest = &plain[at + 7..];
-        let rest = rest.trim_ascii_start();
-        let Some(rest) = rest.strip_prefix(b":") else {
-            continue;
-        };
-        let rest = rest.trim_ascii_start().strip_prefix(b"\"")?;
-        let end = memchr::memchr(b'"', rest)?;
-        return std::str::from_utf8(&rest[..end]).ok();
-    }
-    None
-}
-
-/// The chained hashes of a conversation's messages: the `k`th (from 1) stands for the first `k`
-/// messages, so two conversations share a prefix of `k` messages exactly when their `k`th hashes
-/// agree. A message is read as compactd reads it (role, text, reasoning, calls, results), so the
-/// markup an agent moves between turns (Claude Code's cache markers, a block list written as a
-/// string) does not count.
-pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
-    let mut chained = [0u8; 32];
-    messages
-        .iter()
-        .map(|message| {
-            let mut hash = Sha256::new();
-            hash.update(chained);
-            hash.update(format!("{:?}", message.role).as_bytes());
-            for part in [&message.text, &message.thinking] {
-                hash.update((part.len() as u64).to_le_bytes());
-                hash.update(part.as_bytes());
-            }
-            for call in &message.calls {
-                hash.update(call.name.as_bytes());
-                hash.update([0]);
-                for (name, value) in &call.arguments {
-                    hash.update(name.as_bytes());
-                    hash.update([0]);
-                    hash.update(value.to_string().as_bytes());
-                    hash.update([0]);
-                }
-            }
-            let tool = message.tool.as_deref().unwrap_or_default();
-            hash.update(tool.as_bytes());
-            hash.update([u8::from(message.is_error)]);
-            chained = hash.finalize().into();
-            chained
-        })
-        .collect()
-}
-
-/// The session a conversation belongs to: the agent's own session header, or else the hash of its
-/// first message (two conversations that open alike share a key, and only a prefix that reads
-/// the same is ever used).
-fn session_key(headers: &HeaderMap, messages: &[Message]) -> Option<String> {
-    if let Some((agent, id)) = crate::app::threads::seen::agent_session(headers) {
-        return Some(format!("{agent}:{id}"));
-    }
-    let first = prefix_hashes(messages.get(..1)?);
-    Some(format!("first:{}", hex::encode(first[0])))
 }
 
 /// An ordinary turn's conversation, read as its agent's compaction of it would be (the
@@ -286,164 +218,6 @@ pub(crate) fn after_turn(
     tokio::spawn(job.run());
 }
 
-/// A preparation counted in `compactd_preparing` until it ends.
-struct Counted(Arc<crate::metrics::Metrics>);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.preparing.dec();
-    }
-}
-
-/// One preparation, in the background.
-struct Preparation {
-    _counted: Counted,
-    /// The session's place among those being prepared, when taken before the key was read.
-    held: Option<InFlight>,
-    recent: Recent,
-    app: App,
-    who: Identity,
-    wire: Wire,
-    headers: HeaderMap,
-    plain: Bytes,
-    tokens: u64,
-    window: u64,
-    chain: Option<Arc<Chain>>,
-    in_flight: Running,
-}
-
-/// A session's place among those being prepared, given up when the preparation ends (which
-/// wakes whoever waits for it).
-struct InFlight {
-    set: Running,
-    key: (String, String),
-    _done: tokio::sync::watch::Sender<()>,
-}
-
-impl InFlight {
-    fn take(set: &Running, key: (String, String)) -> Option<Self> {
-        let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
-        if held.contains_key(&key) {
-            return None;
-        }
-        let (done, waiting) = tokio::sync::watch::channel(());
-        held.insert(key.clone(), waiting);
-        Some(InFlight {
-            set: set.clone(),
-            key,
-            _done: done,
-        })
-    }
-
-    /// What ends when the session's preparation on this replica ends, if one is running.
-    fn running(set: &Running, key: &(String, String)) -> Option<tokio::sync::watch::Receiver<()>> {
-        let held = set.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(key).cloned()
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut held = self.set.lock().unwrap_or_else(|e| e.into_inner());
-        held.remove(&self.key);
-    }
-}
-
-impl Preparation {
-    async fn run(mut self) {
-        let Ok(body) = serde_json::from_slice::<Value>(&self.plain) else {
-            return;
-        };
-        let agent = agent_of(self.wire);
-        let mut compaction = turn_history(self.wire, agent, &body);
-        let Some(conversation) = compaction.request.conversation.as_mut() else {
-            return;
-        };
-        // The part that stays as it is: before the latest assistant message, which an agent
-        // may still extend within its turn (Claude Code merges the calls of one turn into it).
-        let stable = conversation
-            .messages
-            .iter()
-            .rposition(|m| m.role == Role::Assistant)
-            .unwrap_or(0);
-        if stable == 0 {
-            return;
-        }
-        conversation.messages.truncate(stable);
-        let conversation = &*conversation;
-        let Some(key) = session_key(&self.headers, &conversation.messages) else {
-            return;
-        };
-        let _held = match self.held.take() {
-            Some(held) => held,
-            None => match InFlight::take(&self.in_flight, (self.who.tenant.clone(), key.clone())) {
-                Some(held) => held,
-                None => return,
-            },
-        };
-        let earlier = self.app.prepared(&self.who, &key).await;
-        if let Some(row) = &earlier
-            && fresh(row.prefix_tokens as u64, self.tokens, self.window)
-        {
-            // Another replica prepared it: this one need not ask the store again soon.
-            self.recent
-                .insert((self.who.tenant.clone(), key), row.prefix_tokens as u64);
-            return;
-        }
-        if !self.app.may_prepare(&self.who).await {
-            return;
-        }
-        let hashes = prefix_hashes(&conversation.messages);
-        let Some(last) = hashes.last() else {
-            return;
-        };
-        let prefix_hash = hex::encode(last);
-        let prefix_items = hashes.len() as i64;
-        let policy = Policy {
-            chain: self.chain,
-            when_spent: WhenSpent::Refuse,
-        };
-        let metrics = self.app.metrics.clone();
-        let summary = self
-            .app
-            .summarize_prompt_with(
-                &self.who,
-                Endpoint::Prepared(agent),
-                compaction.request,
-                policy,
-            )
-            .await;
-        let summary = match summary {
-            Ok(summary) => summary.into_inner(),
-            Err(error) => {
-                tracing::info!(error = %error, "prepare: a session's summary could not be prepared ahead");
-                metrics.prepared.with_label_values(&["failed"]).inc();
-                return;
-            }
-        };
-        let row = PreparedRow {
-            tenant: self.who.tenant.clone(),
-            session_key: key.clone(),
-            prefix_items,
-            prefix_hash,
-            prefix_tokens: self.tokens as i64,
-            summary: summary.text,
-            model: summary.model,
-            created_at_ms: compactd_store::now_ms(),
-        };
-        if self.app.keep_prepared(&row).await {
-            self.recent
-                .insert((row.tenant.clone(), row.session_key.clone()), self.tokens);
-            let outcome = if earlier.is_some() {
-                "refreshed"
-            } else {
-                "prepared"
-            };
-            metrics.prepared.with_label_values(&[outcome]).inc();
-        }
-    }
-}
-
 /// The compaction answered from its session's prepared summary, when one covers the first
 /// messages of its conversation as they read now: the summary of those, with the messages after
 /// them merged in by the extractive summarizer, through the pipeline (redaction, the gate,
@@ -527,61 +301,4 @@ pub(crate) async fn answered(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn message(role: Role, text: &str) -> Message {
-        let mut conversation = Wire::ChatCompletions.messages(&[serde_json::json!({
-            "role": match role { Role::User => "user", _ => "assistant" }, "content": text})]);
-        conversation.messages.remove(0)
-    }
-
-    #[test]
-    fn a_prefix_matches_only_as_it_reads() {
-        let a = [
-            message(Role::User, "fix the lexer"),
-            message(Role::Assistant, "done"),
-            message(Role::User, "now the parser"),
-        ];
-        let mut b = a.to_vec();
-        b.push(message(Role::Assistant, "on it"));
-        let (ha, hb) = (prefix_hashes(&a), prefix_hashes(&b));
-        assert_eq!(ha[..], hb[..3]);
-        let mut edited = b.clone();
-        edited[1] = message(Role::Assistant, "done!");
-        let he = prefix_hashes(&edited);
-        assert_eq!(he[0], ha[0]);
-        assert!(
-            he[1..].iter().zip(&hb[1..]).all(|(x, y)| x != y),
-            "an edit changes every later hash"
-        );
-    }
-
-    #[test]
-    fn a_session_is_prepared_again_once_it_grew_or_after_it_shrank() {
-        let window = 200_000;
-        assert!(fresh(120_000, 130_000, window));
-        assert!(
-            !fresh(120_000, 140_000, window),
-            "grew by a tenth of the window"
-        );
-        assert!(
-            !fresh(160_000, 125_000, window),
-            "compacted since, and grown back"
-        );
-    }
-
-    #[test]
-    fn the_window_and_model_are_read_without_parsing() {
-        assert_eq!(window("claude-sonnet-4-6"), 200_000);
-        assert_eq!(window("anthropic/claude-opus-4-6"), 200_000);
-        assert_eq!(window("gpt-5.2-codex"), 400_000);
-        assert_eq!(window("qwen3-coder"), DEFAULT_WINDOW);
-        let body =
-            br#"{"model" : "claude-sonnet-4-6","messages":[{"content":"the \"model\": x"}]}"#;
-        assert_eq!(model_in(body), Some("claude-sonnet-4-6"));
-        let nested = br#"{"messages":[{"content":"say \"model\":\"x\""}],"model":"gpt-5.2"}"#;
-        assert_eq!(model_in(nested), Some("gpt-5.2"));
-        assert_eq!(model_in(b"{}"), None);
-    }
-}
+mod tests;

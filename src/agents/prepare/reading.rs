@@ -1,0 +1,81 @@
+//! What the preparer reads of a request without running it: the model's window, the model a body
+//! names, the chained hashes of a conversation's messages, the session it belongs to.
+
+use axum::http::HeaderMap;
+use sha2::{Digest, Sha256};
+
+use super::{DEFAULT_WINDOW, WINDOWS};
+use compactd_core::transcript::Message;
+
+/// The window of `model`, in tokens.
+pub(crate) fn window(model: &str) -> u64 {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    WINDOWS
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map_or(DEFAULT_WINDOW, |(_, window)| *window)
+}
+
+/// The top-level `model` of a JSON body, found without parsing it: inside a JSON string a quote
+/// is escaped, so the first `"model"` followed by a colon is a key (agents write it first).
+pub(super) fn model_in(plain: &[u8]) -> Option<&str> {
+    let finder = memchr::memmem::Finder::new(b"\"model\"");
+    for at in finder.find_iter(plain) {
+        let rest = &plain[at + 7..];
+        let rest = rest.trim_ascii_start();
+        let Some(rest) = rest.strip_prefix(b":") else {
+            continue;
+        };
+        let rest = rest.trim_ascii_start().strip_prefix(b"\"")?;
+        let end = memchr::memchr(b'"', rest)?;
+        return std::str::from_utf8(&rest[..end]).ok();
+    }
+    None
+}
+
+/// The chained hashes of a conversation's messages: the `k`th (from 1) stands for the first `k`
+/// messages, so two conversations share a prefix of `k` messages exactly when their `k`th hashes
+/// agree. A message is read as compactd reads it (role, text, reasoning, calls, results), so the
+/// markup an agent moves between turns (Claude Code's cache markers, a block list written as a
+/// string) does not count.
+pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
+    let mut chained = [0u8; 32];
+    messages
+        .iter()
+        .map(|message| {
+            let mut hash = Sha256::new();
+            hash.update(chained);
+            hash.update(format!("{:?}", message.role).as_bytes());
+            for part in [&message.text, &message.thinking] {
+                hash.update((part.len() as u64).to_le_bytes());
+                hash.update(part.as_bytes());
+            }
+            for call in &message.calls {
+                hash.update(call.name.as_bytes());
+                hash.update([0]);
+                for (name, value) in &call.arguments {
+                    hash.update(name.as_bytes());
+                    hash.update([0]);
+                    hash.update(value.to_string().as_bytes());
+                    hash.update([0]);
+                }
+            }
+            let tool = message.tool.as_deref().unwrap_or_default();
+            hash.update(tool.as_bytes());
+            hash.update([u8::from(message.is_error)]);
+            chained = hash.finalize().into();
+            chained
+        })
+        .collect()
+}
+
+/// The session a conversation belongs to: the agent's own session header, or else the hash of its
+/// first message (two conversations that open alike share a key, and only a prefix that reads
+/// the same is ever used).
+pub(super) fn session_key(headers: &HeaderMap, messages: &[Message]) -> Option<String> {
+    if let Some((agent, id)) = crate::app::threads::seen::agent_session(headers) {
+        return Some(format!("{agent}:{id}"));
+    }
+    let first = prefix_hashes(messages.get(..1)?);
+    Some(format!("first:{}", hex::encode(first[0])))
+}

@@ -1,0 +1,179 @@
+//! One preparation in the background, and the bookkeeping around it: the gauge of those running
+//! and each session's place among them (what a compaction waits on).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+use super::reading::{prefix_hashes, session_key};
+use super::{Recent, Running, Wire, agent_of, fresh, turn_history};
+use crate::access::Identity;
+use crate::app::App;
+use crate::app::wire::Policy;
+use crate::pipeline::{Endpoint, WhenSpent};
+use crate::summarizer::chain::Chain;
+use compactd_core::transcript::Role;
+use compactd_store::PreparedRow;
+
+/// A preparation counted in `compactd_preparing` until it ends.
+pub(super) struct Counted(pub(super) Arc<crate::metrics::Metrics>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.preparing.dec();
+    }
+}
+
+/// One preparation, in the background.
+pub(super) struct Preparation {
+    pub(super) _counted: Counted,
+    /// The session's place among those being prepared, when taken before the key was read.
+    pub(super) held: Option<InFlight>,
+    pub(super) recent: Recent,
+    pub(super) app: App,
+    pub(super) who: Identity,
+    pub(super) wire: Wire,
+    pub(super) headers: HeaderMap,
+    pub(super) plain: Bytes,
+    pub(super) tokens: u64,
+    pub(super) window: u64,
+    pub(super) chain: Option<Arc<Chain>>,
+    pub(super) in_flight: Running,
+}
+
+/// A session's place among those being prepared, given up when the preparation ends (which
+/// wakes whoever waits for it).
+pub(super) struct InFlight {
+    pub(super) set: Running,
+    pub(super) key: (String, String),
+    pub(super) _done: tokio::sync::watch::Sender<()>,
+}
+
+impl InFlight {
+    pub(super) fn take(set: &Running, key: (String, String)) -> Option<Self> {
+        let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
+        if held.contains_key(&key) {
+            return None;
+        }
+        let (done, waiting) = tokio::sync::watch::channel(());
+        held.insert(key.clone(), waiting);
+        Some(InFlight {
+            set: set.clone(),
+            key,
+            _done: done,
+        })
+    }
+
+    /// What ends when the session's preparation on this replica ends, if one is running.
+    pub(super) fn running(
+        set: &Running,
+        key: &(String, String),
+    ) -> Option<tokio::sync::watch::Receiver<()>> {
+        let held = set.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(key).cloned()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut held = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(&self.key);
+    }
+}
+
+impl Preparation {
+    pub(super) async fn run(mut self) {
+        let Ok(body) = serde_json::from_slice::<Value>(&self.plain) else {
+            return;
+        };
+        let agent = agent_of(self.wire);
+        let mut compaction = turn_history(self.wire, agent, &body);
+        let Some(conversation) = compaction.request.conversation.as_mut() else {
+            return;
+        };
+        // The part that stays as it is: before the latest assistant message, which an agent
+        // may still extend within its turn (Claude Code merges the calls of one turn into it).
+        let stable = conversation
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .unwrap_or(0);
+        if stable == 0 {
+            return;
+        }
+        conversation.messages.truncate(stable);
+        let conversation = &*conversation;
+        let Some(key) = session_key(&self.headers, &conversation.messages) else {
+            return;
+        };
+        let _held = match self.held.take() {
+            Some(held) => held,
+            None => match InFlight::take(&self.in_flight, (self.who.tenant.clone(), key.clone())) {
+                Some(held) => held,
+                None => return,
+            },
+        };
+        let earlier = self.app.prepared(&self.who, &key).await;
+        if let Some(row) = &earlier
+            && fresh(row.prefix_tokens as u64, self.tokens, self.window)
+        {
+            // Another replica prepared it: this one need not ask the store again soon.
+            self.recent
+                .insert((self.who.tenant.clone(), key), row.prefix_tokens as u64);
+            return;
+        }
+        if !self.app.may_prepare(&self.who).await {
+            return;
+        }
+        let hashes = prefix_hashes(&conversation.messages);
+        let Some(last) = hashes.last() else {
+            return;
+        };
+        let prefix_hash = hex::encode(last);
+        let prefix_items = hashes.len() as i64;
+        let policy = Policy {
+            chain: self.chain,
+            when_spent: WhenSpent::Refuse,
+        };
+        let metrics = self.app.metrics.clone();
+        let summary = self
+            .app
+            .summarize_prompt_with(
+                &self.who,
+                Endpoint::Prepared(agent),
+                compaction.request,
+                policy,
+            )
+            .await;
+        let summary = match summary {
+            Ok(summary) => summary.into_inner(),
+            Err(error) => {
+                tracing::info!(error = %error, "prepare: a session's summary could not be prepared ahead");
+                metrics.prepared.with_label_values(&["failed"]).inc();
+                return;
+            }
+        };
+        let row = PreparedRow {
+            tenant: self.who.tenant.clone(),
+            session_key: key.clone(),
+            prefix_items,
+            prefix_hash,
+            prefix_tokens: self.tokens as i64,
+            summary: summary.text,
+            model: summary.model,
+            created_at_ms: compactd_store::now_ms(),
+        };
+        if self.app.keep_prepared(&row).await {
+            self.recent
+                .insert((row.tenant.clone(), row.session_key.clone()), self.tokens);
+            let outcome = if earlier.is_some() {
+                "refreshed"
+            } else {
+                "prepared"
+            };
+            metrics.prepared.with_label_values(&[outcome]).inc();
+        }
+    }
+}
