@@ -86,6 +86,7 @@ mod provider_compaction;
 mod races;
 mod real_agents;
 mod real_rules;
+mod real_transcripts;
 mod recall;
 mod recall_clients;
 mod recall_sessions;

@@ -22,9 +22,9 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 
 /// What a summary must hold: the latest request of its span and the files the span changed.
 #[derive(Default)]
-struct Must<'a> {
-    latest: Option<&'a str>,
-    modified: Vec<String>,
+pub struct Must<'a> {
+    pub latest: Option<&'a str>,
+    pub modified: Vec<String>,
 }
 
 /// Sections that hold the user's goal and rules, under any agent's headings.
@@ -72,7 +72,7 @@ fn bullet(line: &str) -> Option<String> {
 }
 
 /// What `summary` does wrong by the rubric.
-fn violations(summary: &str, must: &Must) -> Vec<String> {
+pub fn violations(summary: &str, must: &Must) -> Vec<String> {
     let mut wrong = Vec::new();
     if let Some(latest) = must.latest {
         // Its first paragraph, as written (what follows it is often pasted output).
@@ -131,7 +131,7 @@ fn violations(summary: &str, must: &Must) -> Vec<String> {
     wrong
 }
 
-fn report(name: &str, summary: &str) {
+pub fn report(name: &str, summary: &str) {
     if std::env::var_os("RUBRIC_REPORT").is_some() {
         println!("===== {name}\n{summary}\n");
     }

@@ -13,6 +13,7 @@ pub(super) fn checkpoint(
     critical_context: bool,
     budget: usize,
     ledger_room: usize,
+    latest_chars: usize,
 ) -> String {
     let mut checkpoint = Checkpoint::new();
     let carried = previous.map(|previous| checkpoint.carry(previous, facts));
@@ -21,7 +22,11 @@ pub(super) fn checkpoint(
     checkpoint.constraints(facts);
     checkpoint.progress(facts, in_hand.as_deref());
     if critical_context {
-        checkpoint.critical_context(facts);
+        let latest = facts
+            .latest_request()
+            .map(str::to_owned)
+            .or_else(|| previous.and_then(ledger::latest_of_summary));
+        checkpoint.critical_context(facts, latest.as_deref(), latest_chars);
     }
     checkpoint.fit(critical_context, budget)
 }
@@ -176,9 +181,11 @@ impl Checkpoint {
                 .push(format!("- [ ] {}", clip(first_line(latest), 300)));
         }
         let recent_errors = facts.recent_errors();
-        self.blocked
-            .lines
-            .extend(recent_errors.iter().map(|e| format!("- {e}")));
+        self.blocked.lines.extend(
+            recent_errors
+                .iter()
+                .map(|e| format!("- {}", facts.error_sentence(e))),
+        );
         self.decisions
             .lines
             .extend(facts.decisions.last(6).iter().map(|d| format!("- {d}")));
@@ -190,7 +197,7 @@ impl Checkpoint {
             ));
         }
         if let Some(error) = recent_errors.last() {
-            steps.push(format!("Resolve: {error}"));
+            steps.push(format!("Resolve: {}", facts.error_sentence(error)));
         }
         if let Some(question) = facts
             .last_assistant
@@ -209,12 +216,12 @@ impl Checkpoint {
 
     /// The latest request as written, the files, commands, errors and identifiers, the last
     /// thing the assistant said.
-    fn critical_context(&mut self, facts: &Facts) {
+    fn critical_context(&mut self, facts: &Facts, latest: Option<&str>, latest_chars: usize) {
         let critical = &mut self.critical.lines;
-        if let Some(latest) = facts.latest_request() {
+        if let Some(latest) = latest {
             critical.push(format!(
                 "- {LATEST_LABEL} {}",
-                clip(latest, crate::fidelity::anchors::LATEST_WHOLE_CHARS)
+                ledger::quoted_request(&clip(latest, latest_chars))
             ));
         }
         if !facts.read.items.is_empty() {

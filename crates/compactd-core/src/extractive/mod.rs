@@ -30,8 +30,14 @@ pub fn summarize(request: &SummaryRequest) -> Summary {
             let anchors = anchors::of_facts(facts, previous_summary, request.max_tokens);
             let room = budget.saturating_sub(critical_size(&anchors, budget));
             let ledger = ledger::room(request.max_tokens);
-            let text =
-                checkpoint::checkpoint(facts, previous_summary, critical_context, room, ledger);
+            let text = checkpoint::checkpoint(
+                facts,
+                previous_summary,
+                critical_context,
+                room,
+                ledger,
+                anchors::latest_whole_chars(request.max_tokens),
+            );
             let text = keep_anchors(text, &anchors, budget);
             // The caller's own template (OpenCode's), when it asks for other headings than pi's.
             match template::requested(&shape.instructions) {

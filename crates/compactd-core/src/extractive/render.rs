@@ -56,7 +56,8 @@ pub(super) fn previous_sections(previous: &str) -> Vec<(String, Vec<String>)> {
         if in_tag || trimmed.is_empty() || trimmed == "---" || wrapper {
             continue;
         }
-        if trimmed.starts_with("#") {
+        // A heading is at the line's start: an indented one is a quoted request's own.
+        if line.starts_with('#') {
             sections.push((
                 trimmed.trim_start_matches('#').trim().to_owned(),
                 Vec::new(),
@@ -203,6 +204,7 @@ fn plain(text: &str) -> String {
 /// Renders the sections within `budget` characters, dropping the last lines of the longest
 /// sections first. Headings, and each section's first line, always stay.
 pub(super) fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> String {
+    drop_repeated_items(&mut layout);
     let render = |layout: &[(Option<&str>, Section)]| -> String {
         let mut out = String::new();
         for (group, section) in layout {
@@ -238,4 +240,68 @@ pub(super) fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> St
         text = render(&layout);
     }
     text
+}
+
+/// Each list item once in the whole summary: an item an earlier summary carried and the new
+/// messages said again, or a carried summary's own repeats, are kept where they first appear
+/// (the quote of the latest request is the user's text, left as written).
+fn drop_repeated_items(layout: &mut [(Option<&str>, Section)]) {
+    let mut seen = std::collections::HashSet::new();
+    for (_, section) in layout.iter_mut() {
+        section.lines.retain(|line| {
+            if line.contains(crate::fidelity::ledger::LATEST_LABEL) {
+                return true;
+            }
+            match item_key(line) {
+                Some(key) => seen.insert(key),
+                None => true,
+            }
+        });
+    }
+}
+
+/// A list item's text without its marker and checkbox, lower-cased: how repeats are told.
+fn item_key(line: &str) -> Option<String> {
+    let t = line.trim();
+    let rest = t
+        .strip_prefix("- ")
+        .or_else(|| t.strip_prefix("* "))
+        .or_else(|| t.strip_prefix("+ "))
+        .or_else(|| {
+            let digits = t.chars().take_while(char::is_ascii_digit).count();
+            (digits > 0)
+                .then(|| t[digits..].strip_prefix(". "))
+                .flatten()
+        })?;
+    let rest = rest
+        .trim_start_matches("[x] ")
+        .trim_start_matches("[ ] ")
+        .trim();
+    (rest.chars().count() >= 8).then(|| rest.to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_is_written_once_and_the_quoted_request_as_it_is() {
+        let mut goal = Section::new("## Goal", "(none)");
+        goal.lines = vec![
+            "- **a.sh** (committed)".into(),
+            "- Hook event: from stdin, fallback PostToolUse".into(),
+            "- **b.sh** (committed)".into(),
+            "- Hook event: from stdin, fallback PostToolUse".into(),
+        ];
+        let mut critical = Section::new("## Critical Context", "- (none)");
+        critical.lines = vec![
+            "- Latest user request (verbatim): do it\n- Hook event: from stdin, fallback PostToolUse"
+                .into(),
+            "- [x] Hook event: from stdin, fallback PostToolUse".into(),
+        ];
+        let text = fit(vec![(None, goal), (None, critical)], 10_000);
+        assert_eq!(text.matches("- Hook event").count(), 2, "{text}");
+        assert!(text.contains("verbatim): do it\n- Hook event"), "{text}");
+        assert!(!text.contains("[x] Hook event"), "{text}");
+    }
 }

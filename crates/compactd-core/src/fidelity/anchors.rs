@@ -152,8 +152,11 @@ pub fn of_shape(shape: &Shape, max_tokens: u64) -> Vec<Anchor> {
 /// (the ledger of the user's messages takes its share of it: [`super::ledger::room`]).
 pub fn of_facts(facts: &Facts, previous_summary: Option<&str>, max_tokens: u64) -> Vec<Anchor> {
     let mut anchors = Anchors::default();
-    if let Some(request) = facts.latest_request() {
-        let request = latest_request(request);
+    // The messages since an earlier summary may hold no request (tool calls only): the one it
+    // quoted is still the latest.
+    let carried = previous_summary.and_then(super::ledger::latest_of_summary);
+    if let Some(request) = facts.latest_request().or(carried.as_deref()) {
+        let request = latest_request(request, max_tokens);
         if request.chars().count() >= 4 {
             anchors.push(AnchorKind::LatestRequest, request);
         }
@@ -229,16 +232,20 @@ impl Anchors {
 }
 
 /// Longest latest request a summary keeps whole, in characters (the extractive summary writes it
-/// so too).
-pub const LATEST_WHOLE_CHARS: usize = 1_500;
+/// so too), for a summary of at most `max_tokens`: a quarter of the summary's room (four
+/// characters a token), and never less than 1,500 characters. A request is what the next turn
+/// acts on: a numbered list, a task a harness wrapped in its instructions, stays whole.
+pub fn latest_whole_chars(max_tokens: u64) -> usize {
+    (max_tokens as usize).max(1_500)
+}
 
 /// The latest request as the summary keeps it: whole (a numbered list of what to do next is the
 /// request), its blank lines left out as a summary's list item writes it, when it is at most
-/// [`LATEST_WHOLE_CHARS`]; else its first paragraph (its ask, without what was pasted after it),
+/// [`latest_whole_chars`]; else its first paragraph (its ask, without what was pasted after it),
 /// clipped.
-fn latest_request(request: &str) -> String {
+fn latest_request(request: &str, max_tokens: u64) -> String {
     let whole = request.trim();
-    if whole.chars().count() <= LATEST_WHOLE_CHARS {
+    if whole.chars().count() <= latest_whole_chars(max_tokens) {
         return whole
             .lines()
             .filter(|line| !line.trim().is_empty())
@@ -278,7 +285,7 @@ impl<'a> Sections<'a> {
                 || (trimmed.len() > 4 && trimmed.starts_with("**") && trimmed.ends_with("**"))
             {
                 sections.push((String::new(), Vec::new()));
-            } else if let Some(heading) = trimmed.strip_prefix('#') {
+            } else if let Some(heading) = line.strip_prefix('#') {
                 let heading = heading.trim_start_matches('#').trim().to_lowercase();
                 sections.push((heading, Vec::new()));
             } else if let Some((_, lines)) = sections.last_mut() {

@@ -79,8 +79,11 @@ pub struct Facts {
     pub read: Ordered,
     pub modified: Ordered,
     pub commands: Ordered,
-    /// Error lines with the index of the message they came from.
+    /// Error lines with the index of the message they came from (an agent's markup around
+    /// them taken off, a traceback as its last line).
     pub errors: Vec<(usize, String)>,
+    /// Where each error happened: the command or the tool whose result held it.
+    pub error_sources: std::collections::HashMap<String, String>,
     pub decisions: Ordered,
     pub completed: Ordered,
     pub identifiers: Ordered,
@@ -92,6 +95,8 @@ pub struct Facts {
     pub todos: Vec<String>,
     pub last_assistant: Option<String>,
     pub message_count: usize,
+    /// The file a windowed editor has open (SWE-agent's): its edits name none.
+    editor: crate::transcript::windowed::Windowed,
 }
 
 impl Facts {
@@ -134,8 +139,8 @@ impl Facts {
                 Role::User => {
                     if let Some(command) = message.user_command() {
                         // A shell command the user ran (`!cmd`): its command and errors count.
+                        facts.collect_errors(index, &message.text, Some(command));
                         facts.commands.push(command);
-                        facts.collect_errors(index, &message.text);
                         continue;
                     }
                     let text = message.text.trim();
@@ -194,11 +199,13 @@ impl Facts {
                     }
                 }
                 Role::ToolResult => {
-                    if let Some(Some(command)) = pending.pop_front()
+                    let command = pending.pop_front().flatten();
+                    if let Some(command) = &command
                         && (message.is_error || exited_nonzero(&message.text))
                     {
-                        facts.failed_commands.push(command);
+                        facts.failed_commands.push(command.clone());
                     }
+                    let source = command.or_else(|| message.tool.clone());
                     // `read` returns file contents: code, not errors.
                     let read = message
                         .tool
@@ -211,9 +218,9 @@ impl Facts {
                         && let Some(first) =
                             message.text.lines().map(str::trim).find(|l| !l.is_empty())
                     {
-                        facts.push_error(index, first);
+                        facts.push_error(index, first, source.as_deref());
                     }
-                    facts.collect_errors(index, &message.text);
+                    facts.collect_errors(index, &message.text, source.as_deref());
                 }
             }
         }
@@ -221,7 +228,7 @@ impl Facts {
     }
 
     fn add_call(&mut self, call: &ToolCall) {
-        for (op, path) in crate::transcript::files::file_ops(call) {
+        for (op, path) in self.editor.ops(call) {
             if op.modifies() {
                 self.modified.push(&path);
             } else {
@@ -239,16 +246,47 @@ impl Facts {
         }
     }
 
-    fn collect_errors(&mut self, index: usize, text: &str) {
-        for line in text.lines().map(str::trim).filter(|l| is_error_line(l)) {
-            self.push_error(index, line);
+    fn collect_errors(&mut self, index: usize, text: &str, source: Option<&str>) {
+        let mut lines = text.lines().map(str::trim).peekable();
+        while let Some(line) = lines.next() {
+            if line.contains(TRACEBACK) {
+                // A traceback's header says nothing: the exception is its last line, after the
+                // indented frames.
+                let mut last = None;
+                while let Some(next) = lines.next_if(|l| !l.is_empty()) {
+                    last = Some(next);
+                }
+                if let Some(exception) = last.filter(|l| !l.starts_with("File ")) {
+                    self.push_error(index, exception, source);
+                }
+                continue;
+            }
+            if is_error_line(line) {
+                self.push_error(index, line, source);
+            }
         }
     }
 
-    fn push_error(&mut self, index: usize, line: &str) {
-        let line = clip(line, 300);
+    fn push_error(&mut self, index: usize, line: &str, source: Option<&str>) {
+        let line = clip(&without_markup(line), 300);
+        if line.chars().count() < 4 || line.contains(TRACEBACK) {
+            return;
+        }
         self.errors.retain(|(_, seen)| *seen != line);
+        if let Some(source) = source.map(str::trim).filter(|s| !s.is_empty()) {
+            self.error_sources
+                .insert(line.clone(), clip(first_line(source), 120));
+        }
         self.errors.push((index, line));
+    }
+
+    /// An error said as a sentence with where it happened: "`cargo test` failed: error[E0308]:
+    /// mismatched types".
+    pub fn error_sentence(&self, error: &str) -> String {
+        match self.error_sources.get(error) {
+            Some(source) => format!("`{}` failed: {error}", source.replace('`', "'")),
+            None => error.to_owned(),
+        }
     }
 
     fn collect_identifiers(&mut self, text: &str) {
@@ -277,6 +315,41 @@ impl Facts {
             .collect();
         recent[recent.len().saturating_sub(5)..].to_vec()
     }
+}
+
+/// A Python traceback's header line.
+const TRACEBACK: &str = "Traceback (most recent call last)";
+
+/// A line without the agent's markup around it (`<tool_use_error>…</tool_use_error>`, an
+/// observation's `<output>`): the error is the text inside.
+fn without_markup(line: &str) -> String {
+    let mut text = line.trim();
+    loop {
+        let before = text;
+        if let Some(rest) = text.strip_prefix('<')
+            && let Some((tag, after)) = rest.split_once('>')
+            && is_tag_name(tag)
+        {
+            text = after.trim_start();
+        }
+        if let Some(at) = text.rfind("</")
+            && text.ends_with('>')
+            && is_tag_name(&text[at + 2..text.len() - 1])
+        {
+            text = text[..at].trim_end();
+        }
+        if text == before {
+            return text.to_owned();
+        }
+    }
+}
+
+fn is_tag_name(tag: &str) -> bool {
+    !tag.is_empty()
+        && tag.len() <= 40
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The `code spans` of a text that fit on one line (fences excluded).

@@ -181,7 +181,11 @@ pub fn append_missing(summary: &str, missing: &[&Anchor]) -> String {
         text = add_items(
             &text,
             "Critical Context",
-            &[format!("{} {request}", super::ledger::LATEST_LABEL)],
+            &[format!(
+                "{} {}",
+                super::ledger::LATEST_LABEL,
+                super::ledger::quoted_request(request)
+            )],
         );
     }
     // Always in a Constraints section (created when missing): the next compaction carries the
@@ -297,7 +301,8 @@ fn find_section(text: &str, name: &str) -> Option<(usize, usize)> {
     let mut start = None;
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim();
-        let is_heading = trimmed.starts_with("## ");
+        // A heading is at the line's start: an indented one is a quoted request's own.
+        let is_heading = line.starts_with("## ");
         let ends_body = is_heading
             || trimmed.starts_with("<read-files>")
             || trimmed.starts_with("<modified-files>")

@@ -184,6 +184,55 @@ pub const CONTEXT_LABELS: [&str; 6] = [
     "- Last assistant message:",
 ];
 
+/// The latest request as a summary quotes it after [`LATEST_LABEL`]: its lines without the blank
+/// ones; when one of them would read as the summary's own structure (a heading, a fence, a rule,
+/// a closing tag: a pasted spec, a harness's template), every line after the first indented, so
+/// that the request stays one item of its section.
+pub fn quoted_request(request: &str) -> String {
+    let lines: Vec<&str> = request
+        .trim()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let structural = |l: &&str| {
+        let l = l.trim_start();
+        l.starts_with('#') || l.starts_with("```") || l.starts_with("---") || l.starts_with("</")
+    };
+    let indent = if lines.iter().skip(1).any(structural) {
+        "  "
+    } else {
+        ""
+    };
+    let mut out = lines.first().map(|l| l.to_string()).unwrap_or_default();
+    for line in lines.iter().skip(1) {
+        out.push('\n');
+        out.push_str(indent);
+        out.push_str(line);
+    }
+    out
+}
+
+/// The latest request a summary quotes, to the end of its lines: what a later summary keeps when
+/// the messages since hold no request of the user's (a stretch of tool calls, a fold's window).
+pub fn latest_of_summary(summary: &str) -> Option<String> {
+    let mut lines = summary.lines();
+    let first = lines.find_map(|l| l.split_once(LATEST_LABEL).map(|(_, r)| r.trim()))?;
+    let mut latest = vec![first];
+    for raw in lines {
+        let line = raw.trim();
+        // A heading is at the line's start: an indented one is the quote's own.
+        if line.is_empty() || raw.starts_with('#') || line.starts_with("</") {
+            break;
+        }
+        if CONTEXT_LABELS.iter().any(|l| line.starts_with(l)) {
+            break;
+        }
+        latest.push(line);
+    }
+    let text = latest.join("\n").trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
 /// The ledger of a summary: the items of its Goal section (its first line is the goal itself,
 /// unless it is an item) and the latest request it quotes, to the end of its lines.
 pub fn of_summary(summary: &str) -> Vec<String> {
@@ -193,7 +242,8 @@ pub fn of_summary(summary: &str) -> Vec<String> {
     let mut latest: Option<Vec<&str>> = None;
     for raw in summary.lines() {
         let line = raw.trim();
-        let heading = line.starts_with('#');
+        // A heading is at the line's start: an indented one is a quoted request's own.
+        let heading = raw.starts_with('#');
         if let Some(lines) = latest.as_mut() {
             if !heading && !CONTEXT_LABELS.iter().any(|l| line.starts_with(l)) {
                 lines.push(raw);
@@ -202,7 +252,7 @@ pub fn of_summary(summary: &str) -> Vec<String> {
             items.extend(self::items(&lines.join("\n")));
             latest = None;
         }
-        if let Some(heading) = line.strip_prefix('#') {
+        if let Some(heading) = raw.strip_prefix('#') {
             in_goal = heading
                 .trim_start_matches('#')
                 .trim()
@@ -277,6 +327,22 @@ fn key(item: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quoted_request_keeps_its_lines_and_breaks_no_structure() {
+        assert_eq!(quoted_request("fix it\n\n1. a\n2. b"), "fix it\n1. a\n2. b");
+        let spec = "Please solve this:\n## Workflow\n1. read\n```sh\nls\n```";
+        let quoted = quoted_request(spec);
+        assert_eq!(
+            quoted,
+            "Please solve this:\n  ## Workflow\n  1. read\n  ```sh\n  ls\n  ```"
+        );
+        let summary = format!("## Critical Context\n- {LATEST_LABEL} {quoted}\n- Files read: a.rs");
+        assert_eq!(
+            latest_of_summary(&summary).as_deref(),
+            Some("Please solve this:\n## Workflow\n1. read\n```sh\nls\n```")
+        );
+    }
 
     #[test]
     fn acknowledgements_and_pastes_are_no_items() {

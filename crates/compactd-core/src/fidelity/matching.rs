@@ -4,8 +4,9 @@
 //!   (`src/lib.rs` for `crates/core/src/lib.rs`), or the basename alone for a path without a
 //!   directory — each at a path boundary, so `lib.rs` does not match `mylib.rs`;
 //! * **identifiers**: the identifier at a word boundary;
-//! * **pinned text**: verbatim, only runs of whitespace may differ;
-//! * **other text** (requests, open work, constraints, errors, commands): the text itself, or
+//! * **pinned text** and **the latest request**: verbatim, only runs of whitespace may differ
+//!   (the latest request at a word boundary, so that a short one is not found inside a word);
+//! * **other text** (earlier requests, open work, constraints, errors, commands): the text itself, or
 //!   at least 80 % of its distinct content words (three letters or more, not stopwords) when it
 //!   has three or more — a model may reword a request and still keep it.
 //!
@@ -57,6 +58,13 @@ impl Index {
                 .verbatim
                 .get_or_init(|| collapse_whitespace(&self.summary))
                 .contains(&collapse_whitespace(&anchor.text)),
+            // The latest request is quoted as written, whole: a rewording, or a short request's
+            // words inside other text ("continue" in "Continue with the next module"), is not it.
+            AnchorKind::LatestRequest => contains_bounded(
+                self.verbatim
+                    .get_or_init(|| collapse_whitespace(&self.summary)),
+                &collapse_whitespace(&anchor.text),
+            ),
             _ => {
                 let text = normalize(&anchor.text);
                 if text.is_empty() || self.normalized.contains(&text) {
@@ -264,8 +272,30 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_request_is_kept_only_as_written() {
+        use AnchorKind::LatestRequest as L;
+        let request = "Please add a --dry-run flag to the deploy script";
+        assert!(keeps(
+            "- Latest user request (verbatim): Please add a --dry-run flag to the  deploy script",
+            L,
+            request
+        ));
+        assert!(!keeps(
+            "The user wants a dry-run flag added to the deploy script.",
+            L,
+            request
+        ));
+        assert!(!keeps("1. Continue with the next module.", L, "continue"));
+        assert!(keeps(
+            "- Latest user request (verbatim): continue",
+            L,
+            "continue"
+        ));
+    }
+
+    #[test]
     fn other_text_is_kept_verbatim_or_reworded_with_its_words() {
-        use AnchorKind::LatestRequest as R;
+        use AnchorKind::OpenWork as R;
         let request = "Please add a --dry-run flag to the deploy script";
         assert!(keeps(
             "User asked: please add a --dry-run flag to the deploy script.",

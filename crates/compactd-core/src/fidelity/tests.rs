@@ -227,3 +227,52 @@ fn an_earlier_summary_in_a_user_turn_is_not_the_users_words() {
         facts.ledger
     );
 }
+
+/// Blocked holds each open error once, as a sentence saying where it happened: an agent's
+/// markup around it taken off, a traceback as its exception, never a header line.
+#[test]
+fn errors_are_said_with_where_they_happened_without_their_markup() {
+    use crate::extractive::summarize;
+    use crate::summary::SummaryRequest;
+    use serde_json::json;
+    let conversation = crate::transcript::structured::from_anthropic(&[
+        json!({"role": "user", "content": "Fix the parser."}),
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Bash",
+            "input": {"command": "python -m pytest tests/test_parse.py"}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": true,
+            "content": "Traceback (most recent call last):\n  File \"tests/test_parse.py\", line 3, in <module>\n    import parse\nModuleNotFoundError: No module named 'parse'"}]}),
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "Edit",
+            "input": {"file_path": "src/parse.py", "old_string": "a", "new_string": "b"}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "is_error": true,
+            "content": "<tool_use_error>String to replace not found in file.</tool_use_error>"}]}),
+    ]);
+    let prompt = format!(
+        "<conversation>\n{}\n</conversation>\n\n{}",
+        conversation.write(),
+        Prompts::builtin().summary
+    );
+    let request = SummaryRequest::rendered(String::new(), prompt, 4096, conversation);
+    let facts = request.facts();
+    let errors: Vec<&str> = facts.errors.iter().map(|(_, e)| e.as_str()).collect();
+    assert_eq!(
+        errors,
+        [
+            "ModuleNotFoundError: No module named 'parse'",
+            "String to replace not found in file."
+        ]
+    );
+    assert_eq!(
+        facts.error_sentence(errors[0]),
+        "`python -m pytest tests/test_parse.py` failed: ModuleNotFoundError: No module named 'parse'"
+    );
+    let text = summarize(&request).text;
+    let blocked = text.split("### Blocked").nth(1).unwrap();
+    let blocked = blocked.split("\n## ").next().unwrap();
+    assert!(
+        blocked.contains("`Edit` failed: String to replace not found in file."),
+        "{text}"
+    );
+    for raw in ["<tool_use_error>", "Traceback (most recent call last)"] {
+        assert!(!text.contains(raw), "{raw}: {text}");
+    }
+}

@@ -31,7 +31,7 @@ pub enum Piece<'a> {
 }
 
 /// The wrapper tags agents put their own text in, inside a user turn.
-const AGENT_TAGS: [&str; 15] = [
+const AGENT_TAGS: [&str; 16] = [
     // Claude Code (and OpenCode's reminders).
     "system-reminder",
     "local-command-caveat",
@@ -49,6 +49,8 @@ const AGENT_TAGS: [&str; 15] = [
     "user_instructions",
     "turn_aborted",
     "user_shell_command",
+    // OpenCode's loaded skill.
+    "skill_content",
 ];
 
 /// Claude Code's `!command` echo.
@@ -58,14 +60,21 @@ const BASH_INPUT: &str = "bash-input";
 const CALLED: (&str, &str) = ("Called the ", " tool with the following input: ");
 const RESULT: (&str, &str) = ("Result of calling the ", " tool: ");
 
+/// How Claude Code opens the text of a skill it loaded into a user turn: this line, then the
+/// skill's own markdown.
+const SKILL_HEADER: &str = "Base directory for this skill:";
+
+/// How Claude Code marks, as a user text of its own, that the user stopped a turn.
+const INTERRUPTED: &str = "[Request interrupted by user";
+
 /// The pieces of a user message's text, in order (empty user text left out).
 pub fn pieces(text: &str) -> Vec<Piece<'_>> {
-    // The cheap answer for most turns: no markup at all.
-    if !text.contains('<') && !opens_rules_file(text) {
-        return vec![Piece::User(text)];
-    }
-    if opens_rules_file(text) {
+    if opens_rules_file(text) || is_agents_note(text) {
         return vec![Piece::Agent(text)];
+    }
+    // The cheap answer for most turns: no markup at all.
+    if !text.contains('<') {
+        return vec![Piece::User(text)];
     }
     let mut out = Vec::new();
     let mut user_from = 0;
@@ -109,7 +118,68 @@ pub fn pieces(text: &str) -> Vec<Piece<'_>> {
         user_from = at;
     }
     push_user(&mut out, &text[user_from..]);
+    pointers_are_the_agents(&mut out);
     out
+}
+
+/// Claude Code follows a task notification with one line pointing at the task's output file
+/// ("… the result: /tmp/…/tasks/b0be39e.output"): a line naming the file the notification names
+/// is the notification's.
+fn pointers_are_the_agents(pieces: &mut Vec<Piece<'_>>) {
+    let mut at = 1;
+    while at < pieces.len() {
+        let (Piece::Agent(notice), Piece::User(text)) = (&pieces[at - 1], &pieces[at]) else {
+            at += 1;
+            continue;
+        };
+        let text: &str = text;
+        let file = notice
+            .strip_prefix("<task-notification>")
+            .and_then(|n| n.split_once("<output-file>"))
+            .and_then(|(_, n)| n.split_once("</output-file>"))
+            .map(|(file, _)| file.trim())
+            .filter(|file| !file.is_empty());
+        let (line, rest) = text.split_once('\n').unwrap_or((text, ""));
+        if file.is_some_and(|file| line.contains(file)) {
+            pieces[at] = Piece::Agent(line);
+            if !rest.trim().is_empty() {
+                pieces.insert(at + 1, Piece::User(rest.trim()));
+            }
+        }
+        at += 1;
+    }
+}
+
+/// A whole text the agent wrote as a user turn: a skill it loaded (its header line, then the
+/// skill), or its one-line mark of an interrupted turn.
+fn is_agents_note(text: &str) -> bool {
+    let text = text.trim();
+    let first = text.lines().next().unwrap_or_default();
+    (first.starts_with(SKILL_HEADER) && first.len() > SKILL_HEADER.len() + 1)
+        || (text.starts_with(INTERRUPTED) && text.ends_with(']') && !text.contains('\n'))
+}
+
+/// The slash command a user ran, as typed (`/name args`), when `pieces` record one.
+pub fn command_of(pieces: &[Piece<'_>]) -> Option<String> {
+    let inner = |tag: &str| {
+        pieces.iter().find_map(|p| match p {
+            Piece::Agent(whole) if whole.starts_with(&format!("<{tag}>")) => {
+                Some(inner_of(whole, tag).trim().to_owned())
+            }
+            _ => None,
+        })
+    };
+    let name = inner("command-name").filter(|n| n.starts_with('/'))?;
+    let args = inner("command-args").unwrap_or_default();
+    Some(format!("{name} {args}").trim().to_owned())
+}
+
+/// Whether `pieces` hold the caveat Claude Code puts before the echo of a command it ran itself
+/// (`/model`, `/mcp`, `/compact`): such a command expands into no prompt.
+pub fn is_local_command(pieces: &[Piece<'_>]) -> bool {
+    pieces
+        .iter()
+        .any(|p| matches!(p, Piece::Agent(w) if w.starts_with("<local-command-")))
 }
 
 fn starts_line(text: &str, at: usize) -> bool {
@@ -194,6 +264,25 @@ mod tests {
             .collect();
         assert_eq!(user.len(), 1, "an indented element is one too: {pieces:?}");
         assert!(matches!(pieces[0], Piece::Agent(a) if a.starts_with("<system-reminder>")));
+    }
+
+    #[test]
+    fn a_task_notification_and_its_pointer_are_the_agents() {
+        let text = "<task-notification>\n<task-id>b0be39e</task-id>\n<output-file>/tmp/c/tasks/b0be39e.output</output-file>\n<status>completed</status>\n<summary>Background command \"Force recompile\" completed (exit code 0)</summary>\n</task-notification>\nRead the output file to retrieve the result: /tmp/c/tasks/b0be39e.output";
+        assert!(pieces(text).iter().all(|p| matches!(p, Piece::Agent(_))));
+        // What the user writes after a notification stays theirs.
+        let typed = format!("{text}\nnow push it");
+        assert_eq!(pieces(&typed).last(), Some(&Piece::User("now push it")));
+    }
+
+    #[test]
+    fn a_loaded_skill_and_an_interruption_mark_are_the_agents() {
+        let skill = "Base directory for this skill: /home/u/.claude/skills/hex-docs\n\n# Hex Documentation Search\n\nPrompt user before fetching external packages.";
+        assert_eq!(pieces(skill), vec![Piece::Agent(skill)]);
+        let mark = "[Request interrupted by user for tool use]";
+        assert_eq!(pieces(mark), vec![Piece::Agent(mark)]);
+        let typed = "[Request interrupted by user] is what I see; why?\nit stops";
+        assert_eq!(pieces(typed), vec![Piece::User(typed)]);
     }
 
     #[test]

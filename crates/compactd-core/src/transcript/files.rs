@@ -89,6 +89,15 @@ fn shell_script(call: &ToolCall) -> Option<String> {
     }
 }
 
+/// The script a call runs when it is a shell tool's call.
+pub(crate) fn shell_script_of(call: &ToolCall) -> Option<String> {
+    let name = call.name.rsplit(['.', ':']).next().unwrap_or_default();
+    SHELL_TOOLS
+        .contains(&name.to_ascii_lowercase().as_str())
+        .then(|| shell_script(call))
+        .flatten()
+}
+
 /// Every file operation of a call, by any agent's tools: pi's rule first, then other agents'
 /// tool names and path keys, and the files an `apply_patch` body names.
 pub fn file_ops(call: &ToolCall) -> Vec<(FileOp, String)> {

@@ -30,6 +30,7 @@ pub mod prompt;
 mod shape;
 mod shell_files;
 pub mod structured;
+pub mod windowed;
 
 use serde_json::Value;
 

@@ -151,6 +151,10 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
             _ => continue,
         };
         let mut current = Message::new(role);
+        // A command the user ran that the agent expands into a prompt (a custom command, a
+        // skill): the text after its echo is the agent's expansion, not the user's words.
+        let mut local_command = false;
+        let mut expansion_due = false;
         for block in &blocks {
             let kind = block
                 .get("type")
@@ -163,7 +167,17 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
                         .get("text")
                         .and_then(Value::as_str)
                         .unwrap_or_default();
-                    for piece in agent_text::pieces(text) {
+                    if std::mem::take(&mut expansion_due) && !text.trim_start().starts_with('<') {
+                        if !current.is_empty() {
+                            out.push(std::mem::replace(&mut current, Message::new(role)));
+                        }
+                        out.push(Message::with_text(Role::Developer, text));
+                        continue;
+                    }
+                    let pieces = agent_text::pieces(text);
+                    local_command |= agent_text::is_local_command(&pieces);
+                    let command = agent_text::command_of(&pieces).filter(|_| !local_command);
+                    for piece in pieces {
                         match piece {
                             Piece::User(text) => push_text(&mut current.text, text),
                             other => {
@@ -173,6 +187,11 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
                                 out.push(message_of(other));
                             }
                         }
+                    }
+                    // The command as the user typed it is theirs; its expansion follows.
+                    if let Some(command) = command {
+                        push_text(&mut current.text, &command);
+                        expansion_due = true;
                     }
                 }
                 "text" => push_line(&mut current.text, block.get("text")),
@@ -389,55 +408,5 @@ fn finish(mut messages: Vec<Message>) -> Conversation {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn chat_messages_with_tool_calls_become_typed_messages() {
-        let messages = [
-            json!({"role": "system", "content": "be brief"}),
-            json!({"role": "user", "content": [{"type": "text", "text": "fix src/a.rs"}, {"type": "image_url", "image_url": {"url": "data:…"}}]}),
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "edit", "arguments": "{\"path\":\"src/a.rs\",\"old\":\"a\",\"new\":\"b\"}"}}]}),
-            json!({"role": "tool", "tool_call_id": "c1", "content": "edited"}),
-        ];
-        let conversation = from_chat(&messages);
-        let m = &conversation.messages;
-        assert_eq!(m[0].role, Role::Developer);
-        assert_eq!(m[1].text, "fix src/a.rs\n[image]");
-        assert_eq!(m[2].calls[0].arg("path"), Some("src/a.rs"));
-        assert_eq!(m[3].tool.as_deref(), Some("edit"));
-        assert!(
-            conversation
-                .write()
-                .contains("[Assistant tool calls]: edit(path=\"src/a.rs\"")
-        );
-    }
-
-    #[test]
-    fn anthropic_blocks_and_responses_items_become_typed_messages() {
-        let anthropic = from_anthropic(&[
-            json!({"role": "user", "content": "rename add"}),
-            json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"},
-                {"type": "tool_use", "id": "t1", "name": "Edit", "input": {"file_path": "/w/calc.py"}}]}),
-            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]},
-                {"type": "text", "text": "now tests"}]}),
-        ]);
-        let m = &anthropic.messages;
-        assert_eq!(m.len(), 4);
-        assert_eq!(m[1].thinking, "hm");
-        assert_eq!(m[2].tool.as_deref(), Some("Edit"));
-        assert_eq!(m[3].text, "now tests");
-        let responses = from_responses(&json!([
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
-            {"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{\"command\":[\"ls\"]}"},
-            {"type": "function_call_output", "call_id": "c", "output": "a.rs"},
-            {"type": "compaction", "encrypted_content": "…"},
-        ]));
-        let m = &responses.messages;
-        assert_eq!(m.len(), 3);
-        assert_eq!(m[1].calls[0].name, "shell");
-        assert_eq!(m[2].tool.as_deref(), Some("shell"));
-    }
-}
+#[path = "structured_tests.rs"]
+mod tests;
