@@ -78,8 +78,17 @@ fn main() {
                 let line_end = text[finding.end..]
                     .find('\n')
                     .map_or(text.len(), |i| finding.end + i);
-                let before = &text[line_start.max(finding.start.saturating_sub(60))..finding.start];
-                let after = &text[finding.end..line_end.min(finding.end + 40)];
+                // At most 60 bytes before and 40 after, cut at character boundaries.
+                let mut from = line_start.max(finding.start.saturating_sub(60));
+                while !text.is_char_boundary(from) {
+                    from += 1;
+                }
+                let mut to = line_end.min(finding.end + 40);
+                while !text.is_char_boundary(to) {
+                    to -= 1;
+                }
+                let before = &text[from..finding.start];
+                let after = &text[finding.end..to];
                 println!(
                     "{}: {} {}[{}]{}",
                     path.display(),

@@ -265,7 +265,7 @@ mod tests {
             assert!(holds_key(value.as_bytes()), "{value}");
         }
         for value in [
-            "Bearer sk-ant-0123456789",
+            "Bearer not-a-compactd-key",
             "cmpd_",
             "cmpd_0123456789abcdef",
             &text[..text.len() - 1],

@@ -351,7 +351,7 @@ fn prefixed_provider_keys_of_any_near_length_are_redacted() {
     let alnum = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let hex = b"0123456789abcdef";
     let upper = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let shapes: [(&str, usize, &[u8]); 19] = [
+    let shapes: [(&str, usize, &[u8]); 25] = [
         ("AIza", 35, alnum),
         ("ya29.", 60, alnum),
         ("xai-", 80, alnum),
@@ -371,6 +371,12 @@ fn prefixed_provider_keys_of_any_near_length_are_redacted() {
         ("sbp_", 40, hex),
         ("tskey-api-", 40, alnum),
         ("dp.st.", 43, alnum),
+        ("dckr_pat_", 27, alnum),
+        ("pypi-AgEIcHlwaS5vcmc", 60, alnum),
+        ("sq0atp-", 22, alnum),
+        ("ntn_", 46, alnum),
+        ("rubygems_", 48, hex),
+        ("xapp-1-A0", 60, upper),
     ];
     let mut rng = fastrand::Rng::with_seed(55);
     let mut leaked = Vec::new();
@@ -396,6 +402,39 @@ fn prefixed_provider_keys_of_any_near_length_are_redacted() {
         "set it to xai-your-key-here",
         "SKIPPED 32 tests in dapi-client",
     ] {
+        assert_eq!(redactor.redact(text, &mut names), text);
+    }
+}
+
+/// A bearer token is a credential whoever issued it: in a header, a curl command or a log line,
+/// its value is redacted; a variable or a placeholder in its place stays.
+#[test]
+fn bearer_tokens_are_redacted_and_their_placeholders_kept() {
+    let redactor = redactor();
+    let token =
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+    let opaque = "Qm9vbGVhbkV4cHJlc3Npb24K7Zx3";
+    for text in [
+        format!("curl -H 'Authorization: Bearer {token}' https://api.example.com"),
+        format!("authorization: bearer {opaque}"),
+        format!("[http] sent headers {{\"Authorization\": \"Bearer {opaque}\"}}"),
+    ] {
+        let mut names = Placeholders::default();
+        let redacted = redactor.redact(&text, &mut names);
+        assert!(
+            !redacted.contains(&opaque[..12]) && !redacted.contains(&token[..20]),
+            "{redacted}"
+        );
+    }
+    for text in [
+        "curl -H \"Authorization: Bearer $TOKEN\" https://api.example.com",
+        "Authorization: Bearer ${GITHUB_TOKEN}",
+        "headers: { Authorization: `Bearer ${token}` }",
+        "set Authorization: Bearer <your-token-here>",
+        "the bearer authentication scheme sends a token",
+        "Authorization: Bearer accessToken.value",
+    ] {
+        let mut names = Placeholders::default();
         assert_eq!(redactor.redact(text, &mut names), text);
     }
 }
