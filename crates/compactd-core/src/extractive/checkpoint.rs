@@ -190,10 +190,17 @@ impl Checkpoint {
             .lines
             .extend(facts.decisions.last(6).iter().map(|d| format!("- {d}")));
         let mut steps = Vec::new();
-        if let Some(latest) = in_hand {
+        if let Some(in_hand) = in_hand {
+            // The request in hand is the latest one unless a short reply came after it.
+            let latest = facts.latest_request();
+            let which = if latest.is_some_and(|l| l == in_hand || user_words::of(l) == in_hand) {
+                "the latest request"
+            } else {
+                "the request before the latest reply"
+            };
             steps.push(format!(
-                "Continue with the latest request: {}",
-                clip(first_line(latest), 300)
+                "Continue with {which}: {}",
+                clip(first_line(in_hand), 300)
             ));
         }
         if let Some(error) = recent_errors.last() {
