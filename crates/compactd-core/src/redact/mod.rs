@@ -20,6 +20,8 @@ mod screen;
 
 pub use screen::{Redacted, Screen, Screening};
 #[cfg(test)]
+mod key_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
