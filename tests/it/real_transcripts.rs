@@ -148,7 +148,7 @@ fn more_violations(summary: &str, case: &Case) -> Vec<String> {
         let quoted = latest
             .as_deref()
             .is_some_and(|l| l.contains(line.trim()) && line.trim().len() > 3);
-        if raw_output(line) && !quoted {
+        if (raw_output(line) || line.contains("\\n") || line.contains("\\\"")) && !quoted {
             wrong.push(format!("raw tool output under {heading:?}: {line:?}"));
         }
         let h = heading.to_lowercase();

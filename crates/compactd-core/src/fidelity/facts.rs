@@ -9,7 +9,7 @@ use std::collections::{HashSet, VecDeque};
 use serde_json::Value;
 
 use super::standing::{self, Statement};
-use super::words::{COMPLETION_STARTS, DECISION_WORDS, is_error_line};
+use super::words::{DECISION_WORDS, is_error_line, reports_work};
 use crate::transcript::{Message, Role, ToolCall};
 
 /// An ordered set: first-seen order, no duplicates.
@@ -166,12 +166,13 @@ impl Facts {
                     for sentence in sentences(&message.text) {
                         let lower = sentence.to_lowercase();
                         // "The approach:" introduces what follows; it decides nothing itself.
-                        if sentence.ends_with(':') {
+                        // Code run into a sentence is neither a decision nor work done.
+                        if sentence.ends_with(':') || reads_as_code(sentence) {
                             continue;
                         }
                         if DECISION_WORDS.iter().any(|w| lower.contains(w)) {
                             facts.decisions.push(clip(sentence, 240));
-                        } else if COMPLETION_STARTS.iter().any(|w| lower.starts_with(w)) {
+                        } else if reports_work(&lower) {
                             facts.completed.push(clip(sentence, 200));
                         }
                     }
@@ -214,13 +215,17 @@ impl Facts {
                     if read && !message.is_error {
                         continue;
                     }
+                    let before = facts.errors.len();
+                    facts.collect_errors(index, &message.text, source.as_deref());
+                    // A failed call whose output names no error line: its first line says what
+                    // went wrong ("Exit code 128" when nothing else does).
                     if message.is_error
+                        && facts.errors.len() == before
                         && let Some(first) =
                             message.text.lines().map(str::trim).find(|l| !l.is_empty())
                     {
                         facts.push_error(index, first, source.as_deref());
                     }
-                    facts.collect_errors(index, &message.text, source.as_deref());
                 }
             }
         }
@@ -247,17 +252,17 @@ impl Facts {
     }
 
     fn collect_errors(&mut self, index: usize, text: &str, source: Option<&str>) {
-        let mut lines = text.lines().map(str::trim).peekable();
-        while let Some(line) = lines.next() {
+        let mut lines = text.lines();
+        while let Some(raw) = lines.next() {
+            let line = raw.trim();
             if line.contains(TRACEBACK) {
-                // A traceback's header says nothing: the exception is its last line, after the
+                // A traceback's header says nothing: the exception is the first line after the
                 // indented frames.
-                let mut last = None;
-                while let Some(next) = lines.next_if(|l| !l.is_empty()) {
-                    last = Some(next);
-                }
-                if let Some(exception) = last.filter(|l| !l.starts_with("File ")) {
-                    self.push_error(index, exception, source);
+                let exception = lines
+                    .by_ref()
+                    .find(|l| !l.trim().is_empty() && !l.starts_with([' ', '\t']));
+                if let Some(exception) = exception.filter(|l| !l.trim().starts_with("File ")) {
+                    self.push_error(index, exception.trim(), source);
                 }
                 continue;
             }
@@ -268,6 +273,8 @@ impl Facts {
     }
 
     fn push_error(&mut self, index: usize, line: &str, source: Option<&str>) {
+        // A program that printed `\n` literally meant a line break: the message is its first line.
+        let line = line.split("\\n").next().unwrap_or_default();
         let line = clip(&without_markup(line), 300);
         if line.chars().count() < 4 || line.contains(TRACEBACK) {
             return;
@@ -317,13 +324,31 @@ impl Facts {
     }
 }
 
+/// A "sentence" that is code: a fence, an escape, or more than one character in six a symbol.
+fn reads_as_code(sentence: &str) -> bool {
+    if sentence.contains("```") || sentence.contains("\\n") || sentence.contains("\\\"") {
+        return true;
+    }
+    let symbols = sentence
+        .chars()
+        .filter(|c| {
+            matches!(
+                c,
+                '{' | '}' | ';' | '$' | '=' | '<' | '>' | '(' | ')' | '[' | ']'
+            )
+        })
+        .count();
+    symbols * 6 > sentence.chars().count()
+}
+
 /// A Python traceback's header line.
 const TRACEBACK: &str = "Traceback (most recent call last)";
 
 /// A line without the agent's markup around it (`<tool_use_error>…</tool_use_error>`, an
 /// observation's `<output>`): the error is the text inside.
 fn without_markup(line: &str) -> String {
-    let mut text = line.trim();
+    // A linter's list of findings marks each with a bullet of its own.
+    let mut text = line.trim().trim_start_matches(['-', '*']).trim_start();
     loop {
         let before = text;
         if let Some(rest) = text.strip_prefix('<')

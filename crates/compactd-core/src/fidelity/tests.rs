@@ -276,3 +276,22 @@ fn errors_are_said_with_where_they_happened_without_their_markup() {
         assert!(!text.contains(raw), "{raw}: {text}");
     }
 }
+
+/// Done holds work that was done and Key Decisions what was decided: narration ("I have a clear
+/// picture") and code run into a sentence are neither.
+#[test]
+fn narration_and_code_are_neither_work_done_nor_decisions() {
+    use crate::transcript::{Message, Role};
+    let said = "I have a clear picture of the module now. I've fixed the off-by-one in src/parse.rs. \
+        Instead of a loop: print \"a\\n\";foreach $k (keys %ENV) { print \"$k\\n\"; }. \
+        I'll use a BTreeMap instead of a HashMap for stable output.";
+    let facts = super::facts::Facts::extract(&[Message::with_text(Role::Assistant, said)]);
+    assert_eq!(
+        facts.completed.items,
+        ["I've fixed the off-by-one in src/parse.rs"]
+    );
+    assert_eq!(
+        facts.decisions.items,
+        ["I'll use a BTreeMap instead of a HashMap for stable output."]
+    );
+}
