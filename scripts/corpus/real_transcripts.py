@@ -251,6 +251,27 @@ def swe_agent_cases(gitdir, commit, system_prompt, instructions):
         edited = diff_files(traj.get("info", {}).get("submission"))
         if first_user is None or len(turns) < 6:
             continue
+        # As the harness sent it to its model: observations as user turns, the action in the
+        # assistant's text (text-action trajectories only).
+        if all(h["role"] != "tool" and not h.get("tool_calls") for h in history):
+            raw = [
+                ("User" if h["role"] == "user" else "Assistant", text_of(h.get("content")).strip())
+                for h in history
+                if h["role"] in ("user", "assistant")
+            ]
+            cases.append({
+                "name": f"swe-agent-as-sent/{Path(path).parent.name.replace('replay__', '')[:90]}/{Path(path).stem}",
+                "source": f"SWE-agent/SWE-agent@{commit[:12]}:{path}",
+                "agent": "swe-agent",
+                "wire": "compact",
+                "body": {
+                    "systemPrompt": system_prompt,
+                    "prompt": f"<conversation>\n{pi_prompt(raw)}\n</conversation>\n\n{instructions}",
+                },
+                "latest": first_user.split("\nINSTRUCTIONS:")[0].strip(),
+                "edited": edited,
+                "injected": [],
+            })
         cases.append({
             "name": f"swe-agent/{Path(path).parent.name.replace('replay__', '')[:90]}/{Path(path).stem}",
             "source": f"SWE-agent/SWE-agent@{commit[:12]}:{path}",
@@ -266,6 +287,12 @@ def swe_agent_cases(gitdir, commit, system_prompt, instructions):
             "injected": [],
         })
     return cases
+
+
+def text_of(content):
+    if isinstance(content, list):
+        return "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return content or ""
 
 
 def pr_description(text):
@@ -307,6 +334,24 @@ def mini_cases(gitdir, commit, system_prompt, instructions):
                     turns.append(("Assistant tool calls", pi_call(f.get("name", "bash"), json.loads(f.get("arguments") or "{}"))))
         if first_user is None or len(turns) < 4:
             continue
+        raw = [
+            ("User" if m["role"] == "user" else "Assistant", text_of(m.get("content")).strip())
+            for m in messages
+            if m["role"] in ("user", "assistant")
+        ]
+        cases.append({
+            "name": f"mini-swe-agent-as-sent/{Path(path).stem}",
+            "source": f"SWE-agent/mini-swe-agent@{commit[:12]}:{path}",
+            "agent": "mini-swe-agent",
+            "wire": "compact",
+            "body": {
+                "systemPrompt": system_prompt,
+                "prompt": f"<conversation>\n{pi_prompt(raw)}\n</conversation>\n\n{instructions}",
+            },
+            "latest": pr_description(first_user),
+            "edited": diff_files(info.get("submission")),
+            "injected": [],
+        })
         cases.append({
             "name": f"mini-swe-agent/{Path(path).stem}",
             "source": f"SWE-agent/mini-swe-agent@{commit[:12]}:{path}",

@@ -9,7 +9,7 @@ use std::collections::{HashSet, VecDeque};
 use serde_json::Value;
 
 use super::standing::{self, Statement};
-use super::words::{DECISION_WORDS, is_error_line, reports_work};
+use super::words::{DECISION_WORDS, reports_work};
 use crate::transcript::{Message, Role, ToolCall};
 
 /// An ordered set: first-seen order, no duplicates.
@@ -134,6 +134,8 @@ impl Facts {
         // Commands of the assistant's calls not answered yet, in order: results answer them in
         // the order the calls were made.
         let mut pending: VecDeque<Option<String>> = VecDeque::new();
+        // Whether a harness sends command output as user turns (see `is_observation`).
+        let mut harness = false;
         for (index, message) in messages.iter().enumerate() {
             match message.role {
                 Role::User => {
@@ -144,7 +146,33 @@ impl Facts {
                         continue;
                     }
                     let text = message.text.trim();
-                    if is_slash_command(text) || carries_a_summary(text) || agents_prompt(text) {
+                    if text.is_empty()
+                        || is_slash_command(text)
+                        || carries_a_summary(text)
+                        || agents_prompt(text)
+                    {
+                        continue;
+                    }
+                    // A harness that sends what a command printed as a user turn (mini-swe-agent's
+                    // `<returncode>`/`<output>`, SWE-agent's terminal): the command's result, once
+                    // the task is given.
+                    let answers_an_action = index
+                        .checked_sub(1)
+                        .is_some_and(|before| messages[before].role == Role::Assistant);
+                    // Once the harness has shown its pattern, any turn after an answer that
+                    // ends in a command is that command's output (a final `git diff`).
+                    let after_a_command = harness
+                        && index.checked_sub(1).is_some_and(|before| {
+                            messages[before].calls.is_empty()
+                                && last_fenced_block(&messages[before].text).is_some()
+                        });
+                    if !facts.requests.is_empty()
+                        && answers_an_action
+                        && (after_a_command || crate::transcript::agent_text::is_observation(text))
+                    {
+                        harness = true;
+                        let command = pending.pop_front().flatten();
+                        facts.collect_errors(index, text, command.as_deref());
                         continue;
                     }
                     facts.requests.push(text.to_owned());
@@ -184,7 +212,22 @@ impl Facts {
                         facts.todos = open;
                     }
                     pending.clear();
-                    for call in &message.calls {
+                    // A harness that runs the command an answer ends with, in a fenced block,
+                    // and sends back what it printed as the next user turn (mini-swe-agent,
+                    // SWE-agent): that block was a call.
+                    let ran = (message.calls.is_empty() && !facts.requests.is_empty())
+                        .then(|| messages.get(index + 1))
+                        .flatten()
+                        .filter(|next| {
+                            next.role == Role::User
+                                && (harness
+                                    || crate::transcript::agent_text::is_observation(&next.text))
+                        })
+                        .and_then(|_| last_fenced_block(&message.text))
+                        .map(|script| {
+                            ToolCall::new("bash", vec![("command".to_owned(), script.into())])
+                        });
+                    for call in message.calls.iter().chain(&ran) {
                         facts.add_call(call);
                         pending.push_back(
                             call.arg("command")
@@ -251,51 +294,6 @@ impl Facts {
         }
     }
 
-    fn collect_errors(&mut self, index: usize, text: &str, source: Option<&str>) {
-        let mut lines = text.lines();
-        while let Some(raw) = lines.next() {
-            let line = raw.trim();
-            if line.contains(TRACEBACK) {
-                // A traceback's header says nothing: the exception is the first line after the
-                // indented frames.
-                let exception = lines
-                    .by_ref()
-                    .find(|l| !l.trim().is_empty() && !l.starts_with([' ', '\t']));
-                if let Some(exception) = exception.filter(|l| !l.trim().starts_with("File ")) {
-                    self.push_error(index, exception.trim(), source);
-                }
-                continue;
-            }
-            if is_error_line(line) {
-                self.push_error(index, line, source);
-            }
-        }
-    }
-
-    fn push_error(&mut self, index: usize, line: &str, source: Option<&str>) {
-        // A program that printed `\n` literally meant a line break: the message is its first line.
-        let line = line.split("\\n").next().unwrap_or_default();
-        let line = clip(&without_markup(line), 300);
-        if line.chars().count() < 4 || line.contains(TRACEBACK) {
-            return;
-        }
-        self.errors.retain(|(_, seen)| *seen != line);
-        if let Some(source) = source.map(str::trim).filter(|s| !s.is_empty()) {
-            self.error_sources
-                .insert(line.clone(), clip(first_line(source), 120));
-        }
-        self.errors.push((index, line));
-    }
-
-    /// An error said as a sentence with where it happened: "`cargo test` failed: error[E0308]:
-    /// mismatched types".
-    pub fn error_sentence(&self, error: &str) -> String {
-        match self.error_sources.get(error) {
-            Some(source) => format!("`{}` failed: {error}", source.replace('`', "'")),
-            None => error.to_owned(),
-        }
-    }
-
     fn collect_identifiers(&mut self, text: &str) {
         for span in code_spans(text) {
             self.identifiers.push(span);
@@ -324,6 +322,17 @@ impl Facts {
     }
 }
 
+/// The body of the fenced block a text ends with (only whitespace after it).
+fn last_fenced_block(text: &str) -> Option<String> {
+    let body = text.trim_end().strip_suffix("```")?;
+    let open = body.rfind("```")?;
+    let block = &body[open + 3..];
+    // The fence's info string (`bash`, `mswea_bash_command`) is its first line.
+    let (_, script) = block.split_once('\n')?;
+    let script = script.trim();
+    (!script.is_empty()).then(|| script.to_owned())
+}
+
 /// A "sentence" that is code: a fence, an escape, or more than one character in six a symbol.
 fn reads_as_code(sentence: &str) -> bool {
     if sentence.contains("```") || sentence.contains("\\n") || sentence.contains("\\\"") {
@@ -339,42 +348,6 @@ fn reads_as_code(sentence: &str) -> bool {
         })
         .count();
     symbols * 6 > sentence.chars().count()
-}
-
-/// A Python traceback's header line.
-const TRACEBACK: &str = "Traceback (most recent call last)";
-
-/// A line without the agent's markup around it (`<tool_use_error>…</tool_use_error>`, an
-/// observation's `<output>`): the error is the text inside.
-fn without_markup(line: &str) -> String {
-    // A linter's list of findings marks each with a bullet of its own.
-    let mut text = line.trim().trim_start_matches(['-', '*']).trim_start();
-    loop {
-        let before = text;
-        if let Some(rest) = text.strip_prefix('<')
-            && let Some((tag, after)) = rest.split_once('>')
-            && is_tag_name(tag)
-        {
-            text = after.trim_start();
-        }
-        if let Some(at) = text.rfind("</")
-            && text.ends_with('>')
-            && is_tag_name(&text[at + 2..text.len() - 1])
-        {
-            text = text[..at].trim_end();
-        }
-        if text == before {
-            return text.to_owned();
-        }
-    }
-}
-
-fn is_tag_name(tag: &str) -> bool {
-    !tag.is_empty()
-        && tag.len() <= 40
-        && tag
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The `code spans` of a text that fit on one line (fences excluded).

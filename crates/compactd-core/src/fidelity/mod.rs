@@ -9,6 +9,7 @@
 //! Pure, synchronous and cheap: no model call, a few milliseconds for a 400 KB prompt.
 
 pub mod anchors;
+mod errors;
 pub mod facts;
 pub mod gate;
 pub mod ledger;

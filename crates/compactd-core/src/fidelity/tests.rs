@@ -295,3 +295,41 @@ fn narration_and_code_are_neither_work_done_nor_decisions() {
         ["I'll use a BTreeMap instead of a HashMap for stable output."]
     );
 }
+
+/// A harness that sends what each command printed as the next user turn (mini-swe-agent 1.x):
+/// the task stays the request, the commands in the answers' fenced blocks are calls, their
+/// output (even a bare final diff) is no request.
+#[test]
+fn a_harnesss_observations_are_results_of_the_commands_it_ran() {
+    use crate::transcript::{Message, Role};
+    let task = "Please solve this issue: division by zero in tests/missing_colon.py";
+    let messages = [
+        Message::with_text(Role::User, task),
+        Message::with_text(
+            Role::Assistant,
+            "THOUGHT: fix the colon.\n\n```bash\nsed -i 's/float$/float:/' tests/missing_colon.py\n```",
+        ),
+        Message::with_text(
+            Role::User,
+            "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File \"x\", line 1\nZeroDivisionError: division by zero\n</output>",
+        ),
+        Message::with_text(Role::Assistant, "Done.\n\n```bash\ngit diff\n```"),
+        Message::with_text(
+            Role::User,
+            "diff --git a/tests/missing_colon.py b/tests/missing_colon.py\n+def division(a, b) -> float:",
+        ),
+    ];
+    let facts = super::facts::Facts::extract(&messages);
+    assert_eq!(facts.latest_request(), Some(task));
+    assert_eq!(facts.modified.items, ["tests/missing_colon.py"]);
+    let errors: Vec<&str> = facts.errors.iter().map(|(_, e)| e.as_str()).collect();
+    assert_eq!(errors, ["ZeroDivisionError: division by zero"]);
+    // A person's reply after an answer that ends in code is still theirs.
+    let conversation = [
+        Message::with_text(Role::User, "show me the fix"),
+        Message::with_text(Role::Assistant, "Here:\n\n```rust\nlet x = 1;\n```"),
+        Message::with_text(Role::User, "thanks, now run the tests"),
+    ];
+    let facts = super::facts::Facts::extract(&conversation);
+    assert_eq!(facts.latest_request(), Some("thanks, now run the tests"));
+}

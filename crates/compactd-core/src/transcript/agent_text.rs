@@ -159,6 +159,48 @@ fn is_agents_note(text: &str) -> bool {
         || (text.starts_with(INTERRUPTED) && text.ends_with(']') && !text.contains('\n'))
 }
 
+/// A user turn that is a harness's report of what a command printed, not a person's words: its
+/// text is only elements (`<returncode>0</returncode>\n<output>…</output>`, mini-swe-agent's
+/// observation), or it ends at a shell prompt (SWE-agent's `(Current directory: …)\nbash-$`).
+/// Whether it is the task or an observation depends on its place: the caller asks only after the
+/// task.
+pub fn is_observation(text: &str) -> bool {
+    let text = text.trim();
+    let last = text.lines().last().unwrap_or_default().trim();
+    let prompt = last.len() <= 40
+        && last.ends_with(['$', '#'])
+        && !last.contains(' ')
+        && text.lines().count() > 1;
+    prompt || only_elements(text)
+}
+
+/// Whether `text` is one or more elements (`<tag …>…</tag>` or `<tag/>`), each opening a line,
+/// with nothing but whitespace between them.
+fn only_elements(text: &str) -> bool {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let Some(open) = rest.strip_prefix('<') else {
+            return false;
+        };
+        let name: String = open
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            .collect();
+        if name.is_empty() {
+            return false;
+        }
+        let close = format!("</{name}>");
+        let Some(end) = rest.find(&close) else {
+            return false;
+        };
+        rest = rest[end + close.len()..].trim_start();
+    }
+    true
+}
+
 /// The slash command a user ran, as typed (`/name args`), when `pieces` record one.
 pub fn command_of(pieces: &[Piece<'_>]) -> Option<String> {
     let inner = |tag: &str| {
@@ -283,6 +325,25 @@ mod tests {
         assert_eq!(pieces(mark), vec![Piece::Agent(mark)]);
         let typed = "[Request interrupted by user] is what I see; why?\nit stops";
         assert_eq!(pieces(typed), vec![Piece::User(typed)]);
+    }
+
+    #[test]
+    fn a_harnesss_observations_are_told_from_a_persons_words() {
+        for observation in [
+            "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n</output>",
+            "<returncode>0</returncode>\n<warning>\nThe output was too long.\n</warning>",
+            "AUTHORS.rst\nsetup.py\n\n(Open file: n/a)\n(Current directory: /repo)\nbash-$",
+        ] {
+            assert!(is_observation(observation), "{observation}");
+        }
+        for words in [
+            "fix the <b>bold</b> rendering",
+            "<pr_description>\nFix it\n</pr_description>\nand then run the tests",
+            "costs $",
+            "what does `ls $` print?",
+        ] {
+            assert!(!is_observation(words), "{words}");
+        }
     }
 
     #[test]
