@@ -130,6 +130,34 @@ fn is_closing(line: &str) -> bool {
 /// Takes the summary Codex handed over (its local compaction's, or compactd's expanded item) out
 /// of `conversation` and returns it: the message is the handoff and the summary after it.
 pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
+    take_handoff(conversation).or_else(|| take_answered(conversation))
+}
+
+/// OpenCode's form: after a compaction its turns open with a question and the summary it got as
+/// the answer (an assistant message that is one `<summary>` element); what came before is gone
+/// from its requests. The question, the answer and anything before them are taken out.
+fn take_answered(conversation: &mut Conversation) -> Option<String> {
+    let index = conversation.messages.iter().rposition(|message| {
+        let text = message.text.trim();
+        message.role == Role::Assistant
+            && message.calls.is_empty()
+            && text.starts_with("<summary>")
+            && text.ends_with("</summary>")
+    })?;
+    if index == 0 || conversation.messages[index - 1].role != Role::User {
+        return None;
+    }
+    let text = conversation.messages[index].text.trim();
+    let summary = text["<summary>".len()..text.len() - "</summary>".len()].trim();
+    if summary.is_empty() {
+        return None;
+    }
+    let summary = summary.to_owned();
+    conversation.messages.drain(..=index);
+    Some(summary)
+}
+
+fn take_handoff(conversation: &mut Conversation) -> Option<String> {
     let (index, summary) =
         conversation
             .messages
@@ -248,5 +276,31 @@ mod tests {
         let mut plain = conversation(&[(Role::User, "The summary below covers nothing.")]);
         assert_eq!(take(&mut plain), None);
         assert_eq!(plain.messages.len(), 1);
+    }
+
+    /// OpenCode 1.18's turns after a compaction, as recorded (seq 7): the question, the summary
+    /// as its answer, then the work since.
+    #[test]
+    fn opencodes_answered_summary_is_taken_out_with_its_question() {
+        let mut turns = conversation(&[
+            (Role::User, "What did we do so far?"),
+            (
+                Role::Assistant,
+                "<summary>\nFAKE SUMMARY: the user asked for small edits.\n</summary>",
+            ),
+            (Role::User, "Continue if you have next steps."),
+            (Role::Assistant, "OK, noted."),
+            (Role::User, "And what about subtraction?"),
+        ]);
+        assert_eq!(
+            take(&mut turns).as_deref(),
+            Some("FAKE SUMMARY: the user asked for small edits.")
+        );
+        assert_eq!(turns.messages.len(), 3);
+        assert_eq!(turns.messages[0].text, "Continue if you have next steps.");
+        // A summary the user asked the assistant to write mid-session, with nothing before it,
+        // is not taken: it has no question.
+        let mut alone = conversation(&[(Role::Assistant, "<summary>x</summary>")]);
+        assert_eq!(take(&mut alone), None);
     }
 }

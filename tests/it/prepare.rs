@@ -62,7 +62,7 @@ async fn send(app: &TestApp, recorded: &Recorded) -> (StatusCode, String) {
 #[tokio::test]
 async fn recorded_sessions_get_their_compactions_answered_from_the_prepared_summary() {
     let mut answered_at_once = 0;
-    for fixture in FIXTURES.into_iter().filter(|f| !f.contains("opencode")) {
+    for fixture in FIXTURES {
         let model = summarizer_model().await;
         let provider = Provider::start().await;
         let app = TestApp::spawn(config(&model, &provider)).await;

@@ -38,7 +38,7 @@ use crate::pipeline::{Agent, Endpoint, WhenSpent};
 use crate::summarizer::Summary;
 use crate::summarizer::chain::{Chain, Link};
 use compactd_core::redact::Redacted;
-use compactd_core::transcript::Conversation;
+use compactd_core::transcript::{Conversation, Shape};
 use compactd_store::PreparedRow;
 
 /// The windows of the models agents run today, by the start of their names (a provider's prefix,
@@ -232,7 +232,17 @@ pub(crate) async fn answered(
     if !gateway.preparer.serves(who) {
         return None;
     }
-    let conversation = compaction.request.conversation.as_ref()?;
+    // An agent that renders its conversation into the compaction prompt (OpenCode) is read
+    // from the text, as its compaction is summarized.
+    let rendered = match &compaction.request.conversation {
+        Some(_) => None,
+        None => Some(Shape::of_prompt(&compaction.request.prompt)),
+    };
+    let conversation = match (&compaction.request.conversation, &rendered) {
+        (Some(conversation), _) => conversation,
+        (None, Some(shape)) if !shape.conversation.messages.is_empty() => &shape.conversation,
+        _ => return None,
+    };
     let key = session_key(headers, &conversation.messages)?;
     let hashes = prefix_hashes(&conversation.messages);
     let covers = |row: &PreparedRow| {
@@ -277,6 +287,10 @@ pub(crate) async fn answered(
         messages: conversation.messages[from..].to_vec(),
         ..conversation.clone()
     });
+    if let Some(shape) = &rendered {
+        // The rendered prompt's own instructions (its template), the conversation typed.
+        request.prompt = shape.instructions.clone();
+    }
     request.previous_summary = Some(row.summary.clone());
     let extractive = Chain::new(vec![Link::Extractive], app.configured_chain().policy);
     let policy = Policy {
