@@ -152,7 +152,11 @@ impl Pipeline {
         let repairable = job.request.shape().asks != Asks::Short;
         let left = deadline.saturating_duration_since(Instant::now());
         let missing = checked.worth_a_call(&first);
+        // A summary prepared ahead is checked again, merged, when it answers: a repair call
+        // there would only double the time before it is ready (what is missing is appended).
+        let ahead = matches!(run.context.endpoint, super::Endpoint::Prepared(_));
         let call = repairable
+            && !ahead
             && !missing.is_empty()
             && summary.model != "extractive"
             && left >= answered_in + MIN_REPAIR_TIME;
