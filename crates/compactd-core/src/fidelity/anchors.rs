@@ -232,11 +232,12 @@ impl Anchors {
 }
 
 /// Longest latest request a summary keeps whole, in characters (the extractive summary writes it
-/// so too), for a summary of at most `max_tokens`: a quarter of the summary's room (four
-/// characters a token), and never less than 1,500 characters. A request is what the next turn
-/// acts on: a numbered list, a task a harness wrapped in its instructions, stays whole.
+/// so too), for a summary of at most `max_tokens`: all of the summary's room (four characters a
+/// token), and never less than 1,500 characters. A request is what the next turn acts on: a
+/// numbered list, a task a harness wrapped in its instructions, a pasted log it asks about, stays
+/// whole; the rest of the summary gives way to it.
 pub fn latest_whole_chars(max_tokens: u64) -> usize {
-    (max_tokens as usize).max(1_500)
+    (max_tokens as usize).saturating_mul(4).max(1_500)
 }
 
 /// The latest request as the summary keeps it: whole (a numbered list of what to do next is the
