@@ -31,7 +31,7 @@ pub enum Piece<'a> {
 }
 
 /// The wrapper tags agents put their own text in, inside a user turn.
-const AGENT_TAGS: [&str; 16] = [
+const AGENT_TAGS: [&str; 17] = [
     // Claude Code (and OpenCode's reminders).
     "system-reminder",
     "local-command-caveat",
@@ -44,6 +44,7 @@ const AGENT_TAGS: [&str; 16] = [
     "bash-stderr",
     "user-prompt-submit-hook",
     "task-notification",
+    "cross-session-message",
     // Codex.
     "environment_context",
     "user_instructions",
@@ -66,6 +67,15 @@ const SKILL_HEADER: &str = "Base directory for this skill:";
 
 /// How Claude Code marks, as a user text of its own, that the user stopped a turn.
 const INTERRUPTED: &str = "[Request interrupted by user";
+
+/// The first lines of the other texts Claude Code writes as user turns of its own: a skill
+/// invoked again (its note instead of its text), a Stop hook's feedback, another session's
+/// message.
+const AGENT_OPENINGS: [&str; 3] = [
+    "(Re-invocation of /",
+    "Stop hook feedback:",
+    "Another Claude session sent a message:",
+];
 
 /// The pieces of a user message's text, in order (empty user text left out).
 pub fn pieces(text: &str) -> Vec<Piece<'_>> {
@@ -157,6 +167,21 @@ fn is_agents_note(text: &str) -> bool {
     let first = text.lines().next().unwrap_or_default();
     (first.starts_with(SKILL_HEADER) && first.len() > SKILL_HEADER.len() + 1)
         || (text.starts_with(INTERRUPTED) && text.ends_with(']') && !text.contains('\n'))
+        || AGENT_OPENINGS.iter().any(|o| first.starts_with(o))
+        || skill_loaded_note(first)
+}
+
+/// "Skill /name was loaded earlier …", "Skill /name is already loaded above.": Claude Code's
+/// note for a skill invoked again.
+fn skill_loaded_note(first: &str) -> bool {
+    let Some(rest) = first.strip_prefix("Skill /") else {
+        return false;
+    };
+    let Some((name, after)) = rest.split_once(' ') else {
+        return false;
+    };
+    !name.is_empty()
+        && (after.starts_with("was loaded earlier") || after.starts_with("is already loaded"))
 }
 
 /// A user turn that is a harness's report of what a command printed, not a person's words: its
@@ -323,6 +348,15 @@ mod tests {
         assert_eq!(pieces(skill), vec![Piece::Agent(skill)]);
         let mark = "[Request interrupted by user for tool use]";
         assert_eq!(pieces(mark), vec![Piece::Agent(mark)]);
+        for note in [
+            "Skill /hex-docs-search was loaded earlier in this conversation; its instructions still apply.",
+            "(Re-invocation of /hex-docs-search — the skill's text is above.)",
+            "Stop hook feedback:\n[bd prime]: run the tests before stopping",
+        ] {
+            assert_eq!(pieces(note), vec![Piece::Agent(note)], "{note}");
+        }
+        let asked = "Skill /hex-docs-search: can you load it again?";
+        assert_eq!(pieces(asked), vec![Piece::User(asked)]);
         let typed = "[Request interrupted by user] is what I see; why?\nit stops";
         assert_eq!(pieces(typed), vec![Piece::User(typed)]);
     }
