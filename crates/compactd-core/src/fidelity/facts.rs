@@ -62,6 +62,16 @@ pub fn extractions_of(opening: &str) -> u64 {
     EXTRACTIONS.count_of(opening)
 }
 
+/// What reading a conversation in order carries from one message to the next.
+#[derive(Default)]
+struct Reading {
+    /// Commands of the assistant's calls not answered yet, in order: results answer them in the
+    /// order the calls were made.
+    pending: VecDeque<Option<String>>,
+    /// Whether a harness sends command output as user turns (see `is_observation`).
+    harness: bool,
+}
+
 #[derive(Debug, Default)]
 pub struct Facts {
     /// User requests (not shell commands the user ran, not bare slash commands), in order.
@@ -131,110 +141,12 @@ impl Facts {
             message_count: messages.len(),
             ..Facts::default()
         };
-        // Commands of the assistant's calls not answered yet, in order: results answer them in
-        // the order the calls were made.
-        let mut pending: VecDeque<Option<String>> = VecDeque::new();
-        // Whether a harness sends command output as user turns (see `is_observation`).
-        let mut harness = false;
-        for (index, message) in messages.iter().enumerate() {
+        let mut reading = Reading::default();
+        for index in 0..messages.len() {
+            let message = &messages[index];
             match message.role {
-                Role::User => {
-                    if let Some(command) = message.user_command() {
-                        // A shell command the user ran (`!cmd`): its command and errors count.
-                        facts.collect_errors(index, &message.text, Some(command));
-                        facts.commands.push(command);
-                        continue;
-                    }
-                    let text = message.text.trim();
-                    if text.is_empty()
-                        || is_slash_command(text)
-                        || carries_a_summary(text)
-                        || agents_prompt(text)
-                    {
-                        continue;
-                    }
-                    // A harness that sends what a command printed as a user turn (mini-swe-agent's
-                    // `<returncode>`/`<output>`, SWE-agent's terminal): the command's result, once
-                    // the task is given.
-                    let answers_an_action = index
-                        .checked_sub(1)
-                        .is_some_and(|before| messages[before].role == Role::Assistant);
-                    // Once the harness has shown its pattern, any turn after an answer that
-                    // ends in a command is that command's output (a final `git diff`).
-                    let after_a_command = harness
-                        && index.checked_sub(1).is_some_and(|before| {
-                            messages[before].calls.is_empty()
-                                && last_fenced_block(&messages[before].text).is_some()
-                        });
-                    if !facts.requests.is_empty()
-                        && answers_an_action
-                        && (after_a_command || crate::transcript::agent_text::is_observation(text))
-                    {
-                        harness = true;
-                        let command = pending.pop_front().flatten();
-                        facts.collect_errors(index, text, command.as_deref());
-                        continue;
-                    }
-                    facts.requests.push(text.to_owned());
-                    // The ledger and the rules are the user's own words: a rule-like line of
-                    // pasted output is not.
-                    let words = super::user_words::of(text);
-                    let items = super::ledger::items_of_words(&words);
-                    facts.latest_in_ledger = items.len();
-                    facts.ledger.extend(items);
-                    for (statement, sentence) in standing::of_turn(&words) {
-                        facts.add_standing(statement, clip(sentence, 240));
-                    }
-                    for span in code_spans(text) {
-                        facts.identifiers.push(span);
-                        facts.user_identifiers.push(span);
-                    }
-                }
-                Role::Assistant => {
-                    for sentence in sentences(&message.text) {
-                        let lower = sentence.to_lowercase();
-                        // "The approach:" introduces what follows; it decides nothing itself.
-                        // Code run into a sentence is neither a decision nor work done.
-                        if sentence.ends_with(':') || reads_as_code(sentence) {
-                            continue;
-                        }
-                        if DECISION_WORDS.iter().any(|w| lower.contains(w)) {
-                            facts.decisions.push(clip(sentence, 240));
-                        } else if reports_work(&lower) {
-                            facts.completed.push(clip(sentence, 200));
-                        }
-                    }
-                    facts.collect_identifiers(&message.text);
-                    if !message.text.trim().is_empty() {
-                        facts.last_assistant = Some(message.text.trim().to_owned());
-                    }
-                    if let Some(open) = checklist(&message.text) {
-                        facts.todos = open;
-                    }
-                    pending.clear();
-                    // A harness that runs the command an answer ends with, in a fenced block,
-                    // and sends back what it printed as the next user turn (mini-swe-agent,
-                    // SWE-agent): that block was a call.
-                    let ran = (message.calls.is_empty() && !facts.requests.is_empty())
-                        .then(|| messages.get(index + 1))
-                        .flatten()
-                        .filter(|next| {
-                            next.role == Role::User
-                                && (harness
-                                    || crate::transcript::agent_text::is_observation(&next.text))
-                        })
-                        .and_then(|_| last_fenced_block(&message.text))
-                        .map(|script| {
-                            ToolCall::new("bash", vec![("command".to_owned(), script.into())])
-                        });
-                    for call in message.calls.iter().chain(&ran) {
-                        facts.add_call(call);
-                        pending.push_back(
-                            call.arg("command")
-                                .map(|c| clip(c.lines().next().unwrap_or_default(), 200)),
-                        );
-                    }
-                }
+                Role::User => facts.user_turn(messages, index, &mut reading),
+                Role::Assistant => facts.assistant_turn(messages, index, &mut reading),
                 // System and developer text in the history: the agent's own instructions and
                 // environment notes, except a project rules file pasted there.
                 Role::Developer => {
@@ -242,37 +154,132 @@ impl Facts {
                         facts.add_standing(statement, clip(sentence, 240));
                     }
                 }
-                Role::ToolResult => {
-                    let command = pending.pop_front().flatten();
-                    if let Some(command) = &command
-                        && (message.is_error || exited_nonzero(&message.text))
-                    {
-                        facts.failed_commands.push(command.clone());
-                    }
-                    let source = command.or_else(|| message.tool.clone());
-                    // `read` returns file contents: code, not errors.
-                    let read = message
-                        .tool
-                        .as_deref()
-                        .is_some_and(|t| t.eq_ignore_ascii_case("read"));
-                    if read && !message.is_error {
-                        continue;
-                    }
-                    let before = facts.errors.len();
-                    facts.collect_errors(index, &message.text, source.as_deref());
-                    // A failed call whose output names no error line: its first line says what
-                    // went wrong ("Exit code 128" when nothing else does).
-                    if message.is_error
-                        && facts.errors.len() == before
-                        && let Some(first) =
-                            message.text.lines().map(str::trim).find(|l| !l.is_empty())
-                    {
-                        facts.push_error(index, first, source.as_deref());
-                    }
-                }
+                Role::ToolResult => facts.tool_result(message, index, &mut reading),
             }
         }
         facts
+    }
+
+    fn user_turn(&mut self, messages: &[Message], index: usize, reading: &mut Reading) {
+        let message = &messages[index];
+        if let Some(command) = message.user_command() {
+            // A shell command the user ran (`!cmd`): its command and errors count.
+            self.collect_errors(index, &message.text, Some(command));
+            self.commands.push(command);
+            return;
+        }
+        let text = message.text.trim();
+        if text.is_empty()
+            || is_slash_command(text)
+            || carries_a_summary(text)
+            || agents_prompt(text)
+        {
+            return;
+        }
+        // A harness that sends what a command printed as a user turn (mini-swe-agent's
+        // `<returncode>`/`<output>`, SWE-agent's terminal): the command's result, once the task
+        // is given. Once the harness has shown its pattern, any turn after an answer that ends in
+        // a command is that command's output (a final `git diff`).
+        let before = index.checked_sub(1).map(|before| &messages[before]);
+        let answers_an_action = before.is_some_and(|b| b.role == Role::Assistant);
+        let after_a_command = reading.harness
+            && before.is_some_and(|b| b.calls.is_empty() && last_fenced_block(&b.text).is_some());
+        if !self.requests.is_empty()
+            && answers_an_action
+            && (after_a_command || crate::transcript::agent_text::is_observation(text))
+        {
+            reading.harness = true;
+            let command = reading.pending.pop_front().flatten();
+            self.collect_errors(index, text, command.as_deref());
+            return;
+        }
+        self.requests.push(text.to_owned());
+        // The ledger and the rules are the user's own words: a rule-like line of pasted output
+        // is not.
+        let words = super::user_words::of(text);
+        let items = super::ledger::items_of_words(&words);
+        self.latest_in_ledger = items.len();
+        self.ledger.extend(items);
+        for (statement, sentence) in standing::of_turn(&words) {
+            self.add_standing(statement, clip(sentence, 240));
+        }
+        for span in code_spans(text) {
+            self.identifiers.push(span);
+            self.user_identifiers.push(span);
+        }
+    }
+
+    fn assistant_turn(&mut self, messages: &[Message], index: usize, reading: &mut Reading) {
+        let message = &messages[index];
+        for sentence in sentences(&message.text) {
+            let lower = sentence.to_lowercase();
+            // "The approach:" introduces what follows; it decides nothing itself. Code run into
+            // a sentence is neither a decision nor work done.
+            if sentence.ends_with(':') || reads_as_code(sentence) {
+                continue;
+            }
+            if DECISION_WORDS.iter().any(|w| lower.contains(w)) {
+                self.decisions.push(clip(sentence, 240));
+            } else if reports_work(&lower) {
+                self.completed.push(clip(sentence, 200));
+            }
+        }
+        self.collect_identifiers(&message.text);
+        if !message.text.trim().is_empty() {
+            self.last_assistant = Some(message.text.trim().to_owned());
+        }
+        if let Some(open) = checklist(&message.text) {
+            self.todos = open;
+        }
+        reading.pending.clear();
+        // A harness that runs the command an answer ends with, in a fenced block, and sends back
+        // what it printed as the next user turn (mini-swe-agent, SWE-agent): that block was a
+        // call.
+        let ran = (message.calls.is_empty() && !self.requests.is_empty())
+            .then(|| messages.get(index + 1))
+            .flatten()
+            .filter(|next| {
+                next.role == Role::User
+                    && (reading.harness
+                        || crate::transcript::agent_text::is_observation(&next.text))
+            })
+            .and_then(|_| last_fenced_block(&message.text))
+            .map(|script| ToolCall::new("bash", vec![("command".to_owned(), script.into())]));
+        for call in message.calls.iter().chain(&ran) {
+            self.add_call(call);
+            reading.pending.push_back(
+                call.arg("command")
+                    .map(|c| clip(c.lines().next().unwrap_or_default(), 200)),
+            );
+        }
+    }
+
+    fn tool_result(&mut self, message: &Message, index: usize, reading: &mut Reading) {
+        let command = reading.pending.pop_front().flatten();
+        if let Some(command) = &command
+            && (message.is_error || exited_nonzero(&message.text))
+        {
+            self.failed_commands.push(command.clone());
+        }
+        let source = command.or_else(|| message.tool.clone());
+        // `read` returns file contents: code, not errors.
+        let read = message
+            .tool
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("read"));
+        if read && !message.is_error {
+            return;
+        }
+        let before = self.errors.len();
+        self.collect_errors(index, &message.text, source.as_deref());
+        // A failed call whose output names no error line: its first line says what went wrong
+        // ("Exit code 128" when nothing else does).
+        if message.is_error
+            && self.errors.len() == before
+            && let Some(first) = message.text.lines().map(str::trim).find(|l| !l.is_empty())
+        {
+            self.push_error(index, first, source.as_deref());
+        }
     }
 
     fn add_call(&mut self, call: &ToolCall) {
