@@ -100,7 +100,36 @@ def injected(entry):
     return out
 
 
-def claude_code_cases(gitdir, commit, template):
+def pi_turns(messages):
+    """Anthropic messages as pi's serializeConversation writes them."""
+    turns = []
+    for m in messages:
+        texts, calls = [], []
+        for b in m["content"]:
+            kind = b.get("type")
+            if kind == "text" and b.get("text", "").strip():
+                texts.append(b["text"])
+            elif kind == "tool_use":
+                calls.append(pi_call(b.get("name", "tool"), b.get("input") or {}))
+            elif kind == "tool_result":
+                content = b.get("content")
+                if isinstance(content, list):
+                    content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+                turns.append(("Tool result", (content or "").strip()))
+        if m["role"] == "user":
+            # The compaction prompt appended to the last user message is not conversation.
+            texts = [t for t in texts if not t.startswith("CRITICAL: Respond with TEXT ONLY")]
+            if texts:
+                turns.append(("User", "\n".join(texts)))
+        else:
+            if texts:
+                turns.append(("Assistant", "\n".join(texts)))
+            if calls:
+                turns.append(("Assistant tool calls", "; ".join(calls)))
+    return turns
+
+
+def claude_code_cases(gitdir, commit, template, pi_prompts):
     cases = []
     for path in ls(gitdir, commit, "test/fixtures/transcripts"):
         if not path.endswith(".jsonl") or "/subagents/" in path or "team-overlap" in path:
@@ -128,6 +157,18 @@ def claude_code_cases(gitdir, commit, template):
                 case["name"] = f"claude-code/{name[:8]}#{n}"
                 case["source"] = f"marot/spotter@{commit[:12]}:{path}"
                 cases.append(case)
+                # The same span in pi's serialization on /v1/compact: Claude Code's own text
+                # stays inside the user turns it wrote it into.
+                cases.append({
+                    **case,
+                    "name": f"claude-code-as-pi/{name[:8]}#{n}",
+                    "wire": "compact",
+                    "headers": {},
+                    "body": {
+                        "systemPrompt": pi_prompts["systemPrompt"],
+                        "prompt": f"<conversation>\n{pi_prompt(pi_turns(case['body']['messages'][:-1]))}\n</conversation>\n\n{pi_prompts['instructions']}",
+                    },
+                })
     return cases
 
 
@@ -387,7 +428,7 @@ def main():
     cases = []
     if "marot/spotter" in repos:
         g = repos["marot/spotter"]
-        cases += claude_code_cases(g, head(g), template)
+        cases += claude_code_cases(g, head(g), template, pi)
     if "SWE-agent/SWE-agent" in repos:
         g = repos["SWE-agent/SWE-agent"]
         cases += swe_agent_cases(g, head(g), pi["systemPrompt"], pi["instructions"])

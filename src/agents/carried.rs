@@ -13,25 +13,8 @@
 
 use serde_json::Value;
 
+use compactd_core::transcript::continuation::claude_summary;
 use compactd_core::transcript::{Conversation, Role};
-
-/// What Claude Code's continuation says in its opening paragraph.
-const CLAUDE_OPENING: &str = "is being continued from a previous conversation";
-/// The label before a tagged summary (an untagged one follows the reminder unlabelled).
-const CLAUDE_LABEL: &str = "Summary:";
-/// What Claude Code's closing paragraphs speak of, one of these in each of their lines: the
-/// compaction, its transcript, the summary as such, resuming. A summary's own last paragraph
-/// (a heading, a list, compactd's recall line) speaks of the work.
-const CLOSING_WORDS: [&str; 8] = [
-    "compaction",
-    "transcript",
-    "this summary",
-    "the summary",
-    "continue the conversation",
-    "where it left off",
-    "resume directly",
-    "previous conversation",
-];
 
 /// How Codex hands a summary to the model: its local compaction, and compactd's expanded
 /// remote-compaction item ([`super::codex`]).
@@ -50,7 +33,7 @@ pub(super) fn take_claude(messages: &mut Vec<Value>) -> Option<String> {
         };
         match content {
             Value::String(text) => {
-                if let Some(summary) = claude_summary(text) {
+                if let Some(summary) = claude_summary(text).map(str::to_owned) {
                     messages.remove(at);
                     return Some(summary);
                 }
@@ -58,7 +41,7 @@ pub(super) fn take_claude(messages: &mut Vec<Value>) -> Option<String> {
             Value::Array(blocks) => {
                 let found = blocks.iter().enumerate().rev().find_map(|(i, block)| {
                     let text = block.get("text").and_then(Value::as_str)?;
-                    claude_summary(text).map(|summary| (i, summary))
+                    claude_summary(text).map(|summary| (i, summary.to_owned()))
                 });
                 if let Some((i, summary)) = found {
                     blocks.remove(i);
@@ -72,59 +55,6 @@ pub(super) fn take_claude(messages: &mut Vec<Value>) -> Option<String> {
         }
     }
     None
-}
-
-/// The summary in a text that is Claude Code's continuation, if it is one.
-fn claude_summary(text: &str) -> Option<String> {
-    let (opening, rest) = text.trim_start().split_once("\n\n")?;
-    if !opening.contains(CLAUDE_OPENING) {
-        return None;
-    }
-    // The summary follows its label, or the reminder that lists the tools used before it.
-    let body = match rest.find(&format!("\n{CLAUDE_LABEL}\n")) {
-        Some(at) => &rest[at + CLAUDE_LABEL.len() + 2..],
-        None if rest.starts_with(&format!("{CLAUDE_LABEL}\n")) => &rest[CLAUDE_LABEL.len() + 1..],
-        None => match rest.find("</system-reminder>\n") {
-            Some(at) => &rest[at + "</system-reminder>\n".len()..],
-            None => rest,
-        },
-    };
-    let summary = without_closing(body).trim();
-    (!summary.is_empty()).then(|| summary.to_owned())
-}
-
-/// `text` without its closing paragraphs: the trailing ones each of whose lines speaks of the
-/// compaction. Paragraphs end at a blank line, or at a line that opens a new sentence of the
-/// closing where Claude Code wrote no blank line before it.
-fn without_closing(text: &str) -> &str {
-    let mut end = text.trim_end().len();
-    loop {
-        let kept = &text[..end];
-        let line_start = kept.rfind('\n').map_or(0, |i| i + 1);
-        let line = kept[line_start..].trim();
-        if line.is_empty() {
-            if line_start == 0 {
-                return kept;
-            }
-            end = line_start - 1;
-            continue;
-        }
-        if !is_closing(line) {
-            return kept;
-        }
-        end = line_start.saturating_sub(1);
-        if line_start == 0 {
-            return "";
-        }
-    }
-}
-
-fn is_closing(line: &str) -> bool {
-    let lower = line.to_lowercase();
-    CLOSING_WORDS.iter().any(|w| lower.contains(w))
-        && !line.starts_with('#')
-        && !line.starts_with('-')
-        && !line.starts_with('*')
 }
 
 /// Takes the summary Codex handed over (its local compaction's, or compactd's expanded item) out

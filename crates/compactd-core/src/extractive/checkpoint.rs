@@ -259,7 +259,10 @@ impl Checkpoint {
             ));
         }
         if let Some(last) = &facts.last_assistant {
-            critical.push(format!("- Last assistant message: {}", clip(last, 400)));
+            critical.push(format!(
+                "- Last assistant message: {}",
+                super::render::flattened(last, 400)
+            ));
         }
     }
 

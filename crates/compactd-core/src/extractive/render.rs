@@ -118,9 +118,10 @@ pub(super) fn turn_prefix(facts: &Facts, budget: usize) -> String {
         ));
     }
     if let Some(last) = &facts.last_assistant {
-        context
-            .lines
-            .push(format!("- Last assistant message: {}", clip(last, 400)));
+        context.lines.push(format!(
+            "- Last assistant message: {}",
+            flattened(last, 400)
+        ));
     }
     fit(
         vec![(None, request), (None, progress), (None, context)],
@@ -240,6 +241,18 @@ pub(super) fn fit(mut layout: Vec<(Option<&str>, Section)>, budget: usize) -> St
         text = render(&layout);
     }
     text
+}
+
+/// A message as one line of at most `max` characters: its lines joined by " / ", heading
+/// marks left out, so that a message with headings and lists of its own quoted in a section
+/// breaks no structure and repeats no item as a bullet.
+pub(super) fn flattened(text: &str, max: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    clip(&lines.join(" / "), max)
 }
 
 /// Each list item once in the whole summary: an item an earlier summary carried and the new

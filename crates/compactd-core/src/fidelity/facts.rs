@@ -9,6 +9,7 @@ use std::collections::{HashSet, VecDeque};
 use serde_json::Value;
 
 use super::standing::{self, Statement};
+use super::user_turn::last_fenced_block;
 use super::words::{DECISION_WORDS, reports_work};
 use crate::transcript::{Message, Role, ToolCall};
 
@@ -64,12 +65,12 @@ pub fn extractions_of(opening: &str) -> u64 {
 
 /// What reading a conversation in order carries from one message to the next.
 #[derive(Default)]
-struct Reading {
+pub(super) struct Reading {
     /// Commands of the assistant's calls not answered yet, in order: results answer them in the
     /// order the calls were made.
-    pending: VecDeque<Option<String>>,
+    pub(super) pending: VecDeque<Option<String>>,
     /// Whether a harness sends command output as user turns (see `is_observation`).
-    harness: bool,
+    pub(super) harness: bool,
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +81,7 @@ pub struct Facts {
     /// own words, without acknowledgements and messages that are all pasted text.
     pub ledger: Vec<String>,
     /// How many lines of `ledger` (its last) are the latest request's.
-    latest_in_ledger: usize,
+    pub(super) latest_in_ledger: usize,
     /// The user's standing rules and preferences, verbatim, in order, without those a later
     /// withdrawal lifted ([`standing`]).
     pub constraints: Ordered,
@@ -125,7 +126,7 @@ impl Facts {
     }
 
     /// A rule, or a withdrawal that lifts the rules before it it shares a topic with.
-    fn add_standing(&mut self, statement: Statement, sentence: String) {
+    pub(super) fn add_standing(&mut self, statement: Statement, sentence: String) {
         if statement == Statement::Withdrawal {
             self.constraints
                 .remove_where(|rule| standing::withdraws(&sentence, rule));
@@ -158,55 +159,6 @@ impl Facts {
             }
         }
         facts
-    }
-
-    fn user_turn(&mut self, messages: &[Message], index: usize, reading: &mut Reading) {
-        let message = &messages[index];
-        if let Some(command) = message.user_command() {
-            // A shell command the user ran (`!cmd`): its command and errors count.
-            self.collect_errors(index, &message.text, Some(command));
-            self.commands.push(command);
-            return;
-        }
-        let text = message.text.trim();
-        if text.is_empty()
-            || is_slash_command(text)
-            || carries_a_summary(text)
-            || agents_prompt(text)
-        {
-            return;
-        }
-        // A harness that sends what a command printed as a user turn (mini-swe-agent's
-        // `<returncode>`/`<output>`, SWE-agent's terminal): the command's result, once the task
-        // is given. Once the harness has shown its pattern, any turn after an answer that ends in
-        // a command is that command's output (a final `git diff`).
-        let before = index.checked_sub(1).map(|before| &messages[before]);
-        let answers_an_action = before.is_some_and(|b| b.role == Role::Assistant);
-        let after_a_command = reading.harness
-            && before.is_some_and(|b| b.calls.is_empty() && last_fenced_block(&b.text).is_some());
-        if !self.requests.is_empty()
-            && answers_an_action
-            && (after_a_command || crate::transcript::agent_text::is_observation(text))
-        {
-            reading.harness = true;
-            let command = reading.pending.pop_front().flatten();
-            self.collect_errors(index, text, command.as_deref());
-            return;
-        }
-        self.requests.push(text.to_owned());
-        // The ledger and the rules are the user's own words: a rule-like line of pasted output
-        // is not.
-        let words = super::user_words::of(text);
-        let items = super::ledger::items_of_words(&words);
-        self.latest_in_ledger = items.len();
-        self.ledger.extend(items);
-        for (statement, sentence) in standing::of_turn(&words) {
-            self.add_standing(statement, clip(sentence, 240));
-        }
-        for span in code_spans(text) {
-            self.identifiers.push(span);
-            self.user_identifiers.push(span);
-        }
     }
 
     fn assistant_turn(&mut self, messages: &[Message], index: usize, reading: &mut Reading) {
@@ -282,7 +234,7 @@ impl Facts {
         }
     }
 
-    fn add_call(&mut self, call: &ToolCall) {
+    pub(super) fn add_call(&mut self, call: &ToolCall) {
         for (op, path) in self.editor.ops(call) {
             if op.modifies() {
                 self.modified.push(&path);
@@ -329,17 +281,6 @@ impl Facts {
     }
 }
 
-/// The body of the fenced block a text ends with (only whitespace after it).
-fn last_fenced_block(text: &str) -> Option<String> {
-    let body = text.trim_end().strip_suffix("```")?;
-    let open = body.rfind("```")?;
-    let block = &body[open + 3..];
-    // The fence's info string (`bash`, `mswea_bash_command`) is its first line.
-    let (_, script) = block.split_once('\n')?;
-    let script = script.trim();
-    (!script.is_empty()).then(|| script.to_owned())
-}
-
 /// A "sentence" that is code: a fence, an escape, or more than one character in six a symbol.
 fn reads_as_code(sentence: &str) -> bool {
     if sentence.contains("```") || sentence.contains("\\n") || sentence.contains("\\\"") {
@@ -358,13 +299,15 @@ fn reads_as_code(sentence: &str) -> bool {
 }
 
 /// The `code spans` of a text that fit on one line (fences excluded).
-fn code_spans(text: &str) -> Vec<&str> {
+pub(super) fn code_spans(text: &str) -> Vec<&str> {
     let mut spans = Vec::new();
     let mut pieces = text.split('`');
     pieces.next();
     while let (Some(code), Some(_)) = (pieces.next(), pieces.next()) {
         let code = code.trim();
-        if !code.is_empty() && code.len() <= 120 && !code.contains('\n') {
+        // A span holding a JSON string's escapes is a record's text, not a name.
+        let escaped = code.contains("\\n") || code.contains("\\\"");
+        if !code.is_empty() && code.len() <= 120 && !code.contains('\n') && !escaped {
             spans.push(code);
         }
     }
@@ -442,7 +385,7 @@ fn checklist(text: &str) -> Option<Vec<String>> {
 /// A user turn an agent writes itself, whole, to carry on after it compacted on its own:
 /// OpenCode's synthetic "Continue if you have next steps, …" (its `compaction.ts`). The user
 /// did not ask for anything in it.
-fn agents_prompt(text: &str) -> bool {
+pub(super) fn agents_prompt(text: &str) -> bool {
     const PROMPTS: [&str; 1] =
         ["continue if you have next steps, or stop and ask for clarification"];
     let lower = text.trim().to_lowercase();
@@ -452,7 +395,7 @@ fn agents_prompt(text: &str) -> bool {
 /// A user turn that is an earlier summary the agent put there, not the user's words: one line
 /// introducing it ("The conversation history before this point was compacted into the following
 /// summary:", pi's branch summaries likewise), then the summary in `<summary>` tags, nothing else.
-fn carries_a_summary(text: &str) -> bool {
+pub(super) fn carries_a_summary(text: &str) -> bool {
     let Some((intro, rest)) = text.split_once("\n\n") else {
         return false;
     };
@@ -464,7 +407,7 @@ fn carries_a_summary(text: &str) -> bool {
 }
 
 /// `/mode`, `/compact`: an agent command, not a request about the work.
-fn is_slash_command(text: &str) -> bool {
+pub(super) fn is_slash_command(text: &str) -> bool {
     text.starts_with('/') && !text.contains(char::is_whitespace) && text.len() < 40
 }
 

@@ -17,6 +17,7 @@ pub mod matching;
 pub mod standing;
 #[cfg(test)]
 mod tests;
+mod user_turn;
 pub mod user_words;
 pub mod words;
 

@@ -129,7 +129,65 @@ pub fn pieces(text: &str) -> Vec<Piece<'_>> {
     }
     push_user(&mut out, &text[user_from..]);
     pointers_are_the_agents(&mut out);
+    expansions_are_the_agents(&mut out);
+    marks_are_the_agents(&mut out);
     out
+}
+
+/// A custom command's echo followed, in the same text, by what the agent expanded it into (a
+/// text dialect writes both into one user turn): the expansion is the agent's ([`command_of`]
+/// gives the command as the user typed it). A built-in command (its caveat or output in the
+/// text) expands into nothing.
+fn expansions_are_the_agents(pieces: &mut [Piece<'_>]) {
+    if is_local_command(pieces) || command_of(pieces).is_none() {
+        return;
+    }
+    let Some(echo) = pieces
+        .iter()
+        .rposition(|p| matches!(p, Piece::Agent(w) if w.starts_with("<command-")))
+    else {
+        return;
+    };
+    if let Some(Piece::User(expansion)) = pieces.get(echo + 1) {
+        pieces[echo + 1] = Piece::Agent(expansion);
+    }
+}
+
+/// Claude Code's marks of an interrupted turn, on lines of their own among the user's words.
+fn marks_are_the_agents(pieces: &mut Vec<Piece<'_>>) {
+    let is_mark = |l: &str| l.trim().starts_with(INTERRUPTED) && l.trim().ends_with(']');
+    let mut at = 0;
+    while at < pieces.len() {
+        let Piece::User(text) = pieces[at] else {
+            at += 1;
+            continue;
+        };
+        if !text.lines().any(is_mark) {
+            at += 1;
+            continue;
+        }
+        // Runs of the user's lines stay one piece each, as written.
+        let mut split = Vec::new();
+        let mut run: Option<usize> = None;
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            if is_mark(line) {
+                if let Some(from) = run.take() {
+                    push_user(&mut split, &text[from..offset]);
+                }
+                split.push(Piece::Agent(line.trim()));
+            } else if run.is_none() {
+                run = Some(offset);
+            }
+            offset += line.len();
+        }
+        if let Some(from) = run {
+            push_user(&mut split, &text[from..]);
+        }
+        let n = split.len();
+        pieces.splice(at..at + 1, split);
+        at += n;
+    }
 }
 
 /// Claude Code follows a task notification with one line pointing at the task's output file

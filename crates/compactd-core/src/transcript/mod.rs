@@ -20,6 +20,7 @@
 
 pub mod agent_text;
 mod calls;
+pub mod continuation;
 mod cut;
 pub mod dialects;
 pub mod files;

@@ -93,14 +93,26 @@ impl Shape {
     }
 
     /// The summary this one continues: the previous summary in its tags, or one the agent put in
-    /// its instructions instead (OpenCode 1.18's `<prior-summary>`). Anchors and the extractive
-    /// summarizer carry it on; the prompt is left as the agent wrote it.
+    /// its instructions instead (OpenCode 1.18's `<prior-summary>`), or the one Claude Code's
+    /// continuation carries in the conversation's first user turn (a Claude Code session in a
+    /// text dialect). Anchors and the extractive summarizer carry it on; the prompt is left as
+    /// the agent wrote it.
     pub fn earlier_summary(&self) -> Option<&str> {
-        self.previous_summary.as_deref().or_else(|| {
-            let (_, rest) = self.instructions.split_once("<prior-summary>\n")?;
-            let (summary, _) = rest.split_once("\n</prior-summary>")?;
-            Some(summary)
-        })
+        self.previous_summary
+            .as_deref()
+            .or_else(|| {
+                let (_, rest) = self.instructions.split_once("<prior-summary>\n")?;
+                let (summary, _) = rest.split_once("\n</prior-summary>")?;
+                Some(summary)
+            })
+            .or_else(|| {
+                let first = self
+                    .conversation
+                    .messages
+                    .iter()
+                    .find(|m| m.role == super::Role::User)?;
+                super::continuation::claude_summary(&first.text)
+            })
     }
 
     /// The `##` headings the instructions ask for, lower-cased (none for a short summary).
