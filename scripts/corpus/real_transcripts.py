@@ -164,10 +164,11 @@ def claude_code_cases(gitdir, commit, template, pi_prompts):
                     "name": f"claude-code-as-pi/{name[:8]}#{n}",
                     "wire": "compact",
                     "headers": {},
-                    "body": {
-                        "systemPrompt": pi_prompts["systemPrompt"],
-                        "prompt": f"<conversation>\n{pi_prompt(pi_turns(case['body']['messages'][:-1]))}\n</conversation>\n\n{pi_prompts['instructions']}",
-                    },
+                    "body": compact_body(
+                        pi_turns(case["body"]["messages"][:-1]),
+                        pi_prompts["systemPrompt"],
+                        pi_prompts["instructions"],
+                    ),
                 })
     return cases
 
@@ -234,6 +235,23 @@ def pi_call(name, args):
     return f"{name}(" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) + ")"
 
 
+def compact_body(turns, system_prompt, instructions):
+    """A `/v1/compact` body: the turns in pi's serialization, then pi's instructions."""
+    return {
+        "systemPrompt": system_prompt,
+        "prompt": f"<conversation>\n{pi_prompt(turns)}\n</conversation>\n\n{instructions}",
+    }
+
+
+def as_sent(messages):
+    """Messages with the roles a harness gave them: its command output as user turns."""
+    return [
+        ("User" if m["role"] == "user" else "Assistant", text_of(m.get("content")).strip())
+        for m in messages
+        if m["role"] in ("user", "assistant")
+    ]
+
+
 def pi_prompt(turns):
     """pi's serialization of a conversation (as pi's serializeConversation writes it)."""
     out = []
@@ -295,20 +313,13 @@ def swe_agent_cases(gitdir, commit, system_prompt, instructions):
         # As the harness sent it to its model: observations as user turns, the action in the
         # assistant's text (text-action trajectories only).
         if all(h["role"] != "tool" and not h.get("tool_calls") for h in history):
-            raw = [
-                ("User" if h["role"] == "user" else "Assistant", text_of(h.get("content")).strip())
-                for h in history
-                if h["role"] in ("user", "assistant")
-            ]
+            raw = as_sent(history)
             cases.append({
                 "name": f"swe-agent-as-sent/{Path(path).parent.name.replace('replay__', '')[:90]}/{Path(path).stem}",
                 "source": f"SWE-agent/SWE-agent@{commit[:12]}:{path}",
                 "agent": "swe-agent",
                 "wire": "compact",
-                "body": {
-                    "systemPrompt": system_prompt,
-                    "prompt": f"<conversation>\n{pi_prompt(raw)}\n</conversation>\n\n{instructions}",
-                },
+                "body": compact_body(raw, system_prompt, instructions),
                 "latest": first_user.split("\nINSTRUCTIONS:")[0].strip(),
                 "edited": edited,
                 "injected": [],
@@ -318,10 +329,7 @@ def swe_agent_cases(gitdir, commit, system_prompt, instructions):
             "source": f"SWE-agent/SWE-agent@{commit[:12]}:{path}",
             "agent": "swe-agent",
             "wire": "compact",
-            "body": {
-                "systemPrompt": system_prompt,
-                "prompt": f"<conversation>\n{pi_prompt(turns)}\n</conversation>\n\n{instructions}",
-            },
+            "body": compact_body(turns, system_prompt, instructions),
             # The person's words: the issue, before the harness's instructions.
             "latest": first_user.split("\nINSTRUCTIONS:")[0].strip(),
             "edited": edited,
@@ -375,20 +383,13 @@ def mini_cases(gitdir, commit, system_prompt, instructions):
                     turns.append(("Assistant tool calls", pi_call(f.get("name", "bash"), json.loads(f.get("arguments") or "{}"))))
         if first_user is None or len(turns) < 4:
             continue
-        raw = [
-            ("User" if m["role"] == "user" else "Assistant", text_of(m.get("content")).strip())
-            for m in messages
-            if m["role"] in ("user", "assistant")
-        ]
+        raw = as_sent(messages)
         cases.append({
             "name": f"mini-swe-agent-as-sent/{Path(path).stem}",
             "source": f"SWE-agent/mini-swe-agent@{commit[:12]}:{path}",
             "agent": "mini-swe-agent",
             "wire": "compact",
-            "body": {
-                "systemPrompt": system_prompt,
-                "prompt": f"<conversation>\n{pi_prompt(raw)}\n</conversation>\n\n{instructions}",
-            },
+            "body": compact_body(raw, system_prompt, instructions),
             "latest": pr_description(first_user),
             "edited": diff_files(info.get("submission")),
             "injected": [],
@@ -398,10 +399,7 @@ def mini_cases(gitdir, commit, system_prompt, instructions):
             "source": f"SWE-agent/mini-swe-agent@{commit[:12]}:{path}",
             "agent": "mini-swe-agent",
             "wire": "compact",
-            "body": {
-                "systemPrompt": system_prompt,
-                "prompt": f"<conversation>\n{pi_prompt(turns)}\n</conversation>\n\n{instructions}",
-            },
+            "body": compact_body(turns, system_prompt, instructions),
             # The person's words: the PR description the harness wraps.
             "latest": pr_description(first_user),
             "edited": diff_files(info.get("submission")),

@@ -14,7 +14,6 @@
 //! length, where each escape's backslash is a space: rules that expect a quote right after a key
 //! name, or a line break before an assignment, then see one, and every finding's position is the
 //! same in the original text.
-
 mod rules;
 mod screen;
 

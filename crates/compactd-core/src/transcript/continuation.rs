@@ -26,13 +26,14 @@ const CLOSING_WORDS: [&str; 8] = [
 
 /// The summary in a text that is Claude Code's continuation, if it is one.
 pub fn claude_summary(text: &str) -> Option<&str> {
-    // What Claude Code wrote after it in the same turn (a command's echo, a notification) is
-    // not the summary's.
-    let text = until_agent_element(text);
-    let (opening, rest) = text.trim_start().split_once("\n\n")?;
+    // The opening first: every user turn of a conversation is asked, and almost none is one.
+    let (opening, _) = text.trim_start().split_once("\n\n")?;
     if !opening.contains(CLAUDE_OPENING) {
         return None;
     }
+    // What Claude Code wrote after it in the same turn (a command's echo, a notification) is
+    // not the summary's.
+    let (_, rest) = until_agent_element(text).trim_start().split_once("\n\n")?;
     // The summary follows its label, or the reminder that lists the tools used before it.
     let body = match rest.find(&format!("\n{CLAUDE_LABEL}\n")) {
         Some(at) => &rest[at + CLAUDE_LABEL.len() + 2..],
