@@ -30,7 +30,7 @@ pub(crate) struct Gateway {
     /// Tenants whose calls to the providers' own compaction APIs pass through untouched.
     native_tenants: std::collections::HashSet<String>,
     /// Summaries prepared ahead of the sessions' compactions.
-    pub(crate) preparer: super::prepare::Preparer,
+    pub(crate) preparer: std::sync::Arc<super::prepare::Preparer>,
     seal: OnceCell<codex::Seal>,
     anthropic_version: String,
     /// The client of `agent` mode's summarization calls (no redirects: they carry the agent's
@@ -52,7 +52,7 @@ impl Gateway {
                 &config.anthropic_upstream,
             ),
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
-            preparer: super::prepare::Preparer::new(config),
+            preparer: std::sync::Arc::new(super::prepare::Preparer::new(config)),
             native_tenants: tenants(&config.native_tenants),
             seal: OnceCell::new(),
             anthropic_version: anthropic_version.to_owned(),

@@ -102,6 +102,11 @@ pub struct GatewayConfig {
     #[arg(id = "prepare_at", long = "prepare-at", env = "COMPACTD_PREPARE_AT", default_value = "0.6", value_parser = values::share)]
     pub prepare_at: f64,
 
+    /// Seconds a session past half the share, with no summary kept, may be idle before it is
+    /// prepared (the user reading, or away).
+    #[arg(id = "prepare_idle", long = "prepare-idle-secs", env = "COMPACTD_PREPARE_IDLE_SECS", default_value = "60", value_parser = values::seconds)]
+    pub prepare_idle: Duration,
+
     /// Tenants whose sessions are never summarized ahead (comma-separated; `""` is the
     /// anonymous tenant's name only when written as `-`).
     #[arg(

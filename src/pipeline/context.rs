@@ -37,6 +37,10 @@ pub enum Endpoint {
     ThreadRead,
 }
 
+/// The call log's name for a summary prepared ahead of a compaction (issue 67): spend of its own,
+/// not a compaction served.
+pub const PREPARED: &str = "gateway:prepared";
+
 impl Endpoint {
     /// The name the call log and the logs use.
     pub fn label(self) -> &'static str {
@@ -47,7 +51,7 @@ impl Endpoint {
             Endpoint::BranchSummary => "branch_summary",
             Endpoint::Cli => "cli",
             Endpoint::Gateway(agent) => agent.endpoint,
-            Endpoint::Prepared(_) => "gateway:prepared",
+            Endpoint::Prepared(_) => PREPARED,
             Endpoint::Handoff => "handoff",
             Endpoint::ThreadRead => "read_thread",
         }

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 pub use admission::Admission;
 pub use budget::Budgets;
 pub use cache::SummaryCache;
-pub use context::{Agent, Context, Endpoint, Purpose};
+pub use context::{Agent, Context, Endpoint, PREPARED, Purpose};
 pub use events::{Event, Observer, Run};
 pub use gate::GateInput;
 pub use limiter::{Busy, Limiter};

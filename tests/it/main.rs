@@ -82,6 +82,7 @@ mod pi15;
 mod pi15_sessions;
 mod pi_extension;
 mod prepare;
+mod prepare_spend;
 mod provider_compaction;
 mod races;
 mod real_agents;

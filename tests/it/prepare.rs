@@ -19,14 +19,14 @@ use crate::support::{FakeUpstream, TestApp};
 /// 40 kB and more) but that the agents' small side requests do not.
 const LOW_SHARE: f64 = 0.02;
 
-fn config(model: &FakeUpstream, provider: &Provider) -> compactd::config::ServeConfig {
+pub(crate) fn config(model: &FakeUpstream, provider: &Provider) -> compactd::config::ServeConfig {
     let mut config = gateway_config(model, provider);
     config.gateway.prepare_at = LOW_SHARE;
     config
 }
 
 /// The value of a metric (summed over its labels, or one label's) in `/metrics`.
-async fn metric(app: &TestApp, name: &str, label: Option<&str>) -> f64 {
+pub(crate) async fn metric(app: &TestApp, name: &str, label: Option<&str>) -> f64 {
     let text = app.get("/metrics").await.text().await.unwrap();
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -37,7 +37,7 @@ async fn metric(app: &TestApp, name: &str, label: Option<&str>) -> f64 {
 }
 
 /// Waits until no preparation is running (each is counted before its turn is answered).
-async fn settled(app: &TestApp) {
+pub(crate) async fn settled(app: &TestApp) {
     let started = Instant::now();
     while metric(app, "compactd_preparing", None).await > 0.0 {
         assert!(
@@ -119,7 +119,7 @@ async fn recorded_sessions_get_their_compactions_answered_from_the_prepared_summ
 
 /// A conversation with a standing rule, an edited file, a long tool output and, after the
 /// prepared part, more work and a multi-line latest request.
-fn messages(latest: &str) -> Vec<Value> {
+pub(crate) fn messages(latest: &str) -> Vec<Value> {
     vec![
         json!({"role": "user", "content": "Never push to main without a review. Fix the unary minus in src/parser.rs."}),
         json!({"role": "assistant", "content": [
@@ -132,12 +132,12 @@ fn messages(latest: &str) -> Vec<Value> {
     ]
 }
 
-fn claude_turn(messages: &[Value]) -> Value {
+pub(crate) fn claude_turn(messages: &[Value]) -> Value {
     json!({"model": "claude-sonnet-4-6", "max_tokens": 1000, "messages": messages})
 }
 
 /// Claude Code's compaction of `messages`: its instruction appended as the last user message.
-fn claude_compaction(messages: &[Value], focus: Option<&str>) -> Value {
+pub(crate) fn claude_compaction(messages: &[Value], focus: Option<&str>) -> Value {
     let compaction = recorded(FIXTURES[0])
         .into_iter()
         .find(|r| r.compaction)
@@ -165,7 +165,7 @@ fn claude_compaction(messages: &[Value], focus: Option<&str>) -> Value {
     json!({"model": "claude-sonnet-4-6", "max_tokens": 20000, "messages": all})
 }
 
-async fn post_as(app: &TestApp, session: &str, body: &Value) -> (StatusCode, String) {
+pub(crate) async fn post_as(app: &TestApp, session: &str, body: &Value) -> (StatusCode, String) {
     let response = app
         .client
         .post(format!("{}/v1/messages", app.url))
@@ -341,5 +341,77 @@ async fn a_compaction_during_the_preparation_waits_for_it_instead_of_starting_ov
     assert!(
         asked <= 2,
         "one summarization (and its repair), not two: {asked}"
+    );
+}
+
+/// A conversation of about `kib` KiB with an unlisted model (a 128,000-token window).
+fn local_turn(kib: usize) -> Value {
+    let mut all = messages("Now add a regression test for unary minus.");
+    all[2]["content"][0]["content"] = json!("x".repeat(kib * 1024));
+    json!({"model": "qwen3-coder", "max_tokens": 1000, "messages": all})
+}
+
+/// A session that grows faster than a summary is written is prepared before the share (here
+/// 60 % of 128,000 tokens, ~300 KiB), never under half of it; one seen once is not.
+#[tokio::test]
+async fn a_session_growing_fast_is_prepared_before_the_share() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.prepare_at = 0.6;
+    let app = TestApp::spawn(config).await;
+
+    // Seen once at 45 % of the window: its pace is not known, so it waits for the share.
+    post_as(&app, "slow", &local_turn(230)).await;
+    settled(&app).await;
+    assert!(
+        model.received().is_empty(),
+        "nothing prepared at first sight"
+    );
+
+    // Seen at 20 %, then at once at 35 %: at that pace the agent would compact before a summary
+    // started at 60 % is ready.
+    post_as(&app, "fast", &local_turn(100)).await;
+    settled(&app).await;
+    assert!(model.received().is_empty(), "under half the share");
+    post_as(&app, "fast", &local_turn(180)).await;
+    settled(&app).await;
+    assert_eq!(model.received().len(), 1, "prepared at 35 % of its window");
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("prepared")).await,
+        1.0
+    );
+}
+
+/// A session that stops past half the share, with no summary kept, is prepared once idle.
+#[tokio::test]
+async fn a_session_idle_past_half_the_share_is_prepared() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.prepare_at = 0.6;
+    config.gateway.prepare_idle = Duration::from_secs(2);
+    let app = TestApp::spawn(config).await;
+    let started = Instant::now();
+    post_as(&app, "idle", &local_turn(230)).await;
+    if started.elapsed() < Duration::from_secs(2) {
+        assert!(model.received().is_empty(), "not before it is idle");
+    }
+    while metric(&app, "compactd_prepared_summaries_total", Some("prepared")).await < 1.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never prepared when idle"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(model.received().len(), 1);
+    // Its compaction is answered from it.
+    let mut all = local_turn(230)["messages"].as_array().unwrap().clone();
+    all.push(json!({"role": "assistant", "content": "Writing the test now."}));
+    let (status, _) = post_as(&app, "idle", &claude_compaction(&all[..5], None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
+        1.0
     );
 }

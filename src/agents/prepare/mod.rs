@@ -18,9 +18,13 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod idle;
+mod pace;
 mod reading;
 mod running;
 
+use idle::Idle;
+use pace::{Pace, Standing, fresh};
 use reading::{model_in, prefix_hashes, session_key, window};
 use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
@@ -74,6 +78,22 @@ pub(crate) struct Preparer {
     /// The estimated tokens at which each session (tenant, key) was last prepared, on this
     /// replica: what spares the turns after it a store read.
     recent: Recent,
+    /// How fast each session grows, and how long a preparation takes.
+    pace: Pace,
+    /// The sessions to prepare when they have been idle `idle_after`.
+    idle: Idle,
+    idle_after: std::time::Duration,
+}
+
+/// A turn to prepare, and what its preparation needs of it.
+pub(super) struct Turn {
+    who: Identity,
+    wire: Wire,
+    headers: HeaderMap,
+    plain: Bytes,
+    tokens: u64,
+    window: u64,
+    chain: Option<Arc<Chain>>,
 }
 
 type Recent = moka::sync::Cache<(String, String), u64>;
@@ -92,6 +112,9 @@ impl Preparer {
                 .max_capacity(100_000)
                 .time_to_live(std::time::Duration::from_secs(24 * 60 * 60))
                 .build(),
+            pace: Pace::new(),
+            idle: Idle::default(),
+            idle_after: config.prepare_idle,
         }
     }
 
@@ -148,14 +171,9 @@ fn has_focus(compaction: &Compaction) -> bool {
     super::recognize::is_provider_api(compaction.agent) && !instructions.trim().is_empty()
 }
 
-/// Whether a summary prepared at `at` tokens still serves a session now at `tokens`: it has not
-/// grown by a tenth of its window since, nor shrunk (a compaction since then starts it afresh).
-fn fresh(at: u64, tokens: u64, window: u64) -> bool {
-    at <= tokens && (tokens as f64) < at as f64 + window as f64 * REFRESH_SHARE
-}
-
-/// The sessions' ordinary turns: once `plain` passes the share of its model's window, its
-/// conversation is summarized in the background (unless it is being summarized, or was lately).
+/// The sessions' ordinary turns: once `plain` passes the share of its model's window (earlier
+/// for a session growing faster than a summary is written, see [`pace`]), its conversation is
+/// summarized in the background (unless it is being summarized, or was lately).
 pub(crate) fn after_turn(
     app: &App,
     gateway: &Gateway,
@@ -169,51 +187,78 @@ pub(crate) fn after_turn(
         return;
     }
     // compactd's estimate, four bytes a token, taken before anything is parsed: the turns under
-    // the share (most of them) cost a byte scan.
+    // a quarter of the share (most of them) cost a byte scan.
     let tokens = plain.len() as u64 / 4;
     let model = model_in(plain).unwrap_or_default();
     let window = window(model);
-    if (tokens as f64) < preparer.share * window as f64 {
+    if (tokens as f64) < preparer.share / 4.0 * window as f64 {
         return;
     }
-    // A session prepared lately, or being prepared now, is left alone without a store read.
+    // A session named by its header has a pace and a record of its latest preparation here; one
+    // without is prepared past the share, and its record read from the store once parsed.
     let header_key = crate::app::threads::seen::agent_session(headers)
         .map(|(agent, id)| (who.tenant.clone(), format!("{agent}:{id}")));
-    if let Some(key) = &header_key
-        && let Some(at) = preparer.recent.get(key)
-        && fresh(at, tokens, window)
-    {
-        return;
-    }
-    if app.metrics.preparing.get() >= MAX_PREPARING {
-        return;
-    }
-    // The session's place is taken now when its header names it, so that a compaction right
-    // after this turn finds the preparation running; without a header, once the key is read.
-    let held = match header_key {
-        Some(key) => match InFlight::take(&preparer.in_flight, key) {
-            Some(held) => Some(held),
-            None => return,
-        },
-        None => None,
+    let rate = header_key.as_ref().map_or(0.0, |key| {
+        preparer
+            .pace
+            .observe(key.clone(), tokens, std::time::Instant::now())
+    });
+    let standing = Standing {
+        tokens,
+        window,
+        rate,
+        takes: preparer.pace.takes(),
+        prepared_at: header_key.as_ref().and_then(|key| preparer.recent.get(key)),
     };
-    let chain = gateway.agent_chain(wire, model, headers, app.configured_chain());
-    // Counted before the turn is answered, so that whoever sees the answer sees the work.
-    let metrics = app.metrics.clone();
-    metrics.preparing.inc();
-    let job = Preparation {
-        _counted: Counted(metrics),
-        held,
-        recent: preparer.recent.clone(),
-        app: app.clone(),
+    let chain = || gateway.agent_chain(wire, model, headers, app.configured_chain());
+    let turn = || Turn {
         who: who.clone(),
         wire,
         headers: headers.clone(),
         plain: plain.clone(),
         tokens,
         window,
-        chain,
-        in_flight: preparer.in_flight.clone(),
+        chain: chain(),
+    };
+    if standing.due(preparer.share) {
+        if let Some(key) = &header_key {
+            preparer.idle.forget(key);
+        }
+        start(app, preparer, header_key, turn());
+    } else if let Some(key) = header_key
+        && (tokens as f64) >= preparer.share / 2.0 * window as f64
+        && standing
+            .prepared_at
+            .is_none_or(|at| !fresh(at, tokens, window))
+    {
+        Idle::wait(app, preparer, key, turn());
+    }
+}
+
+/// Starts preparing `turn` in the background, unless its session (`key`, when its header names
+/// it) is being prepared or too many are.
+fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
+    if app.metrics.preparing.get() >= MAX_PREPARING {
+        return;
+    }
+    // The session's place is taken now when its header names it, so that a compaction right
+    // after this turn finds the preparation running; without a header, once the key is read.
+    let held = match key {
+        Some(key) => match InFlight::take(&preparer.in_flight, key) {
+            Some(held) => Some(held),
+            None => return,
+        },
+        None => None,
+    };
+    // Counted before the turn is answered, so that whoever sees the answer sees the work.
+    let metrics = app.metrics.clone();
+    metrics.preparing.inc();
+    let job = Preparation {
+        _counted: Counted(metrics),
+        held,
+        app: app.clone(),
+        preparer: preparer.clone(),
+        turn,
     };
     tokio::spawn(job.run());
 }
@@ -244,6 +289,9 @@ pub(crate) async fn answered(
         _ => return None,
     };
     let key = session_key(headers, &conversation.messages)?;
+    // The session compacts now: the turn it waited with when idle is done with.
+    let session = (who.tenant.clone(), key.clone());
+    gateway.preparer.idle.forget(&session);
     let hashes = prefix_hashes(&conversation.messages);
     let covers = |row: &PreparedRow| {
         usize::try_from(row.prefix_items).is_ok_and(|covered| {
@@ -261,7 +309,6 @@ pub(crate) async fn answered(
         // Else a preparation under way is most of the way there: its end is waited for rather
         // than the whole of a new summarization (on this replica; another's is not seen until
         // it is kept). Its sender goes when it ends: `changed` then fails, which is the signal.
-        let session = (who.tenant.clone(), key.clone());
         if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
             let _ = running.changed().await;
             row = app.prepared(who, &key).await;

@@ -3,17 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::http::HeaderMap;
 use serde_json::Value;
 
 use super::reading::{prefix_hashes, session_key};
-use super::{Recent, Running, Wire, agent_of, fresh, turn_history};
-use crate::access::Identity;
+use super::{Preparer, Running, Turn, agent_of, fresh, turn_history};
 use crate::app::App;
 use crate::app::wire::Policy;
 use crate::pipeline::{Endpoint, WhenSpent};
-use crate::summarizer::chain::Chain;
 use compactd_core::transcript::Role;
 use compactd_store::PreparedRow;
 
@@ -31,16 +27,9 @@ pub(super) struct Preparation {
     pub(super) _counted: Counted,
     /// The session's place among those being prepared, when taken before the key was read.
     pub(super) held: Option<InFlight>,
-    pub(super) recent: Recent,
     pub(super) app: App,
-    pub(super) who: Identity,
-    pub(super) wire: Wire,
-    pub(super) headers: HeaderMap,
-    pub(super) plain: Bytes,
-    pub(super) tokens: u64,
-    pub(super) window: u64,
-    pub(super) chain: Option<Arc<Chain>>,
-    pub(super) in_flight: Running,
+    pub(super) preparer: Arc<Preparer>,
+    pub(super) turn: Turn,
 }
 
 /// A session's place among those being prepared, given up when the preparation ends (which
@@ -85,11 +74,13 @@ impl Drop for InFlight {
 
 impl Preparation {
     pub(super) async fn run(mut self) {
-        let Ok(body) = serde_json::from_slice::<Value>(&self.plain) else {
+        let turn = self.turn;
+        let preparer = &self.preparer;
+        let Ok(body) = serde_json::from_slice::<Value>(&turn.plain) else {
             return;
         };
-        let agent = agent_of(self.wire);
-        let mut compaction = turn_history(self.wire, agent, &body);
+        let agent = agent_of(turn.wire);
+        let mut compaction = turn_history(turn.wire, agent, &body);
         let Some(conversation) = compaction.request.conversation.as_mut() else {
             return;
         };
@@ -105,26 +96,29 @@ impl Preparation {
         }
         conversation.messages.truncate(stable);
         let conversation = &*conversation;
-        let Some(key) = session_key(&self.headers, &conversation.messages) else {
+        let Some(key) = session_key(&turn.headers, &conversation.messages) else {
             return;
         };
         let _held = match self.held.take() {
             Some(held) => held,
-            None => match InFlight::take(&self.in_flight, (self.who.tenant.clone(), key.clone())) {
-                Some(held) => held,
-                None => return,
-            },
+            None => {
+                match InFlight::take(&preparer.in_flight, (turn.who.tenant.clone(), key.clone())) {
+                    Some(held) => held,
+                    None => return,
+                }
+            }
         };
-        let earlier = self.app.prepared(&self.who, &key).await;
+        let earlier = self.app.prepared(&turn.who, &key).await;
         if let Some(row) = &earlier
-            && fresh(row.prefix_tokens as u64, self.tokens, self.window)
+            && fresh(row.prefix_tokens as u64, turn.tokens, turn.window)
         {
             // Another replica prepared it: this one need not ask the store again soon.
-            self.recent
-                .insert((self.who.tenant.clone(), key), row.prefix_tokens as u64);
+            preparer
+                .recent
+                .insert((turn.who.tenant.clone(), key), row.prefix_tokens as u64);
             return;
         }
-        if !self.app.may_prepare(&self.who).await {
+        if !self.app.may_prepare(&turn.who).await {
             return;
         }
         let hashes = prefix_hashes(&conversation.messages);
@@ -134,21 +128,25 @@ impl Preparation {
         let prefix_hash = hex::encode(last);
         let prefix_items = hashes.len() as i64;
         let policy = Policy {
-            chain: self.chain,
+            chain: turn.chain,
             when_spent: WhenSpent::Refuse,
         };
         let metrics = self.app.metrics.clone();
+        let started = std::time::Instant::now();
         let summary = self
             .app
             .summarize_prompt_with(
-                &self.who,
+                &turn.who,
                 Endpoint::Prepared(agent),
                 compaction.request,
                 policy,
             )
             .await;
         let summary = match summary {
-            Ok(summary) => summary.into_inner(),
+            Ok(summary) => {
+                preparer.pace.took(started.elapsed());
+                summary.into_inner()
+            }
             Err(error) => {
                 tracing::info!(error = %error, "prepare: a session's summary could not be prepared ahead");
                 metrics.prepared.with_label_values(&["failed"]).inc();
@@ -156,18 +154,19 @@ impl Preparation {
             }
         };
         let row = PreparedRow {
-            tenant: self.who.tenant.clone(),
+            tenant: turn.who.tenant.clone(),
             session_key: key.clone(),
             prefix_items,
             prefix_hash,
-            prefix_tokens: self.tokens as i64,
+            prefix_tokens: turn.tokens as i64,
             summary: summary.text,
             model: summary.model,
             created_at_ms: compactd_store::now_ms(),
         };
         if self.app.keep_prepared(&row).await {
-            self.recent
-                .insert((row.tenant.clone(), row.session_key.clone()), self.tokens);
+            preparer
+                .recent
+                .insert((row.tenant.clone(), row.session_key.clone()), turn.tokens);
             let outcome = if earlier.is_some() {
                 "refreshed"
             } else {

@@ -1,5 +1,6 @@
 //! The preparer's pure parts: prefixes, freshness, windows.
 
+use super::pace::{Pace, Standing};
 use super::reading::{model_in, prefix_hashes, window};
 use super::*;
 use compactd_core::transcript::{Message, Role};
@@ -56,4 +57,58 @@ fn the_window_and_model_are_read_without_parsing() {
     let nested = br#"{"messages":[{"content":"say \"model\":\"x\""}],"model":"gpt-5.2"}"#;
     assert_eq!(model_in(nested), Some("gpt-5.2"));
     assert_eq!(model_in(b"{}"), None);
+}
+
+fn standing(tokens: u64, rate: f64, prepared_at: Option<u64>) -> Standing {
+    Standing {
+        tokens,
+        window: 100_000,
+        rate,
+        takes: 10.0,
+        prepared_at,
+    }
+}
+
+#[test]
+fn a_session_is_prepared_earlier_the_faster_it_grows() {
+    // Still: the share. 1,000 tokens a second, 10 s a summary: 15,000 before the 80 % point.
+    assert_eq!(standing(0, 0.0, None).starts_at(0.6), 60_000.0);
+    assert_eq!(standing(0, 1_000.0, None).starts_at(0.6), 60_000.0);
+    assert_eq!(standing(0, 2_500.0, None).starts_at(0.6), 42_500.0);
+    assert_eq!(
+        standing(0, 1e9, None).starts_at(0.6),
+        30_000.0,
+        "never under half"
+    );
+    assert!(!standing(40_000, 0.0, None).due(0.6));
+    assert!(standing(45_000, 2_500.0, None).due(0.6));
+}
+
+#[test]
+fn a_refresh_is_made_only_when_it_can_be_ready_in_time() {
+    // Prepared at 60 %: at 65 % fresh; at 70 %, refreshed when slow, not when the agent will
+    // compact (80 %) before the refresh is ready.
+    assert!(!standing(65_000, 100.0, Some(60_000)).due(0.6));
+    assert!(standing(70_000, 100.0, Some(60_000)).due(0.6));
+    assert!(!standing(70_000, 2_000.0, Some(60_000)).due(0.6));
+    // Past the point agents compact at, the pace says nothing: refreshed.
+    assert!(standing(85_000, 2_000.0, Some(60_000)).due(0.6));
+    // Kept before a compaction since: prepared afresh.
+    assert!(standing(62_000, 0.0, Some(90_000)).due(0.6));
+}
+
+#[test]
+fn the_pace_is_smoothed_and_a_compaction_starts_it_afresh() {
+    let pace = Pace::new();
+    let session = ("t".to_owned(), "s".to_owned());
+    let start = std::time::Instant::now();
+    let at = |s: f64| start + std::time::Duration::from_secs_f64(s);
+    assert_eq!(pace.observe(session.clone(), 10_000, at(0.0)), 0.0);
+    assert_eq!(pace.observe(session.clone(), 20_000, at(10.0)), 1_000.0);
+    let smoothed = pace.observe(session.clone(), 40_000, at(20.0));
+    assert!(smoothed > 1_000.0 && smoothed < 2_000.0, "{smoothed}");
+    assert_eq!(pace.observe(session, 5_000, at(21.0)), 0.0, "shrank");
+    let first = pace.takes();
+    pace.took(std::time::Duration::from_secs(10));
+    assert!(pace.takes() < first && pace.takes() > 10.0);
 }

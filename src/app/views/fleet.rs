@@ -64,6 +64,9 @@ pub(crate) struct CallTotals {
     pub(crate) cache_hits: u64,
     pub(crate) loops: u64,
     pub(crate) budget_exhausted: u64,
+    /// Summaries prepared ahead of a compaction (spend of their own), and their tokens.
+    pub(crate) prepared: u64,
+    pub(crate) prepared_tokens: i64,
     /// Answered by the extractive summarizer (no model, or every model failed).
     pub(crate) extractive: u64,
     pub(crate) input_tokens: i64,
@@ -79,6 +82,9 @@ pub(crate) struct ReplicaTotals {
     pub(crate) redactions: f64,
     pub(crate) cache_hits: f64,
     pub(crate) loops: f64,
+    /// Prepared summaries that answered a compaction, and those dropped unused.
+    pub(crate) prepared_used: f64,
+    pub(crate) prepared_wasted: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -108,6 +114,8 @@ impl App {
             redactions: m.total("compactd_redactions_total"),
             cache_hits: m.labelled("compactd_summary_cache_total", "outcome", "hit"),
             loops: m.total("compactd_loops_total"),
+            prepared_used: m.labelled("compactd_prepared_summaries_total", "outcome", "used"),
+            prepared_wasted: m.labelled("compactd_prepared_summaries_total", "outcome", "wasted"),
         };
         Ok(fleet)
     }
@@ -115,10 +123,15 @@ impl App {
 
 /// Whether a call of the log is a compaction served: a summary of an agent's prompt or history
 /// written (not a branch summary or a split turn's prefix, each a part of another). A gateway
-/// compaction over the budget is no summary (`budget_spent`): it went to the agent's provider.
+/// compaction over the budget is no summary (`budget_spent`): it went to the agent's provider. A
+/// summary prepared ahead is none either until a compaction is answered from it (that one counts).
 fn is_compaction(call: &CallRecord) -> bool {
     let part = call.purpose == "branch" || call.purpose == "turn_prefix";
-    call.outcome == "ok" && !part
+    call.outcome == "ok" && !part && !is_prepared(call)
+}
+
+fn is_prepared(call: &CallRecord) -> bool {
+    call.endpoint == crate::pipeline::PREPARED
 }
 
 /// The series a call counts under.
@@ -178,6 +191,10 @@ fn summarize(calls: &[CallRecord], now: i64) -> Fleet {
         totals.cache_hits += u64::from(call.cached);
         totals.loops += u64::from(call.loop_detected);
         totals.budget_exhausted += u64::from(call.budget_exhausted);
+        if is_prepared(call) {
+            totals.prepared += 1;
+            totals.prepared_tokens += call.input_tokens + call.output_tokens;
+        }
         totals.extractive += u64::from(call.model.as_deref() == Some("extractive"));
         totals.input_tokens += call.input_tokens;
         totals.output_tokens += call.output_tokens;

@@ -57,6 +57,8 @@ fn fleet_page(viewer: &Viewer, fleet: &fleet::Fleet) -> FleetPage {
             ("Secrets redacted", whole(r.redactions)),
             ("Summary cache hits", whole(r.cache_hits)),
             ("Loops caught", whole(r.loops)),
+            ("Prepared summaries used", whole(r.prepared_used)),
+            ("Prepared summaries wasted", whole(r.prepared_wasted)),
         ],
         calls_read: fleet.calls_read,
     }
@@ -132,6 +134,11 @@ fn totals(t: &fleet::CallTotals) -> Vec<(&'static str, String)> {
             views::grouped(t.extractive as i64),
         ),
         ("Loops caught", views::grouped(t.loops as i64)),
+        ("Prepared ahead", views::grouped(t.prepared as i64)),
+        (
+            "Tokens spent preparing ahead",
+            views::grouped(t.prepared_tokens),
+        ),
         (
             "Over the daily budget",
             views::grouped(t.budget_exhausted as i64),
