@@ -381,6 +381,26 @@ async fn a_session_growing_fast_is_prepared_before_the_share() {
         metric(&app, "compactd_prepared_summaries_total", Some("prepared")).await,
         1.0
     );
+
+    // A session without a header, known by the opening of its conversation: the same.
+    let headerless = |body: Value| {
+        let mut messages = body["messages"].as_array().unwrap().clone();
+        messages[0]["content"] = json!("Fix the lexer's handling of unary minus in src/lexer.rs.");
+        let body = json!({"model": "qwen3-coder", "max_tokens": 1000, "messages": messages});
+        app.client
+            .post(format!("{}/v1/messages", app.url))
+            .json(&body)
+            .send()
+    };
+    headerless(local_turn(100)).await.unwrap();
+    settled(&app).await;
+    headerless(local_turn(180)).await.unwrap();
+    settled(&app).await;
+    assert_eq!(
+        model.received().len(),
+        2,
+        "prepared at 35 % without a header"
+    );
 }
 
 /// A session that stops past half the share, with no summary kept, is prepared once idle.

@@ -194,14 +194,18 @@ pub(crate) fn after_turn(
     if (tokens as f64) < preparer.share / 4.0 * window as f64 {
         return;
     }
-    // A session named by its header has a pace and a record of its latest preparation here; one
-    // without is prepared past the share, and its record read from the store once parsed.
+    // A session named by its header has a record of its latest preparation here; one without
+    // has its record read from the store once parsed. Both have a pace (one without, by the
+    // opening of its conversation).
     let header_key = crate::app::threads::seen::agent_session(headers)
         .map(|(agent, id)| (who.tenant.clone(), format!("{agent}:{id}")));
-    let rate = header_key.as_ref().map_or(0.0, |key| {
+    let pace_key = header_key.clone().or_else(|| {
+        reading::opening(plain).map(|hash| (who.tenant.clone(), format!("opening:{hash:016x}")))
+    });
+    let rate = pace_key.map_or(0.0, |key| {
         preparer
             .pace
-            .observe(key.clone(), tokens, std::time::Instant::now())
+            .observe(key, tokens, std::time::Instant::now())
     });
     let standing = Standing {
         tokens,

@@ -33,6 +33,30 @@ pub(super) fn model_in(plain: &[u8]) -> Option<&str> {
     None
 }
 
+/// A cheap name for the conversation of a body without a session header, for its pace only: the
+/// hash of the first bytes of its message list (`"messages"` or `"input"`, the first such key
+/// that opens a list: outside a JSON string a quote is never escaped), which stay as they are
+/// while the conversation grows. Two conversations that open alike share it; their pace is then
+/// a mix, never a wrong answer (what is answered is matched message by message).
+pub(super) fn opening(plain: &[u8]) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    const OPENING: usize = 1024;
+    let list = [&b"\"messages\""[..], &b"\"input\""[..]]
+        .into_iter()
+        .filter_map(|key| {
+            memchr::memmem::find_iter(plain, key).find_map(|at| {
+                let rest = plain[at + key.len()..].trim_ascii_start();
+                let rest = rest.strip_prefix(b":")?.trim_ascii_start();
+                rest.starts_with(b"[").then_some(at)
+            })
+        })
+        .min()?;
+    let opening = &plain[list..plain.len().min(list + OPENING)];
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    opening.hash(&mut hash);
+    Some(hash.finish())
+}
+
 /// The chained hashes of a conversation's messages: the `k`th (from 1) stands for the first `k`
 /// messages, so two conversations share a prefix of `k` messages exactly when their `k`th hashes
 /// agree. A message is read as compactd reads it (role, text, reasoning, calls, results), so the

@@ -112,3 +112,33 @@ fn the_pace_is_smoothed_and_a_compaction_starts_it_afresh() {
     pace.took(std::time::Duration::from_secs(10));
     assert!(pace.takes() < first && pace.takes() > 10.0);
 }
+
+#[test]
+fn a_conversation_without_a_header_is_known_by_its_opening() {
+    let body = |first: &str, more: &[&str]| {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": first})];
+        messages.extend(
+            more.iter()
+                .map(|m| serde_json::json!({"role": "user", "content": m})),
+        );
+        serde_json::json!({"model": "m", "system": "say \"messages\":[1]", "messages": messages})
+            .to_string()
+    };
+    let long = "fix the lexer ".repeat(100);
+    let opening = |b: &str| super::reading::opening(b.as_bytes());
+    let first = opening(&body(&long, &["go"]));
+    assert!(first.is_some());
+    assert_eq!(
+        first,
+        opening(&body(&long, &["go", "and the parser"])),
+        "grown"
+    );
+    assert_ne!(
+        first,
+        opening(&body(&long.replace("lexer", "parser"), &["go"]))
+    );
+    let responses =
+        r#"{"model":"m","instructions":"x","input" : [{"role":"user","content":"fix"}]}"#;
+    assert!(opening(responses).is_some());
+    assert_eq!(opening(r#"{"input":"text"}"#), None);
+}
