@@ -40,8 +40,13 @@ pub(crate) struct Gateway {
 
 impl Gateway {
     /// The gateway of `config`; `anthropic_version` is what `agent` mode's calls to the
-    /// Anthropic upstream send when the agent sent none (`COMPACTD_ANTHROPIC_VERSION`).
-    pub(crate) fn new(config: &GatewayConfig, anthropic_version: &str) -> anyhow::Result<Gateway> {
+    /// Anthropic upstream send when the agent sent none (`COMPACTD_ANTHROPIC_VERSION`), and
+    /// `default_window` the window of a model compactd does not know (`COMPACTD_CONTEXT_WINDOW`).
+    pub(crate) fn new(
+        config: &GatewayConfig,
+        anthropic_version: &str,
+        default_window: u64,
+    ) -> anyhow::Result<Gateway> {
         Ok(Gateway {
             anthropic_upstream: config.anthropic_upstream.clone(),
             openai_upstream: config.openai_upstream.clone(),
@@ -52,7 +57,7 @@ impl Gateway {
                 &config.anthropic_upstream,
             ),
             proxy: proxy::Proxy::new(config.idle_timeout, config.max_response_bytes)?,
-            preparer: std::sync::Arc::new(super::prepare::Preparer::new(config)),
+            preparer: std::sync::Arc::new(super::prepare::Preparer::new(config, default_window)),
             native_tenants: tenants(&config.native_tenants),
             seal: OnceCell::new(),
             anthropic_version: anthropic_version.to_owned(),

@@ -264,7 +264,8 @@ pub struct SummarizerConfig {
     #[arg(long, env = "COMPACTD_MAX_OUTPUT_TOKENS", default_value = "32000")]
     pub max_output_tokens: NonZeroU64,
 
-    /// Context window assumed for branch summaries (the branch may fill it less the reserve).
+    /// Context window assumed for a model compactd does not know: a branch summary's model (the
+    /// branch may fill it less the reserve), and a gateway session's, when preparing ahead.
     #[arg(long, env = "COMPACTD_CONTEXT_WINDOW", default_value = "128000")]
     pub context_window: NonZeroU64,
 

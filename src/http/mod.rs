@@ -125,6 +125,7 @@ impl AppState {
                 true => Some(Arc::new(crate::agents::Gateway::new(
                     &config.gateway,
                     &config.summarizers.anthropic_version,
+                    config.summarizers.context_window.get(),
                 )?)),
                 false => None,
             },

@@ -435,3 +435,22 @@ async fn a_session_idle_past_half_the_share_is_prepared() {
         1.0
     );
 }
+
+/// A local model's window is the one the operator set for models compactd does not know.
+#[tokio::test]
+async fn an_unknown_models_window_is_the_configured_one() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.prepare_at = 0.6;
+    config.summarizers.context_window = std::num::NonZeroU64::new(32_768).unwrap();
+    let app = TestApp::spawn(config).await;
+    // ~100 KiB: a fifth of 128,000 tokens, three quarters of 32,768.
+    post_as(&app, "local", &local_turn(100)).await;
+    settled(&app).await;
+    assert_eq!(
+        model.received().len(),
+        1,
+        "prepared past the share of its window"
+    );
+}

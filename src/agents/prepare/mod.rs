@@ -46,7 +46,7 @@ use compactd_core::transcript::{Conversation, Shape};
 use compactd_store::PreparedRow;
 
 /// The windows of the models agents run today, by the start of their names (a provider's prefix,
-/// `anthropic/`, is skipped); a model not listed is taken to have [`DEFAULT_WINDOW`].
+/// `anthropic/`, is skipped); a model not listed is taken to have `COMPACTD_CONTEXT_WINDOW`.
 const WINDOWS: &[(&str, u64)] = &[
     ("claude-", 200_000),
     ("gpt-5", 400_000),
@@ -55,7 +55,6 @@ const WINDOWS: &[(&str, u64)] = &[
     ("o4", 200_000),
     ("gemini-", 1_000_000),
 ];
-const DEFAULT_WINDOW: u64 = 128_000;
 
 /// How much the conversation must grow past a prepared summary, as a share of the window, before
 /// it is prepared again.
@@ -73,6 +72,8 @@ const CLAUDE_FOCUS: &str = "\n\nAdditional Instructions:\n";
 pub(crate) struct Preparer {
     enabled: bool,
     share: f64,
+    /// The window of a model not listed.
+    default_window: u64,
     off_tenants: HashSet<String>,
     in_flight: Running,
     /// The estimated tokens at which each session (tenant, key) was last prepared, on this
@@ -102,10 +103,11 @@ type Recent = moka::sync::Cache<(String, String), u64>;
 type Running = Arc<Mutex<HashMap<(String, String), tokio::sync::watch::Receiver<()>>>>;
 
 impl Preparer {
-    pub(crate) fn new(config: &crate::config::GatewayConfig) -> Preparer {
+    pub(crate) fn new(config: &crate::config::GatewayConfig, default_window: u64) -> Preparer {
         Preparer {
             enabled: config.prepare,
             share: config.prepare_at,
+            default_window,
             off_tenants: super::gateway::tenants(&config.prepare_off_tenants),
             in_flight: Arc::default(),
             recent: moka::sync::Cache::builder()
@@ -190,7 +192,7 @@ pub(crate) fn after_turn(
     // a quarter of the share (most of them) cost a byte scan.
     let tokens = plain.len() as u64 / 4;
     let model = model_in(plain).unwrap_or_default();
-    let window = window(model);
+    let window = window(model, preparer.default_window);
     if (tokens as f64) < preparer.share / 4.0 * window as f64 {
         return;
     }

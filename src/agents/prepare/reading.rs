@@ -4,16 +4,16 @@
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use super::{DEFAULT_WINDOW, WINDOWS};
+use super::WINDOWS;
 use compactd_core::transcript::Message;
 
-/// The window of `model`, in tokens.
-pub(crate) fn window(model: &str) -> u64 {
+/// The window of `model`, in tokens (`unknown` for a model not listed).
+pub(crate) fn window(model: &str, unknown: u64) -> u64 {
     let name = model.rsplit('/').next().unwrap_or(model);
     WINDOWS
         .iter()
         .find(|(prefix, _)| name.starts_with(prefix))
-        .map_or(DEFAULT_WINDOW, |(_, window)| *window)
+        .map_or(unknown, |(_, window)| *window)
 }
 
 /// The top-level `model` of a JSON body, found without parsing it: inside a JSON string a quote

@@ -48,10 +48,10 @@ fn a_session_is_prepared_again_once_it_grew_or_after_it_shrank() {
 
 #[test]
 fn the_window_and_model_are_read_without_parsing() {
-    assert_eq!(window("claude-sonnet-4-6"), 200_000);
-    assert_eq!(window("anthropic/claude-opus-4-6"), 200_000);
-    assert_eq!(window("gpt-5.2-codex"), 400_000);
-    assert_eq!(window("qwen3-coder"), DEFAULT_WINDOW);
+    assert_eq!(window("claude-sonnet-4-6", 1), 200_000);
+    assert_eq!(window("anthropic/claude-opus-4-6", 1), 200_000);
+    assert_eq!(window("gpt-5.2-codex", 1), 400_000);
+    assert_eq!(window("qwen3-coder", 32_768), 32_768);
     let body = br#"{"model" : "claude-sonnet-4-6","messages":[{"content":"the \"model\": x"}]}"#;
     assert_eq!(model_in(body), Some("claude-sonnet-4-6"));
     let nested = br#"{"messages":[{"content":"say \"model\":\"x\""}],"model":"gpt-5.2"}"#;
