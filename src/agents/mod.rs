@@ -65,6 +65,9 @@ pub(crate) struct Request {
     /// Whether the body says it is JSON (`Content-Type`): what a web page cannot send to another
     /// site without the browser asking first.
     pub(crate) declares_json: bool,
+    /// What reads the context size the provider reports in its answer, for a turn of a session
+    /// being watched for zero-wait compaction.
+    pub(crate) usage: Option<prepare::UsageTap>,
 }
 
 /// How a request was handled.
@@ -156,7 +159,7 @@ pub(crate) async fn handle(
         limit: gateway.proxy.max_response_bytes,
     };
     let Some(body) = body else {
-        prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
+        request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
     let compaction = recognize::compaction(wire, &request.headers, &body);
@@ -206,7 +209,7 @@ pub(crate) async fn handle(
         request.bytes = body.to_string().into();
         request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
-    prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
+    request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
     report.forward(gateway, wire, request).await
 }
 
@@ -421,6 +424,7 @@ pub(crate) async fn forward(
             request.method,
             &request.headers,
             request.bytes,
+            request.usage,
         )
         .await?;
     Ok(response)

@@ -61,6 +61,7 @@ impl Proxy {
         method: Method,
         headers: &HeaderMap,
         body: Bytes,
+        mut usage: Option<super::prepare::UsageTap>,
     ) -> Result<Response, AmbiguousCredentials> {
         check_credentials(headers, wire)?;
         let started = std::time::Instant::now();
@@ -99,6 +100,9 @@ impl Proxy {
                 return Err(std::io::Error::other(format!(
                     "the upstream's answer is over COMPACTD_GATEWAY_MAX_RESPONSE_BYTES ({limit})"
                 )));
+            }
+            if let Some(usage) = usage.as_mut() {
+                usage.read(&chunk);
             }
             Ok(chunk)
         });

@@ -157,6 +157,7 @@ impl RawBody {
     pub(super) fn into_request(self) -> crate::agents::Request {
         crate::agents::Request {
             declares_json: require_type(&self.headers, Media::Json).is_ok(),
+            usage: None,
             method: self.method,
             uri: self.uri,
             headers: self.headers,

@@ -454,3 +454,38 @@ async fn an_unknown_models_window_is_the_configured_one() {
         "prepared past the share of its window"
     );
 }
+
+/// A provider whose answers report `input_tokens` for every turn (Anthropic's shape: most of it
+/// cache reads).
+async fn reporting_provider(tokens: u64) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    let answer = json!({"id": "msg", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "cache_read_input_tokens": tokens - 10, "output_tokens": 1}});
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(answer))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The size the provider reports is the session's measure: a 200 KiB conversation is 40 % of a
+/// 128,000-token window at compactd's four bytes a token, 80 % at the two its provider counts.
+#[tokio::test]
+async fn the_size_the_provider_reports_is_the_sessions_measure() {
+    let model = summarizer_model().await;
+    let provider = Provider::start().await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.prepare_at = 0.6;
+    let body = local_turn(200);
+    let bytes = body.to_string().len() as u64;
+    let reporting = reporting_provider(bytes / 2).await;
+    config.gateway.anthropic_upstream = reporting.uri().parse().unwrap();
+    let app = TestApp::spawn(config).await;
+    post_as(&app, "measured", &body).await;
+    settled(&app).await;
+    assert!(model.received().is_empty(), "40 % at four bytes a token");
+    post_as(&app, "measured", &body).await;
+    settled(&app).await;
+    assert_eq!(model.received().len(), 1, "80 % as the provider counts it");
+}

@@ -100,6 +100,7 @@ pub(super) async fn answer(
         bytes: forwarded.to_string().into(),
         plain: None,
         declares_json: request.declares_json,
+        usage: None,
     };
     let response = forward(gateway, wire, compacted).await?;
     Ok(merged(

@@ -22,12 +22,14 @@ mod idle;
 mod pace;
 mod reading;
 mod running;
+mod usage;
 
 use idle::Idle;
 use pace::{Pace, Standing, fresh};
 use reading::{model_in, prefix_hashes, session_key, window};
 use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
+pub(crate) use usage::UsageTap;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
@@ -55,6 +57,10 @@ const WINDOWS: &[(&str, u64)] = &[
     ("o4", 200_000),
     ("gemini-", 1_000_000),
 ];
+
+/// compactd's own estimate of a body's size: four bytes a token, until the session's provider
+/// reports it (see [`usage`]).
+const BYTES_PER_TOKEN: f64 = 4.0;
 
 /// How much the conversation must grow past a prepared summary, as a share of the window, before
 /// it is prepared again.
@@ -175,7 +181,8 @@ fn has_focus(compaction: &Compaction) -> bool {
 
 /// The sessions' ordinary turns: once `plain` passes the share of its model's window (earlier
 /// for a session growing faster than a summary is written, see [`pace`]), its conversation is
-/// summarized in the background (unless it is being summarized, or was lately).
+/// summarized in the background (unless it is being summarized, or was lately). For a session
+/// past a quarter of the share, what reads the size its provider reports in the answer.
 pub(crate) fn after_turn(
     app: &App,
     gateway: &Gateway,
@@ -183,32 +190,38 @@ pub(crate) fn after_turn(
     wire: Wire,
     headers: &HeaderMap,
     plain: &Bytes,
-) {
+) -> Option<UsageTap> {
     let preparer = &gateway.preparer;
     if !preparer.serves(who) {
-        return;
+        return None;
     }
-    // compactd's estimate, four bytes a token, taken before anything is parsed: the turns under
-    // a quarter of the share (most of them) cost a byte scan.
-    let tokens = plain.len() as u64 / 4;
+    // compactd's estimate, taken before anything is parsed: the turns under a quarter of the
+    // share (most of them) cost a byte scan.
+    let bytes = plain.len() as u64;
     let model = model_in(plain).unwrap_or_default();
     let window = window(model, preparer.default_window);
-    if (tokens as f64) < preparer.share / 4.0 * window as f64 {
-        return;
+    if (bytes as f64 / BYTES_PER_TOKEN) < preparer.share / 4.0 * window as f64 {
+        return None;
     }
     // A session named by its header has a record of its latest preparation here; one without
     // has its record read from the store once parsed. Both have a pace (one without, by the
-    // opening of its conversation).
+    // opening of its conversation), and a measure of their size once their provider reported it.
     let header_key = crate::app::threads::seen::agent_session(headers)
         .map(|(agent, id)| (who.tenant.clone(), format!("{agent}:{id}")));
     let pace_key = header_key.clone().or_else(|| {
         reading::opening(plain).map(|hash| (who.tenant.clone(), format!("opening:{hash:016x}")))
     });
-    let rate = pace_key.map_or(0.0, |key| {
+    let per_token = pace_key
+        .as_ref()
+        .and_then(|key| preparer.pace.bytes_per_token(key))
+        .unwrap_or(BYTES_PER_TOKEN);
+    let tokens = (bytes as f64 / per_token) as u64;
+    let rate = pace_key.as_ref().map_or(0.0, |key| {
         preparer
             .pace
-            .observe(key, tokens, std::time::Instant::now())
+            .observe(key.clone(), tokens, std::time::Instant::now())
     });
+    let tap = pace_key.map(|key| UsageTap::new(preparer.clone(), key, bytes));
     let standing = Standing {
         tokens,
         window,
@@ -239,6 +252,7 @@ pub(crate) fn after_turn(
     {
         Idle::wait(app, preparer, key, turn());
     }
+    tap
 }
 
 /// Starts preparing `turn` in the background, unless its session (`key`, when its header names

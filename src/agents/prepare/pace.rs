@@ -35,6 +35,8 @@ struct Growth {
     tokens: u64,
     /// Tokens a second, smoothed.
     rate: f64,
+    /// The session's bytes a token, as its provider's reports tell (`None`: compactd's four).
+    bytes_per_token: Option<f64>,
 }
 
 /// The sessions' growth and the replica's preparation time.
@@ -59,7 +61,9 @@ impl Pace {
     /// Notes a turn of `session` holding `tokens` at `now`; its growth in tokens a second (0 until
     /// two turns were seen, and again after it shrank: a compaction starts it afresh).
     pub(super) fn observe(&self, session: (String, String), tokens: u64, now: Instant) -> f64 {
-        let rate = match self.sessions.get(&session) {
+        let last = self.sessions.get(&session);
+        let bytes_per_token = last.and_then(|last| last.bytes_per_token);
+        let rate = match last {
             Some(last) if tokens >= last.tokens => {
                 let seconds = now.duration_since(last.at).as_secs_f64().max(MIN_GAP);
                 let latest = (tokens - last.tokens) as f64 / seconds;
@@ -77,9 +81,27 @@ impl Pace {
                 at: now,
                 tokens,
                 rate,
+                bytes_per_token,
             },
         );
         rate
+    }
+
+    /// The bytes a token of `session`, when its provider reported its size.
+    pub(super) fn bytes_per_token(&self, session: &(String, String)) -> Option<f64> {
+        self.sessions.get(session)?.bytes_per_token
+    }
+
+    /// Takes `bytes_per_token` as `session`'s from now on (its latest size restated in it, so
+    /// that the change of measure is no growth).
+    pub(super) fn calibrate(&self, session: &(String, String), bytes_per_token: f64) {
+        let Some(mut growth) = self.sessions.get(session) else {
+            return;
+        };
+        let before = growth.bytes_per_token.unwrap_or(super::BYTES_PER_TOKEN);
+        growth.tokens = (growth.tokens as f64 * before / bytes_per_token) as u64;
+        growth.bytes_per_token = Some(bytes_per_token);
+        self.sessions.insert(session.clone(), growth);
     }
 
     /// Notes how long a preparation took.

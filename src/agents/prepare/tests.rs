@@ -142,3 +142,36 @@ fn a_conversation_without_a_header_is_known_by_its_opening() {
     assert!(opening(responses).is_some());
     assert_eq!(opening(r#"{"input":"text"}"#), None);
 }
+
+#[test]
+fn the_providers_report_of_the_size_is_read_where_each_writes_it() {
+    use super::usage::reported;
+    let anthropic = br#"event: message_start
+data: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":5,"cache_creation_input_tokens":1000,"cache_read_input_tokens":100000,"output_tokens":1}}}"#;
+    assert_eq!(reported(anthropic), Some(101_005));
+    let responses = br#"data: {"type":"response.completed","response":{"usage":{"input_tokens":50000,"input_tokens_details":{"cached_tokens":40000},"output_tokens":9}}}"#;
+    assert_eq!(reported(responses), Some(50_000), "cached ones are inside");
+    let chat = br#"data: {"choices":[],"usage":{"prompt_tokens":7000,"completion_tokens":3}}"#;
+    assert_eq!(reported(chat), Some(7_000));
+    let delta = br#"data: {"type":"message_delta","usage":{"output_tokens":3}}"#;
+    assert_eq!(reported(delta), None, "output only");
+    assert_eq!(reported(&anthropic[..90]), None, "cut by the chunk");
+    assert_eq!(
+        reported(br#"{"content":"the \"usage\": {\"input_tokens\": 9}"}"#),
+        None
+    );
+}
+
+#[test]
+fn a_reported_size_restates_the_session_without_growth() {
+    let pace = Pace::new();
+    let session = ("t".to_owned(), "s".to_owned());
+    let start = std::time::Instant::now();
+    pace.observe(session.clone(), 50_000, start);
+    assert_eq!(pace.bytes_per_token(&session), None);
+    // Its 200,000 bytes are 100,000 tokens: two bytes a token.
+    pace.calibrate(&session, 2.0);
+    assert_eq!(pace.bytes_per_token(&session), Some(2.0));
+    let later = start + std::time::Duration::from_secs(10);
+    assert_eq!(pace.observe(session, 100_000, later), 0.0, "no growth");
+}
