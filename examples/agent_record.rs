@@ -1,5 +1,5 @@
 //! A new release of a coding agent, checked the day it appears (`scripts/agents.sh record`), not
-//! part of the service. Plays the session of `tests/it/agent_scenario.rs` with the agent talking
+//! part of the service. Plays the session of `tests/it/support/agent_scenario.rs` with the agent talking
 //! straight to the fake provider, writes every request it made as a fixture (the format of
 //! `tests/fixtures/agent-requests/README.md`), then replays the fixture through compactd's
 //! gateway (extractive summarizer) and prints, request by request, what compactd recognized,
@@ -13,16 +13,21 @@
 //! holds the agent's binary (`claude`, `codex`, `opencode`).
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../tests/it/model_provider.rs"]
+#[path = "../tests/it/support/model_provider.rs"]
 mod model_provider;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../tests/it/agent_scenario.rs"]
+#[path = "../tests/it/support/agent_scenario.rs"]
 mod agent_scenario;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../tests/it/agent_player.rs"]
+#[path = "../tests/it/support/agent_player.rs"]
 mod agent_player;
+
+/// The suite's helpers where they name each other (`crate::support::…`).
+mod support {
+    pub(crate) use super::{agent_scenario, model_provider};
+}
 
 use std::path::PathBuf;
 use std::time::Duration;

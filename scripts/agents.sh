@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The real coding-agent CLIs the gateway's end-to-end tests run (tests/it/real_agents.rs) and pi,
-# which runs compactd's pi extension (tests/it/pi_extension.rs), from npm, pinned: their packages
+# The real coding-agent CLIs the gateway's end-to-end tests run (tests/it/agents/real.rs) and pi,
+# which runs compactd's pi extension (tests/it/agents/pi_extension.rs), from npm, pinned: their packages
 # are fetched with `npm pack` (no install scripts run) and unpacked under target/agents, once;
 # their binaries are linked in target/agents/bin. pi runs from its self-contained bundle (a plain
 # `npm install` of 1.5.2 fails on dependencies missing from the registry).
 #
 #   scripts/agents.sh install                fetch and unpack what is missing; prints the bin directory
 #   scripts/agents.sh record AGENT VERSION   check a release: AGENT (claude-code, codex, opencode) at
-#                                            VERSION plays the session of tests/it/agent_scenario.rs
+#                                            VERSION plays the session of tests/it/support/agent_scenario.rs
 #                                            against a recording fake provider; its requests are written
 #                                            to tests/fixtures/agent-requests/sessions/ and replayed through
 #                                            compactd, which prints what it recognized, served and kept
@@ -187,7 +187,7 @@ case "${1:-install}" in
     # planning) is a stub.
     module "@earendil-works/pi-ai@$PI" "pi-$PI/pi-ai"
     shims "$home/pi-$PI/package/node_modules"
-    # The reference MCP SDK, for recall's MCP server (tests/it/recall.rs runs
+    # The reference MCP SDK, for recall's MCP server (tests/it/recall/endpoint.rs runs
     # scripts/mcp/recall-client.mjs with it): an ordinary install, its scripts not run.
     if [ ! -f "$home/mcp-sdk-$MCP_SDK/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
       mkdir -p "$home/mcp-sdk-$MCP_SDK"

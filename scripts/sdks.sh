@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official provider SDKs the gateway's compaction wires are tested with (tests/it/sdk_clients.rs
+# The official provider SDKs the gateway's compaction wires are tested with (tests/it/agents/sdks.rs
 # runs scripts/sdk/*.py): OpenAI's and Anthropic's Python SDKs and OpenAI's Agents SDK, pinned,
 # in a virtualenv under target/sdks, installed once. Prints the virtualenv's python.
 #

@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //! The layers, top to bottom, with a paragraph per folder: `docs/architecture.md` (its layers
-//! block is what `tests/it/layers.rs` holds every `crate::` path to).
+//! block is what `tests/it/service/layers.rs` holds every `crate::` path to).
 //! * [`cli`], [`http`]: the ways in; `main.rs` only calls [`cli::run`].
 //! * `agents`: compactd at an agent's model base URL, one module a wire.
 //! * [`app`]: the operations, for a caller, by resource (a session's compaction in

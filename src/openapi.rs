@@ -4,7 +4,7 @@
 //! attributes, which `/openapi.json` names and fields of the service's own types point to
 //! (`#[schema(value_type = …)]`). The twins are never built: responses serialize the core's
 //! types themselves, and every answer the tests receive is checked against `/openapi.json`
-//! (`tests/it/conformance.rs`), so a twin that drifts from its type fails them.
+//! (`tests/it/service/conformance.rs`), so a twin that drifts from its type fails them.
 #![allow(dead_code)]
 
 /// What the gate did to one summary: how many anchors it checked, how many the model's answer

@@ -1,7 +1,7 @@
 // Recall through the reference TypeScript MCP SDK (@modelcontextprotocol/sdk, from npm; installed
 // by scripts/agents.sh into MCP_SDK_MODULES): initialize against compactd's /mcp over Streamable
 // HTTP with a compactd key, list the tools, search NEEDLE, read the first hit's turn back.
-// Prints {"tools": [...], "text": "..."}; tests/it/recall.rs runs it.
+// Prints {"tools": [...], "text": "..."}; tests/it/recall/endpoint.rs runs it.
 //   MCP_SDK_MODULES=target/agents/bin/mcp-node-modules COMPACTD_URL=http://127.0.0.1:8080 \
 //     COMPACTD_KEY=cpd_… NEEDLE=word node scripts/mcp/recall-client.mjs
 import { realpathSync } from "node:fs";

@@ -1,4 +1,4 @@
-"""Anthropic's Python SDK as the caller of compactd's on-demand compaction (tests/it/sdk_clients.rs).
+"""Anthropic's Python SDK as the caller of compactd's on-demand compaction (tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model", "system", "messages"}. Compacts `messages` with
 `client.beta.messages.create(compaction={"type": "summarize"})`, whole and streamed; sends the

@@ -1,4 +1,4 @@
-"""Anthropic's Python SDK with the clearing edits through compactd (tests/it/sdk_clients.rs).
+"""Anthropic's Python SDK with the clearing edits through compactd (tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model", "messages"}. Sends `messages` with
 `clear_tool_uses_20250919` and `clear_thinking_20251015`, whole and streamed. Prints what the SDK

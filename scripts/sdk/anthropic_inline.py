@@ -1,4 +1,4 @@
-"""Anthropic's Python SDK with the `compact_20260112` edit through compactd (tests/it/sdk_clients.rs).
+"""Anthropic's Python SDK with the `compact_20260112` edit through compactd (tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model", "messages", "trigger"}. Sends `messages` with the
 edit, whole and streamed, then with `pause_after_compaction`; then the next turn, the answer

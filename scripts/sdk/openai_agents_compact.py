@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK's compaction session through compactd (tests/it/sdk_clients.rs).
+"""The OpenAI Agents SDK's compaction session through compactd (tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model"}. Two turns of an agent whose session is an
 `OpenAIResponsesCompactionSession` (input mode, compacting after every turn) over an in-memory

@@ -1,4 +1,4 @@
-"""OpenAI's Python SDK as the caller of compactd's `responses.compact` (tests/it/sdk_clients.rs).
+"""OpenAI's Python SDK as the caller of compactd's `responses.compact` (tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model", "input", "instructions"}. Compacts `input` with
 `client.responses.compact`, then sends the compacted output back as the next turn's input (streamed

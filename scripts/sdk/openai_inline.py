@@ -1,5 +1,5 @@
 """OpenAI's Python SDK with `context_management` compaction through compactd
-(tests/it/sdk_clients.rs).
+(tests/it/agents/sdks.rs).
 
 Reads a job from stdin: {"base_url", "api_key", "model", "input", "threshold"}. Sends `input` with the
 compaction setting, whole and streamed; then the next turn, the output appended to the input as a

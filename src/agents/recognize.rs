@@ -1,7 +1,7 @@
 //! Which requests are compactions: one table of recognizers, a row an agent on a wire, each
 //! recognizing its agent's compactions by their shape — the markers recorded from the real CLIs
 //! (`tests/fixtures/agent-requests/`, whose README says how each was run). The functions live in
-//! their wire's module and name the release they were recorded from; `tests/it/gateway.rs`
+//! their wire's module and name the release they were recorded from; `tests/it/gateway/recorded.rs`
 //! replays those recordings.
 
 use std::sync::LazyLock;

@@ -8,7 +8,7 @@
 //! before you call it done". The tell is the scope: a rule is prohibitive or obligatory without a
 //! pointer to the thing at hand, or names a scope that outlasts it (in docs, in tests, from now on,
 //! before every commit). Precision and recall on a labelled set of user turns are measured in
-//! `tests/it/standing_rules.rs` and reported in BENCHMARKS.md.
+//! `tests/it/summaries/standing_rules.rs` and reported in BENCHMARKS.md.
 
 mod grammar;
 mod lexicon;

@@ -1,0 +1,164 @@
+//! The gateway's `agent` mode (`COMPACTD_GATEWAY_SUMMARIZER=agent`): the agent's own model
+//! writes the summary, through the agent's upstream with the agent's own credentials — but as
+//! compactd asks for it (compactd's prompt, not the agent's tools and system blocks), and through
+//! every stage; compactd's configured model is not asked.
+
+use serde_json::{Value, json};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::TestApp;
+use crate::support::gateway::{
+    FIXTURES, agent_of, events, gateway_config, recorded, streamed_text, summarizer_model,
+};
+
+const AGENT_MODEL_SUMMARY: &str = "## Objective\nWRITTEN BY THE AGENT'S OWN MODEL about calc.py";
+
+/// A provider that answers a summarization in each wire, streamed.
+struct Summarizes;
+
+impl Respond for Summarizes {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body = if request.url.path().ends_with("/messages") {
+            [
+                json!({"type": "message_start", "message": {"id": "msg_a", "type": "message", "role": "assistant",
+                    "model": "claude-opus-5-5", "content": [], "usage": {"input_tokens": 900, "output_tokens": 1}}}),
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": AGENT_MODEL_SUMMARY}}),
+                json!({"type": "content_block_stop", "index": 0}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 20}}),
+                json!({"type": "message_stop"}),
+            ]
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect::<String>()
+        } else {
+            let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "agent-model",
+                "choices": [{"index": 0, "delta": {"content": AGENT_MODEL_SUMMARY}, "finish_reason": "stop"}]});
+            let usage = json!({"id": "c", "object": "chat.completion.chunk", "choices": [],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920}});
+            format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
+        };
+        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+    }
+}
+
+#[tokio::test]
+async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_credentials() {
+    let model = summarizer_model().await;
+    let provider = crate::support::gateway::Provider {
+        server: MockServer::start().await,
+    };
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(Summarizes)
+        .mount(&provider.server)
+        .await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.summarizer = compactd::config::GatewaySummarizer::Agent;
+    let app = TestApp::spawn(config).await;
+    for fixture in FIXTURES {
+        let compaction = recorded(fixture)
+            .into_iter()
+            .find(|r| r.compaction)
+            .unwrap();
+        let before = provider.received().await.len();
+        let response = compaction
+            .request(&app.client, &app.url)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK, "{fixture}");
+        let body = response.text().await.unwrap();
+        let asked = provider.received().await;
+        let call = &asked[before];
+        let sent: Value = serde_json::from_slice(&call.body).unwrap();
+        let agent_body = compaction.body.as_ref().unwrap();
+        // The agent's model, asked by compactd: not the agent's request passed on.
+        assert_eq!(sent["model"], agent_body["model"], "{fixture}");
+        assert!(
+            sent.get("tools").is_none() && sent.get("input").is_none(),
+            "{fixture}"
+        );
+        assert!(
+            sent.to_string().contains("calc.py"),
+            "{fixture}: the history is summarized"
+        );
+        // With the agent's own credentials, as it sent them.
+        let credential = |name: &str| {
+            call.headers
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        match agent_of(fixture) {
+            "claude-code" => {
+                assert_eq!(call.url.path(), "/v1/messages");
+                assert_eq!(credential("x-api-key").as_deref(), Some("***"));
+                let beta = compaction
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("anthropic-beta"));
+                assert_eq!(
+                    credential("anthropic-beta").as_deref(),
+                    beta.map(|(_, v)| v.as_str())
+                );
+            }
+            _ => {
+                assert_eq!(call.url.path(), "/v1/chat/completions");
+                assert_eq!(credential("authorization").as_deref(), Some("Bearer ***"));
+            }
+        }
+        // The agent gets that model's summary in its wire.
+        let text = match agent_of(fixture) {
+            "codex-openai" => {
+                let item = events(&body)
+                    .into_iter()
+                    .find(|e| e["type"] == "response.output_item.done")
+                    .unwrap();
+                assert_eq!(item["item"]["type"], "compaction");
+                continue;
+            }
+            _ => streamed_text(&compaction, &body),
+        };
+        assert!(
+            text.contains("WRITTEN BY THE AGENT'S OWN MODEL"),
+            "{fixture}: {text}"
+        );
+    }
+    assert!(
+        model.received().is_empty(),
+        "compactd's own model is not asked in agent mode"
+    );
+}
+
+/// An agent that sends no `anthropic-version` gets compactd's setting on `agent` mode's call,
+/// never a version of the gateway's own.
+#[tokio::test]
+async fn in_agent_mode_the_configured_anthropic_version_goes_when_the_agent_sends_none() {
+    let model = summarizer_model().await;
+    let provider = crate::support::gateway::Provider {
+        server: MockServer::start().await,
+    };
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(Summarizes)
+        .mount(&provider.server)
+        .await;
+    let mut config = gateway_config(&model, &provider);
+    config.gateway.summarizer = compactd::config::GatewaySummarizer::Agent;
+    config.summarizers.anthropic_version = "2099-01-01".into();
+    let app = TestApp::spawn(config).await;
+    let mut compaction = recorded(FIXTURES[0])
+        .into_iter()
+        .find(|r| r.compaction)
+        .unwrap();
+    compaction
+        .headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("anthropic-version"));
+    let response = compaction
+        .request(&app.client, &app.url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let asked = provider.received().await;
+    let version = asked[0].headers.get("anthropic-version").unwrap();
+    assert_eq!(version.to_str().unwrap(), "2099-01-01");
+}
