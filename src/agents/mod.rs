@@ -159,7 +159,8 @@ pub(crate) async fn handle(
         limit: gateway.proxy.max_response_bytes,
     };
     let Some(body) = body else {
-        request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
+        request.usage =
+            prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body).await;
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
     let compaction = recognize::compaction(wire, &request.headers, &body);
@@ -209,7 +210,8 @@ pub(crate) async fn handle(
         request.bytes = body.to_string().into();
         request.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
-    request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
+    request.usage =
+        prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body).await;
     report.forward(gateway, wire, request).await
 }
 

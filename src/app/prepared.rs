@@ -49,6 +49,40 @@ impl App {
         }
     }
 
+    /// Marks `tenant`'s session as being prepared for `for_ms`, unless another replica is
+    /// preparing it; whether it was marked (not when the store cannot say: then nothing is
+    /// prepared, as its summary could not be kept either).
+    pub(crate) async fn begin_preparing(&self, tenant: &str, session: &str, for_ms: i64) -> bool {
+        let now = compactd_store::now_ms();
+        match self
+            .store
+            .begin_preparing(tenant, session, now, now + for_ms)
+            .await
+        {
+            Ok(marked) => marked,
+            Err(error) => {
+                tracing::warn!(error = %error, "prepare: the store could not mark a session being prepared");
+                false
+            }
+        }
+    }
+
+    /// Whether `who`'s session is being prepared on some replica (`false` when the store cannot
+    /// say: the compaction then takes the normal path).
+    pub(crate) async fn preparing(&self, who: &Identity, session: &str) -> bool {
+        self.store
+            .preparing(&who.tenant, session, compactd_store::now_ms())
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Takes the session's mark away.
+    pub(crate) async fn end_preparing(&self, tenant: &str, session: &str) {
+        if let Err(error) = self.store.end_preparing(tenant, session).await {
+            tracing::warn!(error = %error, "prepare: the store could not unmark a session; its mark expires");
+        }
+    }
+
     /// Whether `who` may spend on work done ahead: under half of its daily budget.
     pub(crate) async fn may_prepare(&self, who: &Identity) -> bool {
         self.pipeline

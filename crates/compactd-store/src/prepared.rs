@@ -40,6 +40,24 @@ pub trait Prepared: Send + Sync {
         session_key: &str,
         created_at_ms: i64,
     ) -> Result<bool, StoreError>;
+    /// Marks the session as being prepared until `expires_at_ms`, unless a mark not yet expired
+    /// at `now_ms` is there (another replica's); whether it was marked.
+    async fn begin_preparing(
+        &self,
+        tenant: &str,
+        session_key: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Whether the session is being prepared (marked, and not expired at `now_ms`).
+    async fn preparing(
+        &self,
+        tenant: &str,
+        session_key: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Takes the session's mark away.
+    async fn end_preparing(&self, tenant: &str, session_key: &str) -> Result<(), StoreError>;
 }
 
 macro_rules! prepared_impl {
@@ -133,6 +151,68 @@ macro_rules! prepared_impl {
                     .execute(&self.pool)
                     .await?;
                     Ok(done.rows_affected() > 0)
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn begin_preparing(
+                &self,
+                tenant: &str,
+                session_key: &str,
+                now_ms: i64,
+                expires_at_ms: i64,
+            ) -> Result<bool, StoreError> {
+                $crate::within(self.deadline, async {
+                    // Taken when there is no mark, or only an expired one (a replica that died).
+                    let done = sqlx::query(
+                        "insert into preparing_sessions (tenant, session_key, expires_at_ms) \
+                         values ($1, $2, $3) on conflict (tenant, session_key) do update \
+                         set expires_at_ms = excluded.expires_at_ms \
+                         where preparing_sessions.expires_at_ms < $4",
+                    )
+                    .bind($crate::column_text(tenant).into_owned())
+                    .bind($crate::column_text(session_key).into_owned())
+                    .bind(expires_at_ms)
+                    .bind(now_ms)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected() > 0)
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn preparing(
+                &self,
+                tenant: &str,
+                session_key: &str,
+                now_ms: i64,
+            ) -> Result<bool, StoreError> {
+                $crate::within(self.deadline, async {
+                    let marked: Option<i64> = sqlx::query_scalar(
+                        "select expires_at_ms from preparing_sessions \
+                         where tenant = $1 and session_key = $2 and expires_at_ms >= $3",
+                    )
+                    .bind($crate::column_text(tenant).into_owned())
+                    .bind($crate::column_text(session_key).into_owned())
+                    .bind(now_ms)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(marked.is_some())
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn end_preparing(&self, tenant: &str, session_key: &str) -> Result<(), StoreError> {
+                $crate::within(self.deadline, async {
+                    sqlx::query("delete from preparing_sessions where tenant = $1 and session_key = $2")
+                        .bind($crate::column_text(tenant).into_owned())
+                        .bind($crate::column_text(session_key).into_owned())
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
                 })
                 .await
             }

@@ -71,18 +71,18 @@ async fn timer(app: App, preparer: Arc<Preparer>, key: Key) {
             return;
         };
         tokio::time::sleep_until((last + after).into()).await;
-        let mut waiting = preparer.idle.lock();
-        let Some(latest) = waiting.get(&key) else {
+        let turn = {
+            let mut waiting = preparer.idle.lock();
+            match waiting.get(&key) {
+                None => return,
+                Some(latest) if latest.last.elapsed() < after => continue,
+                Some(_) => waiting.remove(&key).map(|w| w.turn),
+            }
+        };
+        let Some(turn) = turn else {
             return;
         };
-        if latest.last.elapsed() < after {
-            continue;
-        }
-        let Some(Waiting { turn, .. }) = waiting.remove(&key) else {
-            return;
-        };
-        drop(waiting);
-        super::start(&app, &preparer, Some(key), turn);
+        super::start(&app, &preparer, Some(key), turn).await;
         return;
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! Paid for openly: the preparation is a call of its own in the call log (`gateway:prepared`),
 //! charged to the tenant's budget, made only while the tenant has used less than half of it, one
-//! at a time per session, again only when the session grew by a tenth of its window; counted in
+//! at a time per session across replicas (marked in the store), again only when the session grew
+//! by a tenth of its window; counted in
 //! `compactd_prepared_summaries_total` by outcome.
 
 use std::collections::{HashMap, HashSet};
@@ -69,6 +70,10 @@ const REFRESH_SHARE: f64 = 0.1;
 /// At most this many preparations run at once on a replica (each holds its turn's body until
 /// its summary is written); a session past it is prepared on a later turn.
 const MAX_PREPARING: i64 = 32;
+
+/// How often a compaction waiting for another replica's preparation asks the store whether it
+/// ended (the mark bounds the wait: it expires).
+const REMOTE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What Claude Code appends to its compaction instruction when `/compact` is given a focus.
 const CLAUDE_FOCUS: &str = "\n\nAdditional Instructions:\n";
@@ -183,7 +188,7 @@ fn has_focus(compaction: &Compaction) -> bool {
 /// for a session growing faster than a summary is written, see [`pace`]), its conversation is
 /// summarized in the background (unless it is being summarized, or was lately). For a session
 /// past a quarter of the share, what reads the size its provider reports in the answer.
-pub(crate) fn after_turn(
+pub(crate) async fn after_turn(
     app: &App,
     gateway: &Gateway,
     who: &Identity,
@@ -243,7 +248,7 @@ pub(crate) fn after_turn(
         if let Some(key) = &header_key {
             preparer.idle.forget(key);
         }
-        start(app, preparer, header_key, turn());
+        start(app, preparer, header_key, turn()).await;
     } else if let Some(key) = header_key
         && (tokens as f64) >= preparer.share / 2.0 * window as f64
         && standing
@@ -256,15 +261,15 @@ pub(crate) fn after_turn(
 }
 
 /// Starts preparing `turn` in the background, unless its session (`key`, when its header names
-/// it) is being prepared or too many are.
-fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
+/// it) is being prepared, here or on another replica, or too many are.
+async fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
     if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
     // The session's place is taken now when its header names it, so that a compaction right
     // after this turn finds the preparation running; without a header, once the key is read.
     let held = match key {
-        Some(key) => match InFlight::take(&preparer.in_flight, key) {
+        Some(key) => match InFlight::claim(app, &preparer.in_flight, key).await {
             Some(held) => Some(held),
             None => return,
         },
@@ -327,10 +332,15 @@ pub(crate) async fn answered(
     let mut row = app.prepared(who, &key).await;
     if !focus && !row.as_ref().is_some_and(covers) {
         // Else a preparation under way is most of the way there: its end is waited for rather
-        // than the whole of a new summarization (on this replica; another's is not seen until
-        // it is kept). Its sender goes when it ends: `changed` then fails, which is the signal.
+        // than the whole of a new summarization. On this replica its sender goes when it ends
+        // (`changed` then fails, which is the signal); on another, its mark in the store does.
         if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
             let _ = running.changed().await;
+            row = app.prepared(who, &key).await;
+        } else if app.preparing(who, &key).await {
+            while app.preparing(who, &key).await {
+                tokio::time::sleep(REMOTE_POLL).await;
+            }
             row = app.prepared(who, &key).await;
         }
     }

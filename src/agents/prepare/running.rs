@@ -32,27 +32,42 @@ pub(super) struct Preparation {
     pub(super) turn: Turn,
 }
 
-/// A session's place among those being prepared, given up when the preparation ends (which
-/// wakes whoever waits for it).
+/// A session's place among those being prepared, on this replica and (marked in the store) on
+/// every replica; given up when the preparation ends, which wakes whoever waits for it here and
+/// there.
 pub(super) struct InFlight {
     pub(super) set: Running,
     pub(super) key: (String, String),
     pub(super) _done: tokio::sync::watch::Sender<()>,
+    /// The store the mark is in.
+    marked: App,
 }
 
+/// Longer than any summarization may take (`COMPACTD_DEADLINE_SECS` is under 300): a replica
+/// that dies mid-way holds its sessions no longer.
+const MARK_MS: i64 = 300_000;
+
 impl InFlight {
-    pub(super) fn take(set: &Running, key: (String, String)) -> Option<Self> {
-        let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
-        if held.contains_key(&key) {
-            return None;
-        }
+    /// The session's place, unless it is being prepared here or on another replica.
+    pub(super) async fn claim(app: &App, set: &Running, key: (String, String)) -> Option<Self> {
         let (done, waiting) = tokio::sync::watch::channel(());
-        held.insert(key.clone(), waiting);
-        Some(InFlight {
+        {
+            let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
+            if held.contains_key(&key) {
+                return None;
+            }
+            held.insert(key.clone(), waiting);
+        }
+        let place = InFlight {
             set: set.clone(),
             key,
             _done: done,
-        })
+            marked: app.clone(),
+        };
+        let (tenant, session) = &place.key;
+        app.begin_preparing(tenant, session, MARK_MS)
+            .await
+            .then_some(place)
     }
 
     /// What ends when the session's preparation on this replica ends, if one is running.
@@ -69,6 +84,13 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         let mut held = self.set.lock().unwrap_or_else(|e| e.into_inner());
         held.remove(&self.key);
+        let app = self.marked.clone();
+        let (tenant, session) = self.key.clone();
+        // The mark goes too (a store call: in the background); until it does, or expires, a
+        // compaction on another replica waits a little longer.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { app.end_preparing(&tenant, &session).await });
+        }
     }
 }
 
@@ -102,7 +124,8 @@ impl Preparation {
         let _held = match self.held.take() {
             Some(held) => held,
             None => {
-                match InFlight::take(&preparer.in_flight, (turn.who.tenant.clone(), key.clone())) {
+                let session = (turn.who.tenant.clone(), key.clone());
+                match InFlight::claim(&self.app, &preparer.in_flight, session).await {
                     Some(held) => held,
                     None => return,
                 }

@@ -55,6 +55,36 @@ compactd_testkit::postgres_test! {
     }
 }
 
+compactd_testkit::postgres_test! {
+    async fn a_compaction_at_another_replica_waits_for_the_preparation_under_way(pool: sqlx::PgPool) {
+        use crate::support::{FakeUpstream, Reply};
+        let slow = Reply::openai(crate::support::gateway::MODEL_SUMMARY)
+            .after(Duration::from_millis(1500));
+        let model = FakeUpstream::start(vec![], slow).await;
+        let provider = Provider::start().await;
+        let options = pool.connect_options().as_ref().clone();
+        let other = sqlx::PgPool::connect_with(options).await.unwrap();
+        let one = compactd_store::PgStore::from_pool(pool).await.unwrap();
+        let two = compactd_store::PgStore::from_pool(other).await.unwrap();
+        let one = TestApp::with_store(config(&model, &provider), Arc::new(one)).await;
+        let two = TestApp::with_store(config(&model, &provider), Arc::new(two)).await;
+
+        let early = messages("Now add a regression test for unary minus.");
+        post_as(&one, "s1", &claude_turn(&early)).await;
+        // The turn is answered once its preparation is marked: the compaction at the other
+        // replica finds it under way, and waits for it rather than asking the model again.
+        let (status, answer) = post_as(&two, "s1", &later_compaction()).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(answer.contains("open a pull request"), "{answer}");
+        assert_eq!(
+            metric(&two, "compactd_prepared_summaries_total", Some("used")).await,
+            1.0
+        );
+        settled(&one).await;
+        assert_eq!(model.received().len(), 1, "one summarization for both replicas");
+    }
+}
+
 /// The tenant's rows once there are `count` of them.
 async fn rows(store: &dyn Store, count: usize) -> Vec<CallRecord> {
     let started = Instant::now();

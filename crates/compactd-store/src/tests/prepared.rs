@@ -6,7 +6,10 @@ use std::sync::Arc;
 use crate::prepared::PREPARED_TTL_MS;
 use crate::*;
 
-on_both_backends!(a_session_keeps_its_newest_prepared_summary_for_its_tenant_only);
+on_both_backends!(
+    a_session_keeps_its_newest_prepared_summary_for_its_tenant_only,
+    one_replica_at_a_time_prepares_a_session_until_its_mark_expires
+);
 
 fn row(tenant: &str, session: &str, items: i64, at: i64) -> PreparedRow {
     PreparedRow {
@@ -49,5 +52,47 @@ async fn a_session_keeps_its_newest_prepared_summary_for_its_tenant_only(store: 
     assert!(
         !store.drop_prepared("a", "old", now).await.unwrap(),
         "purged"
+    );
+}
+
+async fn one_replica_at_a_time_prepares_a_session_until_its_mark_expires(store: Arc<dyn Store>) {
+    let now = 1_000_000;
+    assert!(!store.preparing("a", "s1", now).await.unwrap());
+    assert!(
+        store
+            .begin_preparing("a", "s1", now, now + 100)
+            .await
+            .unwrap()
+    );
+    assert!(store.preparing("a", "s1", now + 1).await.unwrap());
+    assert!(
+        !store
+            .begin_preparing("a", "s1", now + 1, now + 101)
+            .await
+            .unwrap(),
+        "another replica's"
+    );
+    assert!(
+        store
+            .begin_preparing("b", "s1", now, now + 100)
+            .await
+            .unwrap(),
+        "per tenant"
+    );
+    // A replica that died mid-way: its mark expires.
+    assert!(!store.preparing("a", "s1", now + 101).await.unwrap());
+    assert!(
+        store
+            .begin_preparing("a", "s1", now + 101, now + 200)
+            .await
+            .unwrap()
+    );
+    store.end_preparing("a", "s1").await.unwrap();
+    assert!(!store.preparing("a", "s1", now + 102).await.unwrap());
+    assert!(
+        store
+            .begin_preparing("a", "s1", now + 102, now + 200)
+            .await
+            .unwrap()
     );
 }
