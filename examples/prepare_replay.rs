@@ -4,9 +4,11 @@
 //! mode, the time to answer each compaction (p50, p95), the share answered from a prepared
 //! summary, and the model calls per compaction (the preparations included).
 //!
-//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long] [on]
+//!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long] [on] [bare]
 //!
-//! With `long`, only the long real sessions are replayed; with `on`, only with preparation on.
+//! With `long`, only the long real sessions are replayed; with `on`, only with preparation on;
+//! with `bare`, the long sessions are sent without Claude Code's session header (an agent that
+//! names none: compactd knows the session by its conversation).
 //!
 //! The sessions: the recorded Claude Code and Codex sessions of `tests/fixtures/agent-requests/`
 //! (their requests as the agents sent them; tens of kilobytes each, so prepared past 2 % of the
@@ -277,11 +279,15 @@ async fn long_session(
     url: &str,
     file: &str,
     turn: Duration,
+    bare: bool,
 ) -> Vec<Waited> {
-    let headers = vec![(
+    let mut headers = vec![(
         "x-claude-code-session-id".to_owned(),
         format!("long-{file}"),
     )];
+    if bare {
+        headers.clear();
+    }
     let instruction = claude_instruction();
     let mut waited = Vec::new();
     let mut history: Vec<Value> = Vec::new();
@@ -326,6 +332,7 @@ async fn main() {
     let model_secs: f64 = args.get(1).map_or(10.0, |a| a.parse().unwrap());
     let turn = Duration::from_secs_f64(args.get(2).map_or(0.3, |a| a.parse().unwrap()));
     let only_long = args.get(3).is_some_and(|a| a == "long");
+    let bare = args.get(5).is_some_and(|a| a == "bare");
     let client = reqwest::Client::new();
     println!(
         "model {model_secs} s a call, {} s a turn",
@@ -351,7 +358,7 @@ async fn main() {
         let recorded_count = waited.len();
         let url = compactd(&model, &provider, prepare, 0.6).await;
         for file in LONG_SESSIONS {
-            waited.extend(long_session(&client, &url, file, turn).await);
+            waited.extend(long_session(&client, &url, file, turn, bare).await);
         }
         let calls = model.received_requests().await.unwrap_or_default().len();
         let mode = if prepare { "on " } else { "off" };

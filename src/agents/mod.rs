@@ -70,6 +70,24 @@ pub(crate) struct Request {
     pub(crate) usage: Option<prepare::UsageTap>,
 }
 
+impl Request {
+    /// What compactd answers on the chat wire it reads as its own API does: a body that does not
+    /// say it is JSON (what a web page may send to another site unasked) is refused.
+    fn must_declare_json(&self) -> Result<(), AgentError> {
+        if self.declares_json {
+            return Ok(());
+        }
+        let declared = self.headers.get(axum::http::header::CONTENT_TYPE).cloned();
+        Err(AgentError::NotJson { declared })
+    }
+
+    /// Forwards `body` instead of the body as it came (written plain, its coding undone).
+    pub(crate) fn rewrite(&mut self, body: &Value) {
+        self.bytes = body.to_string().into();
+        self.headers.remove(axum::http::header::CONTENT_ENCODING);
+    }
+}
+
 /// How a request was handled.
 #[derive(Debug)]
 pub(crate) enum Outcome {
@@ -127,18 +145,13 @@ pub(crate) async fn handle(
     // compactd's items from an earlier compaction, the caller's own: their summaries, before
     // anything reads them. The rewritten body goes upstream plain.
     if holds_item && let Some(value) = body.as_mut() {
-        let seal = gateway.seal(app).await.map_err(AppError::from)?;
-        let expanded = match wire {
-            Wire::AnthropicMessages => match anthropic_compaction::expand(seal, value, who) {
-                Ok(expanded) => expanded,
-                Err(refused) => return Ok(Outcome::Response(refused.response())),
-            },
-            _ => seal.expand(value, who),
-        };
-        if expanded > 0 {
-            request.bytes = value.to_string().into();
-            request.headers.remove(axum::http::header::CONTENT_ENCODING);
-            seen_body = request.bytes.clone();
+        match expand_items(app, gateway, who, wire, value).await? {
+            Err(refused) => return Ok(refused),
+            Ok(0) => {}
+            Ok(_) => {
+                request.rewrite(value);
+                seen_body = request.bytes.clone();
+            }
         }
     }
     // What the model reads of this turn (compactd's items opened): what is prepared ahead.
@@ -150,8 +163,7 @@ pub(crate) async fn handle(
     if clears && let Some(value) = body.as_mut() {
         applied = context_edits::apply(value);
         if applied.is_some() {
-            request.bytes = value.to_string().into();
-            request.headers.remove(axum::http::header::CONTENT_ENCODING);
+            request.rewrite(value);
         }
     }
     let report = Report {
@@ -167,15 +179,8 @@ pub(crate) async fn handle(
     let rendered = compaction.is_none()
         && wire == Wire::ChatCompletions
         && chat_completions::is_rendered_summarization(&body);
-    // What compactd answers on the chat wire it reads as its own API does: a body that does not
-    // say it is JSON (what a web page may send to another site unasked) is refused.
-    if wire == Wire::ChatCompletions && (compaction.is_some() || rendered) && !request.declares_json
-    {
-        let declared = request
-            .headers
-            .get(axum::http::header::CONTENT_TYPE)
-            .cloned();
-        return Err(AgentError::NotJson { declared });
+    if wire == Wire::ChatCompletions && (compaction.is_some() || rendered) {
+        request.must_declare_json()?;
     }
     if let Some(compaction) = compaction {
         if native && recognize::is_provider_api(compaction.agent) {
@@ -207,12 +212,28 @@ pub(crate) async fn handle(
     // A provider's compaction setting under its threshold: compaction is compactd's to do.
     let mut body = body;
     if !native && inline::without_setting(wire, &mut body) {
-        request.bytes = body.to_string().into();
-        request.headers.remove(axum::http::header::CONTENT_ENCODING);
+        request.rewrite(&body);
     }
     request.usage =
         prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body).await;
     report.forward(gateway, wire, request).await
+}
+
+/// Opens compactd's sealed items (Responses) or blocks (Messages) in `body` into their
+/// summaries, for its caller only: how many were opened, or the refusal of one not the caller's.
+async fn expand_items(
+    app: &App,
+    gateway: &Gateway,
+    who: &Identity,
+    wire: Wire,
+    body: &mut Value,
+) -> Result<Result<usize, Outcome>, AgentError> {
+    let seal = gateway.seal(app).await.map_err(AppError::from)?;
+    Ok(match wire {
+        Wire::AnthropicMessages => anthropic_compaction::expand(seal, body, who)
+            .map_err(|refused| Outcome::Response(refused.response())),
+        _ => Ok(seal.expand(body, who)),
+    })
 }
 
 /// The clearing edits compactd applied to a request, reported in the answer to it.

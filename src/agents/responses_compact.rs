@@ -71,8 +71,7 @@ pub(crate) async fn compact(
     // compactd's own items from an earlier compaction open into their summaries first.
     let seal = gateway.seal(app).await.map_err(AppError::from)?;
     if seal.expand(&mut body, who) > 0 {
-        request.bytes = body.to_string().into();
-        request.headers.remove(axum::http::header::CONTENT_ENCODING);
+        request.rewrite(&body);
     }
     // A compaction item compactd cannot open (the provider's own, encrypted for it) or an earlier
     // response it stands on holds history only the upstream can read: summarizing without it

@@ -94,30 +94,33 @@ impl Drop for InFlight {
     }
 }
 
+/// The turn's conversation as its agent's compaction would read it, up to the part that stays as
+/// it is: before the latest assistant message, which an agent may still extend within its turn
+/// (Claude Code merges the calls of one turn into it). `None` when there is no such part.
+fn stable_history(turn: &Turn) -> Option<super::Compaction> {
+    let body = serde_json::from_slice::<Value>(&turn.plain).ok()?;
+    let mut compaction = turn_history(turn.wire, agent_of(turn.wire), &body);
+    let conversation = compaction.request.conversation.as_mut()?;
+    let stable = conversation
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)
+        .filter(|&at| at > 0)?;
+    conversation.messages.truncate(stable);
+    Some(compaction)
+}
+
 impl Preparation {
     pub(super) async fn run(mut self) {
         let turn = self.turn;
         let preparer = &self.preparer;
-        let Ok(body) = serde_json::from_slice::<Value>(&turn.plain) else {
-            return;
-        };
         let agent = agent_of(turn.wire);
-        let mut compaction = turn_history(turn.wire, agent, &body);
-        let Some(conversation) = compaction.request.conversation.as_mut() else {
+        let Some(compaction) = stable_history(&turn) else {
             return;
         };
-        // The part that stays as it is: before the latest assistant message, which an agent
-        // may still extend within its turn (Claude Code merges the calls of one turn into it).
-        let stable = conversation
-            .messages
-            .iter()
-            .rposition(|m| m.role == Role::Assistant)
-            .unwrap_or(0);
-        if stable == 0 {
+        let Some(conversation) = compaction.request.conversation.as_ref() else {
             return;
-        }
-        conversation.messages.truncate(stable);
-        let conversation = &*conversation;
+        };
         let Some(key) = session_key(&turn.headers, &conversation.messages) else {
             return;
         };
