@@ -2,7 +2,7 @@
 //! session past half the share with no summary kept is prepared once it has been idle
 //! `COMPACTD_PREPARE_IDLE_SECS`, so that the compaction a few turns after the pause is answered at
 //! once. Only its latest turn is held (the body shared with the request, not copied), for a
-//! bounded number of sessions; one timer a session, which ends when it prepares or is no longer
+//! bounded number of sessions and bytes; one timer a session, which ends when it prepares or is no longer
 //! waiting.
 
 use std::collections::HashMap;
@@ -15,6 +15,9 @@ use crate::app::App;
 /// At most this many sessions wait for their idle time on a replica; past it, a session is
 /// prepared only by its trigger.
 const MAX_WAITING: usize = 256;
+/// At most this many bytes of their bodies are held (a body may be 32 MiB); past it, a session
+/// waits no longer (an older turn never stands for its latest).
+const MAX_WAITING_BYTES: usize = 256 << 20;
 
 type Key = (String, String);
 
@@ -45,6 +48,14 @@ impl Idle {
     pub(super) fn wait(app: &App, preparer: &Arc<Preparer>, key: Key, turn: Turn) {
         let mut waiting = preparer.idle.lock();
         let last = Instant::now();
+        let others: usize = (waiting.iter())
+            .filter(|(other, _)| **other != key)
+            .map(|(_, w)| w.turn.plain.len())
+            .sum();
+        if others + turn.plain.len() > MAX_WAITING_BYTES {
+            waiting.remove(&key);
+            return;
+        }
         if let Some(known) = waiting.get_mut(&key) {
             *known = Waiting { last, turn };
             return;
