@@ -417,13 +417,11 @@ async fn a_session_idle_past_half_the_share_is_prepared() {
     if started.elapsed() < Duration::from_secs(2) {
         assert!(model.received().is_empty(), "not before it is idle");
     }
-    while metric(&app, "compactd_prepared_summaries_total", Some("prepared")).await < 1.0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "never prepared when idle"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    app.wait_for_metric(
+        r#"compactd_prepared_summaries_total{outcome="prepared"}"#,
+        1.0,
+    )
+    .await;
     assert_eq!(model.received().len(), 1);
     // Its compaction is answered from it.
     let mut all = local_turn(230)["messages"].as_array().unwrap().clone();

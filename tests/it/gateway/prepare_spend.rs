@@ -4,7 +4,7 @@
 //! compaction served), counted in the tenant's budget, and stops at half of it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use compactd_store::{CallRecord, Store};
 use reqwest::StatusCode;
@@ -13,8 +13,8 @@ use serde_json::json;
 use crate::gateway::prepare::{
     claude_compaction, claude_turn, config, messages, metric, post_as, settled,
 };
-use crate::support::TestApp;
 use crate::support::gateway::{Provider, summarizer_model};
+use crate::support::{TestApp, eventually};
 
 on_both_backends!(a_preparation_is_spend_of_its_own_and_stops_at_half_the_budget);
 
@@ -85,17 +85,13 @@ compactd_testkit::postgres_test! {
     }
 }
 
-/// The tenant's rows once there are `count` of them.
+/// The tenant's rows once there are `count` of them (written behind the answers).
 async fn rows(store: &dyn Store, count: usize) -> Vec<CallRecord> {
-    let started = Instant::now();
-    loop {
+    eventually("the call log's rows", || async {
         let rows = store.calls("", None, 100).await.unwrap();
-        if rows.len() >= count {
-            return rows;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{rows:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        (rows.len() >= count).then_some(rows)
+    })
+    .await
 }
 
 /// The figure the console's fleet page shows beside `label`.
