@@ -24,3 +24,4 @@ pub mod openapi;
 pub mod pipeline;
 pub(crate) mod session_file;
 pub mod summarizer;
+pub(crate) mod tls;

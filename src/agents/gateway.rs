@@ -61,7 +61,7 @@ impl Gateway {
             native_tenants: tenants(&config.native_tenants),
             seal: OnceCell::new(),
             anthropic_version: anthropic_version.to_owned(),
-            summarizer_http: reqwest::Client::builder()
+            summarizer_http: crate::tls::client()
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .redirect(reqwest::redirect::Policy::none())
                 .build()?,

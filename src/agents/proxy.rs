@@ -37,7 +37,7 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     pub(crate) fn new(idle_timeout: Duration, max_response_bytes: u64) -> anyhow::Result<Proxy> {
-        let client = reqwest::Client::builder()
+        let client = crate::tls::client()
             .connect_timeout(Duration::from_secs(10))
             // Silence, not length, ends a stream: an agent's turn may stream for many minutes.
             .read_timeout(idle_timeout)

@@ -158,7 +158,7 @@ pub fn build_chain(config: &SummarizerConfig, prompts: &Prompts) -> anyhow::Resu
     // Answers are streamed and timed by the chain (first token, pauses, deadline), so the client
     // has no total timeout of its own.
     let http = || {
-        reqwest::Client::builder()
+        crate::tls::client()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
             // A redirect would carry the provider key and the user's prompt to another host.

@@ -87,8 +87,8 @@ pub(crate) struct Preparer {
     default_window: u64,
     off_tenants: HashSet<String>,
     in_flight: Running,
-    /// The estimated tokens at which each session (tenant, key) was last prepared, on this
-    /// replica: what spares the turns after it a store read.
+    /// The estimated tokens at which each session (tenant, the key of its pace) was last
+    /// prepared, on this replica: what spares the turns after it a store read.
     recent: Recent,
     /// How fast each session grows, and how long a preparation takes.
     pace: Pace,
@@ -103,8 +103,10 @@ pub(super) struct Turn {
     wire: Wire,
     headers: HeaderMap,
     plain: Bytes,
-    tokens: u64,
-    window: u64,
+    /// Where the session stood at this turn.
+    standing: Standing,
+    /// The session's key for its pace and its record here (its header, or its opening).
+    pace_key: Option<(String, String)>,
     chain: Option<Arc<Chain>>,
 }
 
@@ -208,9 +210,9 @@ pub(crate) async fn after_turn(
     if (bytes as f64 / BYTES_PER_TOKEN) < preparer.share / 4.0 * window as f64 {
         return None;
     }
-    // A session named by its header has a record of its latest preparation here; one without
-    // has its record read from the store once parsed. Both have a pace (one without, by the
-    // opening of its conversation), and a measure of their size once their provider reported it.
+    // A session has a pace, a record of its latest preparation here and a measure of its size
+    // once its provider reported it, by its header (or, without one, the opening of its
+    // conversation).
     let header_key = crate::app::threads::seen::agent_session(headers)
         .map(|(agent, id)| (who.tenant.clone(), format!("{agent}:{id}")));
     let pace_key = header_key.clone().or_else(|| {
@@ -226,13 +228,13 @@ pub(crate) async fn after_turn(
             .pace
             .observe(key.clone(), tokens, std::time::Instant::now())
     });
-    let tap = pace_key.map(|key| UsageTap::new(preparer.clone(), key, bytes));
+    let tap = (pace_key.clone()).map(|key| UsageTap::new(preparer.clone(), key, bytes));
     let standing = Standing {
         tokens,
         window,
         rate,
         takes: preparer.pace.takes(),
-        prepared_at: header_key.as_ref().and_then(|key| preparer.recent.get(key)),
+        prepared_at: pace_key.as_ref().and_then(|key| preparer.recent.get(key)),
     };
     let chain = || gateway.agent_chain(wire, model, headers, app.configured_chain());
     let turn = || Turn {
@@ -240,8 +242,8 @@ pub(crate) async fn after_turn(
         wire,
         headers: headers.clone(),
         plain: plain.clone(),
-        tokens,
-        window,
+        standing,
+        pace_key: pace_key.clone(),
         chain: chain(),
     };
     if standing.due(preparer.share) {

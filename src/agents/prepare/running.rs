@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::reading::{prefix_hashes, session_key};
-use super::{Preparer, Running, Turn, agent_of, fresh, turn_history};
+use super::{Preparer, Running, Standing, Turn, agent_of, turn_history};
 use crate::app::App;
 use crate::app::wire::Policy;
 use crate::pipeline::{Endpoint, WhenSpent};
@@ -134,15 +134,19 @@ impl Preparation {
                 }
             }
         };
+        let recent_key = (turn.pace_key.clone()).unwrap_or((turn.who.tenant.clone(), key.clone()));
         let earlier = self.app.prepared(&turn.who, &key).await;
-        if let Some(row) = &earlier
-            && fresh(row.prefix_tokens as u64, turn.tokens, turn.window)
-        {
-            // Another replica prepared it: this one need not ask the store again soon.
-            preparer
-                .recent
-                .insert((turn.who.tenant.clone(), key), row.prefix_tokens as u64);
-            return;
+        if let Some(row) = &earlier {
+            let standing = Standing {
+                prepared_at: Some(row.prefix_tokens as u64),
+                ..turn.standing
+            };
+            if !standing.due(preparer.share) {
+                // Prepared here or on another replica: the turns after this one need not ask
+                // the store again soon.
+                preparer.recent.insert(recent_key, row.prefix_tokens as u64);
+                return;
+            }
         }
         if !self.app.may_prepare(&turn.who).await {
             return;
@@ -184,15 +188,13 @@ impl Preparation {
             session_key: key.clone(),
             prefix_items,
             prefix_hash,
-            prefix_tokens: turn.tokens as i64,
+            prefix_tokens: turn.standing.tokens as i64,
             summary: summary.text,
             model: summary.model,
             created_at_ms: compactd_store::now_ms(),
         };
         if self.app.keep_prepared(&row).await {
-            preparer
-                .recent
-                .insert((row.tenant.clone(), row.session_key.clone()), turn.tokens);
+            preparer.recent.insert(recent_key, turn.standing.tokens);
             let outcome = if earlier.is_some() {
                 "refreshed"
             } else {
