@@ -5,6 +5,7 @@ pub mod dialects;
 pub mod extractive;
 pub mod fidelity;
 pub mod local_model;
+pub mod pins;
 pub mod real_rules;
 pub mod real_transcripts;
 pub mod redaction;
