@@ -290,6 +290,32 @@ async fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)
     tokio::spawn(job.run());
 }
 
+/// Waits for the session's preparation under way, if any, and reads what it kept (`None`: none
+/// was under way). On this replica its sender goes when it ends (`changed` then fails, which is
+/// the signal); on another, its mark in the store does — waited for at most twice as long as a
+/// preparation takes (a replica that died mid-way leaves its mark until it expires, and the
+/// agent should not wait that out).
+async fn after_running(
+    app: &App,
+    gateway: &Gateway,
+    who: &Identity,
+    key: &str,
+) -> Option<Option<PreparedRow>> {
+    let session = (who.tenant.clone(), key.to_owned());
+    if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
+        let _ = running.changed().await;
+    } else if app.preparing(who, key).await {
+        let takes = std::time::Duration::from_secs_f64(2.0 * gateway.preparer.pace.takes());
+        let until = std::time::Instant::now() + takes;
+        while std::time::Instant::now() < until && app.preparing(who, key).await {
+            tokio::time::sleep(REMOTE_POLL).await;
+        }
+    } else {
+        return None;
+    }
+    Some(app.prepared(who, key).await)
+}
+
 /// The compaction answered from its session's prepared summary, when one covers the first
 /// messages of its conversation as they read now: the summary of those, with the messages after
 /// them merged in by the extractive summarizer, through the pipeline (redaction, the gate,
@@ -334,16 +360,9 @@ pub(crate) async fn answered(
     let mut row = app.prepared(who, &key).await;
     if !focus && !row.as_ref().is_some_and(covers) {
         // Else a preparation under way is most of the way there: its end is waited for rather
-        // than the whole of a new summarization. On this replica its sender goes when it ends
-        // (`changed` then fails, which is the signal); on another, its mark in the store does.
-        if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
-            let _ = running.changed().await;
-            row = app.prepared(who, &key).await;
-        } else if app.preparing(who, &key).await {
-            while app.preparing(who, &key).await {
-                tokio::time::sleep(REMOTE_POLL).await;
-            }
-            row = app.prepared(who, &key).await;
+        // than the whole of a new summarization.
+        if let Some(waited) = after_running(app, gateway, who, &key).await {
+            row = waited;
         }
     }
     let row = row?;
