@@ -171,8 +171,7 @@ pub(crate) async fn handle(
         limit: gateway.proxy.max_response_bytes,
     };
     let Some(body) = body else {
-        request.usage =
-            prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body).await;
+        request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
         return forward(gateway, wire, request).await.map(Outcome::Response);
     };
     let compaction = recognize::compaction(wire, &request.headers, &body);
@@ -214,8 +213,7 @@ pub(crate) async fn handle(
     if !native && inline::without_setting(wire, &mut body) {
         request.rewrite(&body);
     }
-    request.usage =
-        prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body).await;
+    request.usage = prepare::after_turn(app, gateway, who, wire, &request.headers, &turn_body);
     report.forward(gateway, wire, request).await
 }
 

@@ -93,7 +93,7 @@ async fn timer(app: App, preparer: Arc<Preparer>, key: Key) {
         let Some(turn) = turn else {
             return;
         };
-        super::start(&app, &preparer, Some(key), turn).await;
+        super::start(&app, &preparer, Some(key), turn);
         return;
     }
 }

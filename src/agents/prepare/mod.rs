@@ -190,7 +190,7 @@ fn has_focus(compaction: &Compaction) -> bool {
 /// for a session growing faster than a summary is written, see [`pace`]), its conversation is
 /// summarized in the background (unless it is being summarized, or was lately). For a session
 /// past a quarter of the share, what reads the size its provider reports in the answer.
-pub(crate) async fn after_turn(
+pub(crate) fn after_turn(
     app: &App,
     gateway: &Gateway,
     who: &Identity,
@@ -250,7 +250,7 @@ pub(crate) async fn after_turn(
         if let Some(key) = &header_key {
             preparer.idle.forget(key);
         }
-        start(app, preparer, header_key, turn()).await;
+        start(app, preparer, header_key, turn());
     } else if let Some(key) = header_key
         && (tokens as f64) >= preparer.share / 2.0 * window as f64
         && standing
@@ -263,15 +263,15 @@ pub(crate) async fn after_turn(
 }
 
 /// Starts preparing `turn` in the background, unless its session (`key`, when its header names
-/// it) is being prepared, here or on another replica, or too many are.
-async fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
+/// it) is being prepared here, or too many are (another replica's is found by the preparation).
+fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
     if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
     // The session's place is taken now when its header names it, so that a compaction right
     // after this turn finds the preparation running; without a header, once the key is read.
     let held = match key {
-        Some(key) => match InFlight::claim(app, &preparer.in_flight, key).await {
+        Some(key) => match InFlight::take(&preparer.in_flight, key) {
             Some(held) => Some(held),
             None => return,
         },

@@ -32,15 +32,15 @@ pub(super) struct Preparation {
     pub(super) turn: Turn,
 }
 
-/// A session's place among those being prepared, on this replica and (marked in the store) on
-/// every replica; given up when the preparation ends, which wakes whoever waits for it here and
-/// there.
+/// A session's place among those being prepared, on this replica and, once marked in the store,
+/// on every replica; given up when the preparation ends, which wakes whoever waits for it here
+/// and there.
 pub(super) struct InFlight {
     pub(super) set: Running,
     pub(super) key: (String, String),
     pub(super) _done: tokio::sync::watch::Sender<()>,
-    /// The store the mark is in.
-    marked: App,
+    /// The store the mark is in, once marked.
+    marked: Option<App>,
 }
 
 /// Longer than any summarization may take (`COMPACTD_DEADLINE_SECS` is under 300): a replica
@@ -48,26 +48,31 @@ pub(super) struct InFlight {
 const MARK_MS: i64 = 300_000;
 
 impl InFlight {
-    /// The session's place, unless it is being prepared here or on another replica.
-    pub(super) async fn claim(app: &App, set: &Running, key: (String, String)) -> Option<Self> {
-        let (done, waiting) = tokio::sync::watch::channel(());
-        {
-            let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
-            if held.contains_key(&key) {
-                return None;
-            }
-            held.insert(key.clone(), waiting);
+    /// The session's place on this replica, unless it is being prepared here (no store call: the
+    /// turn that starts a preparation is not held up by it).
+    pub(super) fn take(set: &Running, key: (String, String)) -> Option<Self> {
+        let mut held = set.lock().unwrap_or_else(|e| e.into_inner());
+        if held.contains_key(&key) {
+            return None;
         }
-        let place = InFlight {
+        let (done, waiting) = tokio::sync::watch::channel(());
+        held.insert(key.clone(), waiting);
+        Some(InFlight {
             set: set.clone(),
             key,
             _done: done,
-            marked: app.clone(),
-        };
-        let (tenant, session) = &place.key;
-        app.begin_preparing(tenant, session, MARK_MS)
-            .await
-            .then_some(place)
+            marked: None,
+        })
+    }
+
+    /// Marks the session in the store, unless another replica is preparing it; whether it was.
+    pub(super) async fn mark(&mut self, app: &App) -> bool {
+        let (tenant, session) = &self.key;
+        if !app.begin_preparing(tenant, session, MARK_MS).await {
+            return false;
+        }
+        self.marked = Some(app.clone());
+        true
     }
 
     /// What ends when the session's preparation on this replica ends, if one is running.
@@ -84,11 +89,12 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         let mut held = self.set.lock().unwrap_or_else(|e| e.into_inner());
         held.remove(&self.key);
-        let app = self.marked.clone();
-        let (tenant, session) = self.key.clone();
         // The mark goes too (a store call: in the background); until it does, or expires, a
         // compaction on another replica waits a little longer.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        if let Some(app) = self.marked.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (tenant, session) = self.key.clone();
             runtime.spawn(async move { app.end_preparing(&tenant, &session).await });
         }
     }
@@ -124,16 +130,16 @@ impl Preparation {
         let Some(key) = session_key(&turn.headers, &conversation.messages) else {
             return;
         };
-        let _held = match self.held.take() {
-            Some(held) => held,
-            None => {
-                let session = (turn.who.tenant.clone(), key.clone());
-                match InFlight::claim(&self.app, &preparer.in_flight, session).await {
-                    Some(held) => held,
-                    None => return,
-                }
-            }
+        let held = match self.held.take() {
+            Some(held) => Some(held),
+            None => InFlight::take(&preparer.in_flight, (turn.who.tenant.clone(), key.clone())),
         };
+        let Some(mut held) = held else {
+            return;
+        };
+        if !held.mark(&self.app).await {
+            return;
+        }
         let recent_key = (turn.pace_key.clone()).unwrap_or((turn.who.tenant.clone(), key.clone()));
         let earlier = self.app.prepared(&turn.who, &key).await;
         if let Some(row) = &earlier {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use compactd_store::{CallRecord, Store};
+use compactd_store::{CallRecord, Prepared, Store};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -64,15 +64,20 @@ compactd_testkit::postgres_test! {
         let provider = Provider::start().await;
         let options = pool.connect_options().as_ref().clone();
         let other = sqlx::PgPool::connect_with(options).await.unwrap();
-        let one = compactd_store::PgStore::from_pool(pool).await.unwrap();
+        let store = Arc::new(compactd_store::PgStore::from_pool(pool).await.unwrap());
         let two = compactd_store::PgStore::from_pool(other).await.unwrap();
-        let one = TestApp::with_store(config(&model, &provider), Arc::new(one)).await;
+        let one = TestApp::with_store(config(&model, &provider), store.clone()).await;
         let two = TestApp::with_store(config(&model, &provider), Arc::new(two)).await;
 
         let early = messages("Now add a regression test for unary minus.");
         post_as(&one, "s1", &claude_turn(&early)).await;
-        // The turn is answered once its preparation is marked: the compaction at the other
-        // replica finds it under way, and waits for it rather than asking the model again.
+        // Once the preparation is marked in the store, the compaction at the other replica finds
+        // it under way, and waits for it rather than asking the model again.
+        eventually("the session marked as being prepared", || async {
+            let now = compactd_store::now_ms();
+            store.preparing("", "claude-code:s1", now).await.unwrap().then_some(())
+        })
+        .await;
         let (status, answer) = post_as(&two, "s1", &later_compaction()).await;
         assert_eq!(status, StatusCode::OK);
         assert!(answer.contains("open a pull request"), "{answer}");
