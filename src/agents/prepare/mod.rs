@@ -218,16 +218,10 @@ pub(crate) fn after_turn(
     let pace_key = header_key.clone().or_else(|| {
         reading::opening(plain).map(|hash| (who.tenant.clone(), format!("opening:{hash:016x}")))
     });
-    let per_token = pace_key
-        .as_ref()
-        .and_then(|key| preparer.pace.bytes_per_token(key))
-        .unwrap_or(BYTES_PER_TOKEN);
-    let tokens = (bytes as f64 / per_token) as u64;
-    let rate = pace_key.as_ref().map_or(0.0, |key| {
-        preparer
-            .pace
-            .observe(key.clone(), tokens, std::time::Instant::now())
-    });
+    let (tokens, rate) = match &pace_key {
+        Some(key) => (preparer.pace).observe(key.clone(), bytes, std::time::Instant::now()),
+        None => ((bytes as f64 / BYTES_PER_TOKEN) as u64, 0.0),
+    };
     let tap = (pace_key.clone()).map(|key| UsageTap::new(preparer.clone(), key, bytes));
     let standing = Standing {
         tokens,

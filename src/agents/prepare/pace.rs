@@ -58,11 +58,19 @@ impl Pace {
         }
     }
 
-    /// Notes a turn of `session` holding `tokens` at `now`; its growth in tokens a second (0 until
-    /// two turns were seen, and again after it shrank: a compaction starts it afresh).
-    pub(super) fn observe(&self, session: (String, String), tokens: u64, now: Instant) -> f64 {
+    /// Notes a turn of `session` of `bytes` at `now`: its tokens (at the session's bytes a token
+    /// once its provider reported them, compactd's four before), and its growth in tokens a
+    /// second (0 until two turns were seen, and again after it shrank: a compaction starts it
+    /// afresh). One read of the session's record.
+    pub(super) fn observe(
+        &self,
+        session: (String, String),
+        bytes: u64,
+        now: Instant,
+    ) -> (u64, f64) {
         let last = self.sessions.get(&session);
         let bytes_per_token = last.and_then(|last| last.bytes_per_token);
+        let tokens = (bytes as f64 / bytes_per_token.unwrap_or(super::BYTES_PER_TOKEN)) as u64;
         let rate = match last {
             Some(last) if tokens >= last.tokens => {
                 let seconds = now.duration_since(last.at).as_secs_f64().max(MIN_GAP);
@@ -84,10 +92,11 @@ impl Pace {
                 bytes_per_token,
             },
         );
-        rate
+        (tokens, rate)
     }
 
     /// The bytes a token of `session`, when its provider reported its size.
+    #[cfg(test)]
     pub(super) fn bytes_per_token(&self, session: &(String, String)) -> Option<f64> {
         self.sessions.get(session)?.bytes_per_token
     }

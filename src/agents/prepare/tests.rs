@@ -103,11 +103,18 @@ fn the_pace_is_smoothed_and_a_compaction_starts_it_afresh() {
     let session = ("t".to_owned(), "s".to_owned());
     let start = std::time::Instant::now();
     let at = |s: f64| start + std::time::Duration::from_secs_f64(s);
-    assert_eq!(pace.observe(session.clone(), 10_000, at(0.0)), 0.0);
-    assert_eq!(pace.observe(session.clone(), 20_000, at(10.0)), 1_000.0);
-    let smoothed = pace.observe(session.clone(), 40_000, at(20.0));
+    // Four bytes a token until the provider says otherwise.
+    assert_eq!(
+        pace.observe(session.clone(), 40_000, at(0.0)),
+        (10_000, 0.0)
+    );
+    assert_eq!(
+        pace.observe(session.clone(), 80_000, at(10.0)),
+        (20_000, 1_000.0)
+    );
+    let (_, smoothed) = pace.observe(session.clone(), 160_000, at(20.0));
     assert!(smoothed > 1_000.0 && smoothed < 2_000.0, "{smoothed}");
-    assert_eq!(pace.observe(session, 5_000, at(21.0)), 0.0, "shrank");
+    assert_eq!(pace.observe(session, 20_000, at(21.0)).1, 0.0, "shrank");
     let first = pace.takes();
     pace.took(std::time::Duration::from_secs(10));
     assert!(pace.takes() < first && pace.takes() > 10.0);
@@ -167,11 +174,15 @@ fn a_reported_size_restates_the_session_without_growth() {
     let pace = Pace::new();
     let session = ("t".to_owned(), "s".to_owned());
     let start = std::time::Instant::now();
-    pace.observe(session.clone(), 50_000, start);
+    pace.observe(session.clone(), 200_000, start);
     assert_eq!(pace.bytes_per_token(&session), None);
     // Its 200,000 bytes are 100,000 tokens: two bytes a token.
     pace.calibrate(&session, 2.0);
     assert_eq!(pace.bytes_per_token(&session), Some(2.0));
     let later = start + std::time::Duration::from_secs(10);
-    assert_eq!(pace.observe(session, 100_000, later), 0.0, "no growth");
+    assert_eq!(
+        pace.observe(session, 200_000, later),
+        (100_000, 0.0),
+        "measured by its provider, and no growth"
+    );
 }

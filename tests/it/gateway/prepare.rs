@@ -25,21 +25,18 @@ pub(crate) fn config(model: &FakeUpstream, provider: &Provider) -> compactd::con
     config
 }
 
-/// The value of a metric (summed over its labels, or one label's) in `/metrics`.
-pub(crate) async fn metric(app: &TestApp, name: &str, label: Option<&str>) -> f64 {
-    let text = app.get("/metrics").await.text().await.unwrap();
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.split(['{', ' ']).next() == Some(name))
-        .filter(|l| label.is_none_or(|label| l.contains(label)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+/// How many prepared summaries had `outcome` (prepared, refreshed, used, wasted, failed).
+pub(crate) async fn prepared_outcome(app: &TestApp, outcome: &str) -> f64 {
+    app.metric(&format!(
+        r#"compactd_prepared_summaries_total{{outcome="{outcome}"}}"#
+    ))
+    .await
 }
 
 /// Waits until no preparation is running (each is counted before its turn is answered).
 pub(crate) async fn settled(app: &TestApp) {
     let started = Instant::now();
-    while metric(app, "compactd_preparing", None).await > 0.0 {
+    while app.metric("compactd_preparing").await > 0.0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "a preparation never ended"
@@ -101,7 +98,7 @@ async fn recorded_sessions_get_their_compactions_answered_from_the_prepared_summ
             }
             prepared_since_compaction = false;
         }
-        let used = metric(&app, "compactd_prepared_summaries_total", Some("used")).await;
+        let used = prepared_outcome(&app, "used").await;
         eprintln!("{fixture}: {used} compactions answered from a prepared summary");
         assert!(used > 0.0, "{fixture}");
         // The preparations are in the call log as what they are.
@@ -218,10 +215,7 @@ async fn the_answer_merges_what_came_after_the_prepared_part_and_a_changed_prefi
     ] {
         assert!(text.contains(kept), "{kept}: {text}");
     }
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
 
     // Prepared again, then the conversation rewound and edited: never the stale summary.
     post_as(&app, "s1", &claude_turn(&early)).await;
@@ -237,10 +231,7 @@ async fn the_answer_merges_what_came_after_the_prepared_part_and_a_changed_prefi
         "the normal path: the model wrote it"
     );
     assert!(answer.contains("SUMMARY BY COMPACTD"), "{answer}");
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("wasted")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "wasted").await, 1.0);
 
     // A focus of its own takes the normal path too.
     post_as(&app, "s2", &claude_turn(&early)).await;
@@ -310,10 +301,7 @@ async fn responses_compact_is_answered_from_the_prepared_summary() {
     let compacted: Value = compacted.json().await.unwrap();
     assert_eq!(compacted["object"], "response.compaction");
     assert_eq!(model.received().len(), prepared, "answered at once");
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
 }
 
 /// A compaction that comes while its session's summary is still being prepared waits for that
@@ -331,10 +319,7 @@ async fn a_compaction_during_the_preparation_waits_for_it_instead_of_starting_ov
     let (status, answer) = post_as(&app, "s1", &claude_compaction(&early, None)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(answer.contains("SUMMARY BY COMPACTD"), "{answer}");
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
     let asked = model.received().len();
     settled(&app).await;
     assert_eq!(model.received().len(), asked, "nothing asked after");
@@ -377,10 +362,7 @@ async fn a_session_growing_fast_is_prepared_before_the_share() {
     post_as(&app, "fast", &local_turn(180)).await;
     settled(&app).await;
     assert_eq!(model.received().len(), 1, "prepared at 35 % of its window");
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("prepared")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "prepared").await, 1.0);
 
     // A session without a header, known by the opening of its conversation: the same.
     let headerless = |body: Value| {
@@ -428,10 +410,7 @@ async fn a_session_idle_past_half_the_share_is_prepared() {
     all.push(json!({"role": "assistant", "content": "Writing the test now."}));
     let (status, _) = post_as(&app, "idle", &claude_compaction(&all[..5], None)).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        metric(&app, "compactd_prepared_summaries_total", Some("used")).await,
-        1.0
-    );
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
 }
 
 /// A local model's window is the one the operator set for models compactd does not know.

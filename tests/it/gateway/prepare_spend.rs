@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::gateway::prepare::{
-    claude_compaction, claude_turn, config, messages, metric, post_as, settled,
+    claude_compaction, claude_turn, config, messages, post_as, prepared_outcome, settled,
 };
 use crate::support::gateway::{Provider, summarizer_model};
 use crate::support::{TestApp, eventually};
@@ -26,29 +26,38 @@ fn later_compaction() -> serde_json::Value {
     claude_compaction(&later, None)
 }
 
+/// Two replicas of `config` on one PostgreSQL database, each with its own pool, preparer and
+/// caches; the first one's store.
+async fn two_replicas(
+    pool: sqlx::PgPool,
+    config: compactd::config::ServeConfig,
+) -> (Arc<compactd_store::PgStore>, TestApp, TestApp) {
+    let options = pool.connect_options().as_ref().clone();
+    let other = sqlx::PgPool::connect_with(options).await.unwrap();
+    let store = Arc::new(compactd_store::PgStore::from_pool(pool).await.unwrap());
+    let two = compactd_store::PgStore::from_pool(other).await.unwrap();
+    let one = TestApp::with_store(config.clone(), store.clone()).await;
+    let two = TestApp::with_store(config, Arc::new(two)).await;
+    (store, one, two)
+}
+
 compactd_testkit::postgres_test! {
     async fn a_summary_prepared_by_one_replica_answers_the_compaction_at_another(pool: sqlx::PgPool) {
         let model = summarizer_model().await;
         let provider = Provider::start().await;
-        // Two replicas: each its own pool, preparer and caches; one database.
-        let options = pool.connect_options().as_ref().clone();
-        let other = sqlx::PgPool::connect_with(options).await.unwrap();
-        let one = compactd_store::PgStore::from_pool(pool).await.unwrap();
-        let two = compactd_store::PgStore::from_pool(other).await.unwrap();
-        let one = TestApp::with_store(config(&model, &provider), Arc::new(one)).await;
-        let two = TestApp::with_store(config(&model, &provider), Arc::new(two)).await;
+        let (_, one, two) = two_replicas(pool, config(&model, &provider)).await;
 
         let early = messages("Now add a regression test for unary minus.");
         post_as(&one, "s1", &claude_turn(&early)).await;
         settled(&one).await;
-        let prepared = model.received().len();
-        assert_eq!(prepared, 1, "prepared at the first replica");
+        let asked = model.received().len();
+        assert_eq!(asked, 1, "prepared at the first replica");
 
         let (status, answer) = post_as(&two, "s1", &later_compaction()).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(model.received().len(), prepared, "no model call at the second");
+        assert_eq!(model.received().len(), asked, "no model call at the second");
         assert_eq!(
-            metric(&two, "compactd_prepared_summaries_total", Some("used")).await,
+            prepared_outcome(&two, "used").await,
             1.0
         );
         assert!(answer.contains("open a pull request"), "{answer}");
@@ -62,12 +71,7 @@ compactd_testkit::postgres_test! {
             .after(Duration::from_millis(1500));
         let model = FakeUpstream::start(vec![], slow).await;
         let provider = Provider::start().await;
-        let options = pool.connect_options().as_ref().clone();
-        let other = sqlx::PgPool::connect_with(options).await.unwrap();
-        let store = Arc::new(compactd_store::PgStore::from_pool(pool).await.unwrap());
-        let two = compactd_store::PgStore::from_pool(other).await.unwrap();
-        let one = TestApp::with_store(config(&model, &provider), store.clone()).await;
-        let two = TestApp::with_store(config(&model, &provider), Arc::new(two)).await;
+        let (store, one, two) = two_replicas(pool, config(&model, &provider)).await;
 
         let early = messages("Now add a regression test for unary minus.");
         post_as(&one, "s1", &claude_turn(&early)).await;
@@ -82,7 +86,7 @@ compactd_testkit::postgres_test! {
         assert_eq!(status, StatusCode::OK);
         assert!(answer.contains("open a pull request"), "{answer}");
         assert_eq!(
-            metric(&two, "compactd_prepared_summaries_total", Some("used")).await,
+            prepared_outcome(&two, "used").await,
             1.0
         );
         settled(&one).await;
