@@ -83,7 +83,26 @@ impl Request {
 
     /// Forwards `body` instead of the body as it came (written plain, its coding undone).
     pub(crate) fn rewrite(&mut self, body: &Value) {
-        self.bytes = body.to_string().into();
+        self.rewrite_bytes(body.to_string().into());
+    }
+
+    /// Takes out of an ordinary turn (`plain`, its body) the clearing edits that would clear
+    /// nothing (Claude Code's, on every turn) by a splice of its bytes, so that it is not parsed
+    /// for them: whether that settled its edits.
+    fn spliced_edits(&mut self, plain: &[u8]) -> bool {
+        match context_edits::without_inert(plain) {
+            Some(context_edits::Spliced::Unchanged) => true,
+            Some(context_edits::Spliced::Rewritten(bytes)) => {
+                self.rewrite_bytes(bytes.into());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forwards `plain` (a JSON body, not coded) instead of the body as it came.
+    fn rewrite_bytes(&mut self, plain: Bytes) {
+        self.bytes = plain;
         self.headers.remove(axum::http::header::CONTENT_ENCODING);
     }
 }
@@ -134,14 +153,17 @@ pub(crate) async fn handle(
     // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
     // A tenant that chose the providers' own compaction APIs: those pass through untouched.
     let native = gateway.native_for(who);
-    let clears = wire == Wire::AnthropicMessages
+    let mut clears = wire == Wire::AnthropicMessages
         && !native
         && gateway.applies_context_edits
         && context_edits::may_ask(&plain);
-    let mut body: Option<Value> =
-        (recognize::may_be_compaction(wire, &plain) || holds_item || clears)
-            .then(|| serde_json::from_slice(&plain).ok())
-            .flatten();
+    let may_be_compaction = recognize::may_be_compaction(wire, &plain);
+    if clears && !may_be_compaction && !holds_item {
+        clears = !request.spliced_edits(&plain);
+    }
+    let mut body: Option<Value> = (may_be_compaction || holds_item || clears)
+        .then(|| compactd_core::js_json::from_slice(&plain).ok())
+        .flatten();
     // compactd's items from an earlier compaction, the caller's own: their summaries, before
     // anything reads them. The rewritten body goes upstream plain.
     if holds_item && let Some(value) = body.as_mut() {

@@ -39,7 +39,7 @@ pub(crate) async fn compact(
         return forward(gateway, Wire::Responses, request).await;
     }
     let plain = request.plain.clone().unwrap_or_default();
-    let mut body: Value = serde_json::from_slice(&plain).map_err(|e| {
+    let mut body: Value = compactd_core::js_json::from_slice(&plain).map_err(|e| {
         AgentError::App(AppError::Malformed {
             param: "body".into(),
             message: format!("the body is not JSON: {e}"),

@@ -104,7 +104,7 @@ impl Drop for InFlight {
 /// it is: before the latest assistant message, which an agent may still extend within its turn
 /// (Claude Code merges the calls of one turn into it). `None` when there is no such part.
 fn stable_history(turn: &Turn) -> Option<super::Compaction> {
-    let body = serde_json::from_slice::<Value>(&turn.plain).ok()?;
+    let body = compactd_core::js_json::from_slice::<Value>(&turn.plain).ok()?;
     let mut compaction = turn_history(turn.wire, agent_of(turn.wire), &body);
     let conversation = compaction.request.conversation.as_mut()?;
     let stable = conversation

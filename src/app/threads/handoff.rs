@@ -171,7 +171,7 @@ impl Held {
                 Wire::Responses.conversation(&serde_json::json!({"input": input}))
             }
             Held::Body(wire, body) => {
-                let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let body: Value = compactd_core::js_json::from_slice(&body).unwrap_or_default();
                 wire.conversation(&body)
             }
         }

@@ -1,6 +1,7 @@
 //! The gateway at the agents' model base URL: recorded requests, the agent mode, hostile use, the providers' compaction APIs, standing rules and zero-wait compaction.
 
 pub mod agent_mode;
+pub mod context_edits;
 pub mod hostile;
 pub mod prepare;
 pub mod prepare_spend;

@@ -13,7 +13,10 @@
 //! * lengths in UTF-16 code units rather than bytes or chars.
 
 pub mod escape;
+mod members;
 mod surrogates;
+
+pub use members::{Member, members};
 
 pub use surrogates::{
     from_slice, from_str, preserving, replace_lone_surrogates, replace_lone_surrogates_in_place,

@@ -6,6 +6,10 @@
 //! the stream's `message_delta`, as the API reports it. Behind Anthropic's own API the edits pass
 //! through for the provider to apply (`COMPACTD_GATEWAY_CONTEXT_EDITS`).
 
+mod spliced;
+
+pub(crate) use spliced::{Spliced, without_inert};
+
 use serde_json::{Value, json};
 
 use super::inline::anthropic::input_tokens;
