@@ -5,6 +5,17 @@ use compactd_store::PreparedRow;
 
 use crate::access::Identity;
 use crate::app::App;
+use crate::log_throttle::Throttle;
+
+/// The store's trouble with prepared summaries: met on every turn past the share while the store
+/// is down, so logged once a minute, with how often it happened meanwhile.
+static TROUBLE: Throttle = Throttle::new();
+
+fn trouble(error: &compactd_store::StoreError, doing: &str) {
+    if let Some(times) = TROUBLE.hit() {
+        tracing::warn!(%error, times, "prepare: the store could not {doing}");
+    }
+}
 
 /// The share of a tenant's daily budget past which nothing is prepared ahead: the rest is kept
 /// for the compactions the agents ask for.
@@ -21,7 +32,7 @@ impl App {
         {
             Ok(row) => row,
             Err(error) => {
-                tracing::warn!(error = %error, "prepare: the store could not read a prepared summary");
+                trouble(&error, "read a prepared summary");
                 None
             }
         }
@@ -32,7 +43,7 @@ impl App {
         match self.store.put_prepared(row).await {
             Ok(()) => true,
             Err(error) => {
-                tracing::warn!(error = %error, "prepare: the store could not keep a prepared summary");
+                trouble(&error, "keep a prepared summary");
                 false
             }
         }
@@ -45,7 +56,7 @@ impl App {
             .drop_prepared(&row.tenant, &row.session_key, row.created_at_ms)
             .await
         {
-            tracing::warn!(error = %error, "prepare: the store could not drop a prepared summary");
+            trouble(&error, "drop a prepared summary");
         }
     }
 
@@ -61,7 +72,7 @@ impl App {
         {
             Ok(marked) => marked,
             Err(error) => {
-                tracing::warn!(error = %error, "prepare: the store could not mark a session being prepared");
+                trouble(&error, "mark a session being prepared");
                 false
             }
         }
@@ -79,7 +90,7 @@ impl App {
     /// Takes the session's mark away.
     pub(crate) async fn end_preparing(&self, tenant: &str, session: &str) {
         if let Err(error) = self.store.end_preparing(tenant, session).await {
-            tracing::warn!(error = %error, "prepare: the store could not unmark a session; its mark expires");
+            trouble(&error, "unmark a session; its mark expires");
         }
     }
 

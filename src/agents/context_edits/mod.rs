@@ -31,9 +31,16 @@ const DEFAULT_KEEP_THINKING_TURNS: usize = 1;
 /// Whether a body may ask for a clearing edit: a byte scan, so that the ordinary turns that name
 /// none pass unparsed.
 pub(crate) fn may_ask(plain: &[u8]) -> bool {
-    [CLEAR_TOOL_USES, CLEAR_THINKING]
-        .iter()
-        .any(|marker| memchr::memmem::find(plain, marker.as_bytes()).is_some())
+    use std::sync::LazyLock;
+    // One search for what the two names begin with (the searcher built once), then each hit
+    // read on: two searches of every 50 KB turn were a visible part of forwarding it.
+    static COMMON: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"clear_t"));
+    COMMON.find_iter(plain).any(|at| {
+        [CLEAR_TOOL_USES, CLEAR_THINKING]
+            .iter()
+            .any(|name| plain[at..].starts_with(name.as_bytes()))
+    })
 }
 
 /// Takes the clearing edits out of a Messages body and applies them, in the order the request
@@ -381,6 +388,17 @@ mod tests {
         let before = all["messages"].clone();
         assert_eq!(apply(&mut all), Some(vec![]));
         assert_eq!(all["messages"], before);
+    }
+
+    #[test]
+    fn either_edits_name_is_found_after_look_alikes() {
+        for name in [CLEAR_TOOL_USES, CLEAR_THINKING] {
+            let body = format!(
+                "{{\"text\": \"clear_text clear_tool clear_thinking\", \"type\": \"{name}\"}}"
+            );
+            assert!(may_ask(body.as_bytes()), "{body}");
+        }
+        assert!(!may_ask(b"clear_text clear_thinking_2025 clear_tool_uses"));
     }
 
     #[test]

@@ -46,15 +46,17 @@ pub(crate) fn without_inert(plain: &[u8]) -> Option<Spliced> {
         return Some(Spliced::Unchanged);
     };
     let management: Value = serde_json::from_slice(&plain[members[at].value.clone()]).ok()?;
-    let thinking = match named(MESSAGES)? {
-        Some(m) => memmem::find(&plain[members[m].value.clone()], b"thinking").is_some(),
-        None => false,
+    // Whether any message may hold thinking: searched only for an edit that keeps not all.
+    let messages = named(MESSAGES)?;
+    let no_thinking = || match messages {
+        Some(m) => memmem::find(&plain[members[m].value.clone()], b"thinking").is_none(),
+        None => true,
     };
     let edits = management.get("edits")?.as_array()?;
     let inert = edits
         .iter()
         .all(|edit| match edit.get("type").and_then(Value::as_str) {
-            Some(CLEAR_THINKING) => keeps_all(edit) || !thinking,
+            Some(CLEAR_THINKING) => keeps_all(edit) || no_thinking(),
             Some(CLEAR_TOOL_USES) => false,
             _ => true,
         });

@@ -194,7 +194,7 @@ async fn the_summarization_endpoints_take_the_key_in_the_path() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    let missing = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let missing = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let body: serde_json::Value = missing.json().await.unwrap();
     assert_eq!(body["error"]["code"], "missing_api_key");
@@ -258,20 +258,14 @@ async fn the_summarization_endpoints_take_the_key_in_the_path() {
 async fn anonymous_callers_are_served_on_loopback_only_unless_allowed() {
     let on_loopback = TestApp::with_store(config(), store().await).await;
     assert_eq!(
-        on_loopback
-            .post("/v1/compact", &compact_body(PROMPT))
-            .await
-            .status(),
+        on_loopback.compact(&compact_body(PROMPT)).await.status(),
         StatusCode::OK
     );
     let mut allowed = exposed();
     allowed.access.allow_anonymous = true;
     let anywhere = TestApp::with_store(allowed, store().await).await;
     assert_eq!(
-        anywhere
-            .post("/v1/compact", &compact_body(PROMPT))
-            .await
-            .status(),
+        anywhere.compact(&compact_body(PROMPT)).await.status(),
         StatusCode::OK
     );
 }

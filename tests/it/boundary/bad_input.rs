@@ -39,20 +39,8 @@ async fn snapshot(app: &TestApp) -> Value {
     let mut all = vec![sessions.clone()];
     for session in sessions["sessions"].as_array().unwrap() {
         let id = session["id"].as_str().unwrap();
-        all.push(Value::String(
-            app.get(&format!("/v1/sessions/{id}/entries"))
-                .await
-                .text()
-                .await
-                .unwrap(),
-        ));
-        all.push(
-            app.get(&format!("/v1/sessions/{id}/compactions"))
-                .await
-                .json()
-                .await
-                .unwrap(),
-        );
+        all.push(Value::String(app.entries(&id).await.text().await.unwrap()));
+        all.push(app.compactions(&id).await.json().await.unwrap());
     }
     Value::Array(all)
 }
@@ -79,12 +67,7 @@ pub async fn with_one_session(store: Arc<dyn Store>) -> (TestApp, String, Value)
     let mut config = config();
     config.summarizers.max_prompt_bytes = 1 << 20;
     let app = TestApp::handlers_with_store(config, store);
-    let created: Value = app
-        .post_raw("/v1/sessions", good_session())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let created: Value = app.upload(good_session()).await.json().await.unwrap();
     let id = created["id"].as_str().unwrap().to_owned();
     let before = snapshot(&app).await;
     (app, id, before)
@@ -429,12 +412,7 @@ async fn sessions_answer_bad_input_with_a_clear_4xx_and_change_nothing(store: Ar
         HEADER.into(),
         r#"{"type":"mode_change","id":"m","parentId":null,"mode":"plan"}"#.into(),
     ]);
-    let created: Value = app
-        .post_raw("/v1/sessions", unknown.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let created: Value = app.upload(unknown.clone()).await.json().await.unwrap();
     let back = app
         .get(&format!(
             "/v1/sessions/{}/entries",

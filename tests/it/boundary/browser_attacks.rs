@@ -108,7 +108,7 @@ async fn web_pages_on_other_sites_cannot_use_a_loopback_compactd(store: Arc<dyn 
     // Loopback, no key: anyone on this machine may call it, as on a developer's laptop.
     let app =
         TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
-    let uploaded = app.post_raw("/v1/sessions", VICTIM).await;
+    let uploaded = app.upload(VICTIM).await;
     assert_eq!(uploaded.status(), 201);
     let victim_id = uploaded.json::<Value>().await.unwrap()["id"]
         .as_str()
@@ -194,9 +194,7 @@ async fn web_pages_on_other_sites_cannot_use_a_loopback_compactd(store: Arc<dyn 
     );
     // The same requests from an agent (no Origin, no Sec-Fetch-*) still work.
     let agent = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": "You summarize.", "prompt": "<conversation>\n[User]: fix src/lib.rs\n</conversation>"}),
+        .compact(&json!({"systemPrompt": "You summarize.", "prompt": "<conversation>\n[User]: fix src/lib.rs\n</conversation>"}),
         )
         .await;
     assert_eq!(agent.status(), 200);

@@ -19,7 +19,7 @@ async fn a_prompt_slow_to_screen_answers_by_the_deadline_and_the_service_stays_u
         format!("<conversation>\n[User]: {line}\n\n[User]: fix it\n</conversation>\n\n## Goal");
     let body = compact_body(&prompt);
     let started = Instant::now();
-    let request = app.post("/v1/compact", &body);
+    let request = app.compact(&body);
     let health = async {
         // While it is screened, the runtime serves others.
         tokio::time::sleep(Duration::from_millis(300)).await;

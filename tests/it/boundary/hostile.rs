@@ -188,7 +188,7 @@ async fn upstream_redirects_are_not_followed() {
     .await;
     let app = TestApp::spawn(chain_config(&fake, "openai:m,anthropic:c", true)).await;
     let body: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
@@ -210,7 +210,7 @@ async fn upstream_answers_are_read_only_up_to_a_bound() {
     config.summarizers.max_retries = 0;
     let app = TestApp::spawn(config).await;
     let body: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
@@ -228,7 +228,7 @@ async fn blank_summaries_are_failed_attempts_never_answers() {
             FakeUpstream::start(vec![Reply::openai(blank)], Reply::openai(&answer("real"))).await;
         let app = TestApp::spawn(chain_config(&fake, "openai:m", false)).await;
         let body: Value = app
-            .post("/v1/compact", &compact_body(PROMPT))
+            .compact(&compact_body(PROMPT))
             .await
             .json()
             .await
@@ -262,45 +262,25 @@ async fn nul_characters_are_stored_or_refused_the_same_on_both_backends(store: A
         r#"{"type":"message","id":"u2","parentId":"o1","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"user","content":"and now?","timestamp":5}}"#,
         "\n",
     );
-    let response = app.post_raw("/v1/sessions", file).await;
+    let response = app.upload(file).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let id = response.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(
-        app.get(&format!("/v1/sessions/{id}/entries"))
-            .await
-            .text()
-            .await
-            .unwrap(),
-        file
-    );
+    assert_eq!(app.entries(&id).await.text().await.unwrap(), file);
     // Compacted by the extractive summarizer quoting the tool output, then by the model whose
     // summary holds NUL: both stored, and the session stays compactable.
     for (round, leaf) in [(1, "u2"), (2, "u3")] {
         if round == 2 {
             let more = r#"{"type":"message","id":"u3","parentId":"LEAF","timestamp":"2026-01-01T00:00:09.000Z","message":{"role":"user","content":"more \u0000","timestamp":9}}"#;
-            let leaf_now: Value = app
-                .get(&format!("/v1/sessions/{id}"))
-                .await
-                .json()
-                .await
-                .unwrap();
+            let leaf_now: Value = app.session(&id).await.json().await.unwrap();
             let line = more.replace("LEAF", leaf_now["leafId"].as_str().unwrap());
-            assert_eq!(
-                app.post_raw(&format!("/v1/sessions/{id}/entries"), line)
-                    .await
-                    .status(),
-                StatusCode::OK
-            );
+            assert_eq!(app.append(&id, line).await.status(), StatusCode::OK);
         }
         let by = if round == 1 { &extractive } else { &app };
         let response = by
-            .post(
-                &format!("/v1/sessions/{id}/compactions"),
-                &json!({"keepRecentTokens": 0, "leafId": leaf}),
-            )
+            .compact_session(&id, &json!({"keepRecentTokens": 0, "leafId": leaf}))
             .await;
         assert_eq!(response.status(), StatusCode::CREATED, "round {round}");
         let body: Value = response.json().await.unwrap();
@@ -313,12 +293,7 @@ async fn nul_characters_are_stored_or_refused_the_same_on_both_backends(store: A
         };
         assert!(summary.contains(quoted), "round {round}: {summary:?}");
     }
-    let history: Value = app
-        .get(&format!("/v1/sessions/{id}/compactions"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let history: Value = app.compactions(&id).await.json().await.unwrap();
     assert_eq!(history["compactions"].as_array().unwrap().len(), 2);
     assert!(
         history["compactions"][1]["summary"]
@@ -346,12 +321,7 @@ async fn concurrent_compactions_of_one_leaf_wait_for_it_instead_of_spending_the_
         .unwrap(),
         300_000,
     );
-    let id = app
-        .post_raw("/v1/sessions", file)
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["id"]
+    let id = app.upload(file).await.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -30,7 +30,7 @@ fn expect_storage_unavailable(status: StatusCode, retry_after: Option<&str>, bod
 }
 
 async fn upload(app: &TestApp) -> (StatusCode, Option<String>, Value) {
-    let response = app.post_raw("/v1/sessions", SMALL_SESSION).await;
+    let response = app.upload(SMALL_SESSION).await;
     let status = response.status();
     let retry = response
         .headers()
@@ -157,7 +157,7 @@ compactd_testkit::postgres_test! {
         let asked = std::time::Instant::now();
         let read = tokio::time::timeout(
             Duration::from_secs(20),
-            app.get(&format!("/v1/sessions/{id}/entries")),
+            app.entries(&id),
         )
         .await
         .expect("the read waited for the statement timeout");
@@ -171,7 +171,7 @@ compactd_testkit::postgres_test! {
         expect_storage_unavailable(status, retry.as_deref(), &body);
         holder.rollback().await.unwrap();
         assert_eq!(
-            app.get(&format!("/v1/sessions/{id}/entries"))
+            app.entries(&id)
                 .await
                 .status(),
             StatusCode::OK

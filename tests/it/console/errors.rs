@@ -43,7 +43,7 @@ async fn console_errors_are_pages_and_session_text_shows_no_control_characters()
     let message = json!({"type": "message", "id": "a", "parentId": null, "timestamp": "2026-01-01T00:00:01.000Z",
         "message": {"role": "user", "content": "run \u{1b}[31mred\u{1b}[0m \u{0}\u{7} tests \u{202e}gnp.exe", "timestamp": 1}});
     let created: Value = app
-        .post_raw("/v1/sessions", format!("{header}\n{message}\n"))
+        .upload(format!("{header}\n{message}\n"))
         .await
         .json()
         .await

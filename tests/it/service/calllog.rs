@@ -182,7 +182,7 @@ async fn a_failed_call_leaves_a_row_too(store: Arc<dyn Store>) {
     let mut config = chain_config(&fake, "openai:gpt-test", false);
     config.summarizers.max_retries = 0;
     let app = TestApp::handlers_with_store(config, store.clone());
-    let answer = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let answer = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
     let row = rows(&*store, "", 1).await.remove(0);
     assert_eq!(row.endpoint, "/v1/compact");
@@ -211,9 +211,7 @@ async fn a_burst_of_calls_keeps_every_row(store: Arc<dyn Store>) {
         tasks.push(tokio::spawn(async move {
             let prompt =
                 format!("<conversation>\n[User]: fix bug {n} in src/lib.rs\n</conversation>");
-            app.post("/v1/compact", &compact_body(&prompt))
-                .await
-                .status()
+            app.compact(&compact_body(&prompt)).await.status()
         }));
     }
     for task in tasks {

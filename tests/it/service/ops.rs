@@ -40,10 +40,7 @@ async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
     assert_eq!(ready["storage"]["backend"], "postgres");
     assert_eq!(ready["summarizers"]["chain"], json!(["extractive"]));
     let session = "{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n{\"type\":\"label\",\"id\":\"a\",\"parentId\":null}\n";
-    assert_eq!(
-        app.post_raw("/v1/sessions", session).await.status(),
-        StatusCode::CREATED
-    );
+    assert_eq!(app.upload(session).await.status(), StatusCode::CREATED);
 
     postgres.stop();
     let not_ready = wait_for(
@@ -72,10 +69,10 @@ async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
         listing.json::<Value>().await.unwrap()["error"]["code"],
         "storage_unavailable"
     );
-    let upload = app.post_raw("/v1/sessions", session).await;
+    let upload = app.upload(session).await;
     assert_eq!(upload.status(), StatusCode::SERVICE_UNAVAILABLE);
     // The remote-summarizer endpoint needs no storage.
-    let compact = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let compact = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(compact.status(), StatusCode::OK);
 
     postgres.resume();
@@ -94,9 +91,7 @@ async fn metrics_count_requests_upstream_calls_tokens_and_fallbacks() {
     let fake = FakeUpstream::start(vec![], Reply::json(500, json!({}))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
     assert_eq!(
-        app.post("/v1/compact", &compact_body(PROMPT))
-            .await
-            .status(),
+        app.compact(&compact_body(PROMPT)).await.status(),
         StatusCode::OK
     );
     assert_eq!(
@@ -188,28 +183,19 @@ async fn metrics_count_compactions_savings_and_rejections() {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
-    let id = app
-        .post_raw("/v1/sessions", session)
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["id"]
+    let id = app.upload(session).await.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
         .to_owned();
     let compaction = tokio::spawn({
         let app = app.clone();
-        async move {
-            app.post(&format!("/v1/sessions/{id}/compactions"), &json!({}))
-                .await
-                .status()
-        }
+        async move { app.compact_session(&id, &json!({})).await.status() }
     });
     while fake.received().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Both slots of the split-turn compaction are in use or queued: the next call is refused.
-    let refused = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let refused = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(compaction.await.unwrap(), StatusCode::CREATED);
     let metrics = app.get("/metrics").await.text().await.unwrap();

@@ -24,22 +24,12 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     // One pass over the whole API, as a client uses it. Every answer is checked against the
     // document by `TestApp::send` (status documented, body valid, no undocumented field).
     let fixture = crate::fixture("large-session.jsonl");
-    let uploaded: Value = app
-        .post_raw("/v1/sessions", fixture.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload(fixture.clone()).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let leaf = uploaded["leafId"].as_str().unwrap().to_owned();
     app.get("/v1/sessions").await;
-    app.get(&format!("/v1/sessions/{id}")).await;
-    let entries = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    app.session(&id).await;
+    let entries = app.entries(&id).await.text().await.unwrap();
     let target = entries
         .lines()
         .nth(20)
@@ -47,12 +37,10 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         .unwrap();
     let line = json!({"type": "message", "id": "d0c5d0c5", "parentId": leaf, "timestamp": "2026-11-21T10:00:00.000Z",
         "message": {"role": "user", "content": "and the docs", "timestamp": 1_795_000_000_000_u64}});
-    let appended = app
-        .post_raw(&format!("/v1/sessions/{id}/entries"), format!("{line}\n"))
-        .await;
+    let appended = app.append(&id, format!("{line}\n")).await;
     assert_eq!(appended.status(), StatusCode::OK);
     app.get(&format!("/v1/sessions/{id}/plan")).await;
-    app.get(&format!("/v1/sessions/{id}/context")).await;
+    app.context(&id).await;
     app.post_raw("/v1/plan", fixture).await;
     let pinned: Value = app
         .post(
@@ -79,20 +67,14 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     .await;
     app.get(&format!("/v1/sessions/{id}/pins")).await;
     let created = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"leafId": "d0c5d0c5"}),
-        )
+        .compact_session(&id, &json!({"leafId": "d0c5d0c5"}))
         .await;
     assert_eq!(created.status(), StatusCode::CREATED);
     let again = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"leafId": "d0c5d0c5"}),
-        )
+        .compact_session(&id, &json!({"leafId": "d0c5d0c5"}))
         .await;
     assert_eq!(again.status(), StatusCode::OK);
-    app.get(&format!("/v1/sessions/{id}/compactions")).await;
+    app.compactions(&id).await;
     let branch = app
         .post(
             &format!("/v1/sessions/{id}/branch-summaries"),
@@ -136,12 +118,12 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
             .status(),
         StatusCode::NO_CONTENT
     );
-    app.post("/v1/compact", &compact_body(PROMPT)).await;
+    app.compact(&compact_body(PROMPT)).await;
     let chat = json!({"model": "compactd", "messages": [{"role": "user", "content": PROMPT}]});
-    app.post("/v1/chat/completions", &chat).await;
+    app.chat(&chat).await;
     let mut streamed = chat.clone();
     streamed["stream"] = json!(true);
-    app.post("/v1/chat/completions", &streamed).await;
+    app.chat(&streamed).await;
     for path in ["/healthz", "/readyz", "/metrics"] {
         app.get(path).await;
     }
@@ -164,8 +146,7 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     }
     // Recall: a wire summary's conversation, searched and read.
     let kept: Value = app
-        .post(
-            "/v1/compact",
+        .compact(
             &json!({"prompt": "<conversation>\n[User]: the kiwi parser fails\n</conversation>"}),
         )
         .await
@@ -206,8 +187,8 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         StatusCode::NO_CONTENT
     );
     // Errors are documented and shaped as documented too.
-    app.get(&format!("/v1/sessions/{id}")).await;
-    app.post("/v1/compact", &json!({"prompt": 5})).await;
+    app.session(&id).await;
+    app.compact(&json!({"prompt": 5})).await;
 
     // Every documented operation answered through the router, with each of its success statuses.
     let checked = app.checked();

@@ -17,12 +17,7 @@ const SESSION: &str = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timest
 
 async fn pins_hold_their_limit_and_uniqueness_under_concurrent_adds(store: Arc<dyn Store>) {
     let app = Arc::new(TestApp::with_store(config(), store.clone()).await);
-    let id = app
-        .post_raw("/v1/sessions", SESSION)
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["id"]
+    let id = app.upload(SESSION).await.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -141,7 +136,7 @@ async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store
             // The same prompt (the cache is off): the model's answer keeps its anchors, so no
             // repair call is made.
             let answer: Value = app
-                .post("/v1/compact", &compact_body(crate::support::PROMPT))
+                .compact(&compact_body(crate::support::PROMPT))
                 .await
                 .json()
                 .await
@@ -187,7 +182,7 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     close().await;
     let prompt = "<conversation>\n[User]: fix src/lib.rs\n</conversation>";
     let answer: Value = open
-        .post("/v1/compact", &compact_body(prompt))
+        .compact(&compact_body(prompt))
         .await
         .json()
         .await
@@ -196,7 +191,7 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     assert_eq!(answer["budgetExhausted"], false);
     assert_eq!(open.metric("compactd_budget_unchecked_total").await, 1.0);
     let answer: Value = closed
-        .post("/v1/compact", &compact_body(prompt))
+        .compact(&compact_body(prompt))
         .await
         .json()
         .await

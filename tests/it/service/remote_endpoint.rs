@@ -29,10 +29,7 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
 
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": "SYS", "prompt": PROMPT, "maxTokens": 777, "extra": 1}),
-        )
+        .compact(&json!({"systemPrompt": "SYS", "prompt": PROMPT, "maxTokens": 777, "extra": 1}))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut body = json_of(response).await;
@@ -69,7 +66,7 @@ async fn compact_speaks_the_anthropic_messages_api() {
     .await;
     let app = TestApp::spawn(chain_config(&fake, "anthropic:claude-test", false)).await;
 
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["summary"], "## Goal\nfix src/lib.rs\npart two");
     assert_eq!(body["model"], "anthropic:claude-test");
     assert_eq!(
@@ -102,27 +99,19 @@ async fn past_the_queue_requests_get_429_with_retry_after() {
     // One running, one waiting: the third is refused at once.
     let running = tokio::spawn({
         let app = app.clone();
-        async move {
-            app.post("/v1/compact", &compact_body(PROMPT))
-                .await
-                .status()
-        }
+        async move { app.compact(&compact_body(PROMPT)).await.status() }
     });
     while fake.received().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let waiting = tokio::spawn({
         let app = app.clone();
-        async move {
-            app.post("/v1/compact", &compact_body(PROMPT))
-                .await
-                .status()
-        }
+        async move { app.compact(&compact_body(PROMPT)).await.status() }
     });
     app.wait_for_metric("compactd_summarizer_queue_depth", 1.0)
         .await;
     let started = Instant::now();
-    let refused = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let refused = app.compact(&compact_body(PROMPT)).await;
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "refused without waiting"
@@ -150,10 +139,7 @@ async fn max_tokens_defaults_and_caps() {
         (json!({"prompt": PROMPT, "maxTokens": 10_000_000}), 32_000),
         (json!({"prompt": short}), 512),
     ] {
-        assert_eq!(
-            app.post("/v1/compact", &body).await.status(),
-            StatusCode::OK
-        );
+        assert_eq!(app.compact(&body).await.status(), StatusCode::OK);
         assert_eq!(
             fake.received().last().unwrap().body["max_tokens"],
             expected,
@@ -218,10 +204,7 @@ async fn chat_completions_streams_openai_chunks() {
     let fake = FakeUpstream::start(vec![], Reply::openai(&summary)).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app
-        .post(
-            "/v1/chat/completions",
-            &json!({"stream": true, "messages": [{"role": "user", "content": PROMPT}]}),
-        )
+        .chat(&json!({"stream": true, "messages": [{"role": "user", "content": PROMPT}]}))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
@@ -352,9 +335,7 @@ async fn an_oversized_body_is_refused_with_413_naming_the_limit() {
     let mut config = config();
     config.http.max_body_bytes = 4096;
     let app = TestApp::spawn(config).await;
-    let response = app
-        .post("/v1/compact", &json!({"prompt": "x".repeat(10_000)}))
-        .await;
+    let response = app.compact(&json!({"prompt": "x".repeat(10_000)})).await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body = json_of(response).await;
     assert_eq!(body["error"]["code"], "request_too_large");

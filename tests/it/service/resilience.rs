@@ -27,7 +27,7 @@ async fn a_429_is_retried_after_the_time_it_asks_for() {
     .await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
 
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["summary"], answer("after the wait"));
     let received = fake.received();
     assert_eq!(received.len(), 2);
@@ -58,7 +58,7 @@ async fn server_errors_resets_garbage_and_empty_completions_are_retried() {
     ] {
         let fake = FakeUpstream::start(vec![failure], Reply::openai(&answer("recovered"))).await;
         let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
-        let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+        let response = app.compact(&compact_body(PROMPT)).await;
         assert_eq!(response.status(), StatusCode::OK, "{name}");
         assert_eq!(
             json_of(response).await["summary"],
@@ -81,7 +81,7 @@ async fn a_hang_past_the_first_token_timeout_is_cut_and_retried() {
     let app = TestApp::spawn(config).await;
 
     let started = Instant::now();
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["summary"], answer("second try"));
     let elapsed = started.elapsed();
     assert!(
@@ -108,7 +108,7 @@ async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
         false,
     ))
     .await;
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["model"], "anthropic:claude-test");
     let paths: Vec<String> = fake.received().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
@@ -124,7 +124,7 @@ async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
     // Every model fails: the extractive summarizer still answers.
     let fake = FakeUpstream::start(vec![], Reply::json(503, json!({}))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["model"], "extractive");
     assert!(body["summary"].as_str().unwrap().contains("src/lib.rs"));
 }
@@ -145,7 +145,7 @@ async fn a_rejected_key_moves_on_without_retrying() {
         false,
     ))
     .await;
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["summary"], answer("ok"));
     assert_eq!(fake.received().len(), 2);
 }
@@ -158,7 +158,7 @@ async fn when_every_model_fails_the_client_gets_a_503_with_retry_after() {
     )
     .await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
-    let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let response = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(response.headers().get("retry-after").is_some());
     let body = json_of(response).await;
@@ -181,7 +181,7 @@ async fn the_overall_deadline_bounds_a_hanging_upstream() {
     config.summarizers.first_token_timeout = secs(30.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
-    let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let response = app.compact(&compact_body(PROMPT)).await;
     let elapsed = started.elapsed();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(
@@ -194,7 +194,7 @@ async fn the_overall_deadline_bounds_a_hanging_upstream() {
     config.summarizers.deadline = secs(2.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["model"], "extractive");
     assert!(started.elapsed() < Duration::from_secs(6));
 }
@@ -218,7 +218,7 @@ async fn an_upstream_overflow_becomes_context_length_exceeded() {
     ] {
         let fake = FakeUpstream::start(vec![], reply).await;
         let app = TestApp::spawn(chain_config(&fake, models, false)).await;
-        let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+        let response = app.compact(&compact_body(PROMPT)).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{models}");
         let body = json_of(response).await;
         assert_eq!(body["error"]["code"], "context_length_exceeded", "{models}");
@@ -240,7 +240,7 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
     config.summarizers.deadline = secs(4.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
-    let body = json_of(app.post("/v1/compact", &compact_body(PROMPT)).await).await;
+    let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(
         body["model"], "extractive",
         "the storm ends in the built-in summarizer"
@@ -261,7 +261,7 @@ async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline()
     config.summarizers.deadline = secs(4.0);
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
-    let response = app.post("/v1/compact", &compact_body(PROMPT)).await;
+    let response = app.compact(&compact_body(PROMPT)).await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(response.headers().get("retry-after").is_some());
     assert!(
@@ -289,7 +289,7 @@ async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
     // Too long once: the model named its window, and the conversation is folded into it.
     let fake = FakeUpstream::start(vec![overflow.clone()], Reply::openai("## Goal\nfolded")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
-    let body = json_of(app.post("/v1/compact", &compact_body(&prompt)).await).await;
+    let body = json_of(app.compact(&compact_body(&prompt)).await).await;
     assert_eq!(body["model"], "openai:gpt-test");
     let received = fake.received();
     let sent: Vec<&str> = received
@@ -334,7 +334,7 @@ async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
     // Always too long: folded once more to the window it named, then the overflow error.
     let fake = FakeUpstream::start(vec![], overflow).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
-    let response = app.post("/v1/compact", &compact_body(&prompt)).await;
+    let response = app.compact(&compact_body(&prompt)).await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(
         json_of(response).await["error"]["code"],

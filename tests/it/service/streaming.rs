@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, secs};
 
 async fn summary_of(app: &TestApp, prompt: &str) -> Value {
-    let response = app.post("/v1/compact", &compact_body(prompt)).await;
+    let response = app.compact(&compact_body(prompt)).await;
     assert_eq!(response.status(), 200);
     response.json().await.unwrap()
 }

@@ -25,7 +25,7 @@ pub async fn json(response: reqwest::Response) -> Value {
 }
 
 pub async fn upload(app: &TestApp, body: impl Into<reqwest::Body>) -> Value {
-    let response = app.post_raw("/v1/sessions", body).await;
+    let response = app.upload(body).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     json(response).await
 }
@@ -113,7 +113,7 @@ async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
     let mut lines: Vec<&str> = good.lines().collect();
     lines.insert(3, "{not json");
     let bad = lines.join("\n");
-    let response = app.post_raw("/v1/sessions", bad.clone()).await;
+    let response = app.upload(bad.clone()).await;
     assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let body = json(response).await;
     assert_eq!(body["error"]["code"], "invalid_session");
@@ -161,7 +161,7 @@ async fn bad_uploads_name_their_line_and_store_nothing(store: Arc<dyn Store>) {
             "duplicate_id",
         ),
     ] {
-        let response = app.post_raw("/v1/sessions", body).await;
+        let response = app.upload(body).await;
         assert_eq!(
             response.status(),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -340,12 +340,7 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
     let bytes = fixture("before-compaction.jsonl");
     let view = upload(&app, bytes.clone()).await;
     let id = view["id"].as_str().unwrap();
-    let stored_text = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let stored_text = app.entries(&id).await.text().await.unwrap();
     let session = Session::parse(stored_text.as_bytes(), ParseOptions::default()).unwrap();
     let path = session.active_path(None).unwrap();
     let settings = CompactionSettings {
@@ -392,7 +387,7 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
         assert_eq!(json(response).await["error"]["param"], param, "{query}");
     }
     // The context of the stored session: the previous compaction's summary leads.
-    let context = json(app.get(&format!("/v1/sessions/{id}/context")).await).await;
+    let context = json(app.context(&id).await).await;
     assert_eq!(context["messages"].as_array().unwrap().len(), 446);
     assert_eq!(context["model"]["modelId"], "claude-opus-4-5");
 }

@@ -100,7 +100,7 @@ async fn sessions_with_lone_surrogates_upload_plan_append_and_compact() {
         "{planned}"
     );
     // Stored and read back byte for byte.
-    let response = app.post_raw("/v1/sessions", file.clone()).await;
+    let response = app.upload(file.clone()).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let id = response.json::<Value>().await.unwrap()["id"]
         .as_str()
@@ -120,18 +120,10 @@ async fn sessions_with_lone_surrogates_upload_plan_append_and_compact() {
     }
     // Compacted; the context reads.
     let response = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 5}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 5}))
         .await;
     assert_eq!(response.status(), StatusCode::CREATED);
-    let context: Value = app
-        .get(&format!("/v1/sessions/{id}/context"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let context: Value = app.context(&id).await.json().await.unwrap();
     assert!(context["messages"].as_array().unwrap().len() >= 2);
     assert!(
         app.get(&entries)

@@ -29,18 +29,13 @@ async fn json(response: reqwest::Response) -> Value {
 }
 
 async fn upload(app: &TestApp, bytes: Vec<u8>) -> String {
-    let view = json(app.post_raw("/v1/sessions", bytes).await).await;
+    let view = json(app.upload(bytes).await).await;
     view["id"].as_str().unwrap().to_owned()
 }
 
 /// The stored file, read whole by the core.
 async fn stored_file(app: &TestApp, id: &str) -> Session {
-    let text = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let text = app.entries(&id).await.text().await.unwrap();
     Session::parse(text.as_bytes(), ParseOptions::default()).unwrap()
 }
 
@@ -98,7 +93,7 @@ async fn stored_plans_equal_file_plans_on_every_fixture(store: Arc<dyn Store>) {
         let compared = assert_plans_match(&app, &id, &sample_leaves(&file)).await;
         assert!(compared > 100, "{name}: {compared} plans compared");
         // The recorded context size is the core's estimate at the leaf.
-        let record = json(app.get(&format!("/v1/sessions/{id}")).await).await;
+        let record = json(app.session(&id).await).await;
         let path = file.active_path(None).unwrap();
         let estimate = estimate_context_tokens(&build_session_context(&path).messages());
         assert_eq!(record["contextTokens"], estimate.tokens as i64, "{name}");
@@ -125,11 +120,7 @@ fn assistant(text: &str, total: u64) -> Value {
 
 async fn append(app: &TestApp, id: &str, lines: &[String]) -> Value {
     let body = lines.join("\n") + "\n";
-    json(
-        app.post_raw(&format!("/v1/sessions/{id}/entries"), body)
-            .await,
-    )
-    .await
+    json(app.append(&id, body).await).await
 }
 
 async fn stored_plans_equal_file_plans_after_appends_that_branch(store: Arc<dyn Store>) {
@@ -205,10 +196,7 @@ async fn stored_plans_equal_file_plans_after_appends_that_branch(store: Arc<dyn 
     let estimate = estimate_context_tokens(&build_session_context(&path).messages());
     assert_eq!(record["session"]["contextTokens"], estimate.tokens as i64);
     assert_eq!(record["session"]["leafId"], "d2");
-    assert_eq!(
-        record["session"],
-        json(app.get(&format!("/v1/sessions/{id}")).await).await
-    );
+    assert_eq!(record["session"], json(app.session(&id).await).await);
 }
 
 async fn replicas_plan_and_append_from_what_the_other_wrote(store: Arc<dyn Store>) {
@@ -236,10 +224,7 @@ async fn replicas_plan_and_append_from_what_the_other_wrote(store: Arc<dyn Store
     // differs.
     append(&two, &id, &[message("r3", "r2", user("two again"))]).await;
     let changed = two
-        .post_raw(
-            &format!("/v1/sessions/{id}/entries"),
-            message("r2", "r1", user("not what one wrote")),
-        )
+        .append(&id, message("r2", "r1", user("not what one wrote")))
         .await;
     assert_eq!(changed.status(), StatusCode::CONFLICT);
     assert_plans_match(&two, &id, &["r1".into(), "r2".into(), "r3".into()]).await;

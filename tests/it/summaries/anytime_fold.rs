@@ -38,10 +38,7 @@ async fn a_fold_out_of_time_keeps_the_models_windows_and_finishes_extractively()
     let app = TestApp::spawn(config).await;
     let started = Instant::now();
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": "You summarize.", "prompt": long_prompt()}),
-        )
+        .compact(&json!({"systemPrompt": "You summarize.", "prompt": long_prompt()}))
         .await;
     let took = started.elapsed();
     assert_eq!(response.status(), StatusCode::OK);

@@ -52,7 +52,7 @@ async fn a_lossy_summary_is_repaired_with_one_call_and_reported() {
     )
     .await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
-    let response = app.post("/v1/compact", &sample.request).await;
+    let response = app.compact(&sample.request).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     let summary = body["summary"].as_str().unwrap();
@@ -147,12 +147,7 @@ async fn no_repair_call_when_the_model_kept_everything_critical() {
         .text;
     let fake = FakeUpstream::start(vec![], Reply::openai(&complete)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
-    let body: Value = app
-        .post("/v1/compact", &sample.request)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body: Value = app.compact(&sample.request).await.json().await.unwrap();
     assert_eq!(body["summary"], complete, "passed through untouched");
     assert_eq!(body["fidelity"]["repairCall"], false);
     assert_eq!(body["fidelity"]["kept"], body["fidelity"]["anchors"]);
@@ -205,10 +200,7 @@ async fn a_prompt_ten_times_the_window_is_folded_and_keeps_both_ends() {
     ))
     .await;
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-        )
+        .compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
@@ -346,10 +338,7 @@ async fn the_whole_latest_request_survives_a_forgetful_model() {
     let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": "You summarize.", "prompt": prompt}),
-        )
+        .compact(&json!({"systemPrompt": "You summarize.", "prompt": prompt}))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();

@@ -87,10 +87,7 @@ async fn local_model_answers_both_wires_with_a_summary_it_wrote() {
     let (system, prompt) = fixture_prompt();
     let started = Instant::now();
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": system, "prompt": prompt, "maxTokens": 256}),
-        )
+        .compact(&json!({"systemPrompt": system, "prompt": prompt, "maxTokens": 256}))
         .await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
@@ -142,17 +139,12 @@ async fn local_model_writes_a_session_compaction() {
         .chain(session.entries.iter().take(40).map(|e| e.raw.to_string()))
         .map(|l| l + "\n")
         .collect();
-    let uploaded: Value = app
-        .post_raw("/v1/sessions", window)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload(window).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap();
     let started = Instant::now();
     let response = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
+        .compact_session(
+            &id,
             &json!({"keepRecentTokens": 1500, "reserveTokens": 640}),
         )
         .await;
@@ -161,12 +153,7 @@ async fn local_model_writes_a_session_compaction() {
     println!("session compaction: {:?}\n{body}", started.elapsed());
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["model"], format!("openai:{}", local.model));
-    let entries = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let entries = app.entries(&id).await.text().await.unwrap();
     let last: Value = serde_json::from_str(entries.lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "compaction");
     assert_eq!(last["summary"], body["entry"]["summary"]);
@@ -182,10 +169,7 @@ async fn a_prompt_larger_than_the_window_is_an_overflow_not_a_rejection() {
     assert!(compactd_core::transcript::estimate_tokens(&prompt) > 10 * local.window);
     let started = Instant::now();
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": system, "prompt": prompt, "maxTokens": 200}),
-        )
+        .compact(&json!({"systemPrompt": system, "prompt": prompt, "maxTokens": 200}))
         .await;
     let status = response.status();
     let body: Value = response.json().await.unwrap();
@@ -245,9 +229,7 @@ async fn local_model_latency_against_the_model_alone() {
         let alone_tokens = streamed.matches("\"content\"").count();
         let started = Instant::now();
         let through: Value = app
-            .post(
-                "/v1/compact",
-                &json!({"systemPrompt": format!("[run {round}b] {system}"), "prompt": prompt, "maxTokens": 200}),
+            .compact(&json!({"systemPrompt": format!("[run {round}b] {system}"), "prompt": prompt, "maxTokens": 200}),
             )
             .await
             .json()
@@ -294,7 +276,7 @@ async fn an_over_window_update_request_keeps_the_models_share_within_the_deadlin
     let tokens = compactd_core::transcript::estimate_tokens(prompt);
     assert!(tokens > 5 * local.window, "{tokens}");
     let started = Instant::now();
-    let response = app.post("/v1/compact", request).await;
+    let response = app.compact(request).await;
     let took = started.elapsed();
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();

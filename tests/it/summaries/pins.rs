@@ -44,7 +44,7 @@ async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
     let (turns, _) = turns_after("", 0, 10);
     let turns = turns.replacen(r#""parentId":"""#, r#""parentId":null"#, 1);
     let session: Value = app
-        .post_raw("/v1/sessions", format!("{header}\n{turns}"))
+        .upload(format!("{header}\n{turns}"))
         .await
         .json()
         .await
@@ -62,10 +62,7 @@ async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
     }
     for round in 1..=3 {
         let compacted = app
-            .post(
-                &format!("/v1/sessions/{id}/compactions"),
-                &json!({"keepRecentTokens": 300}),
-            )
+            .compact_session(&id, &json!({"keepRecentTokens": 300}))
             .await;
         assert_eq!(compacted.status(), StatusCode::CREATED, "round {round}");
         let compacted: Value = compacted.json().await.unwrap();
@@ -85,9 +82,7 @@ async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
         // More work after the compaction, for the next one.
         let leaf = compacted["entry"]["id"].as_str().unwrap();
         let (more, _) = turns_after(leaf, round, 10);
-        let appended = app
-            .post_raw(&format!("/v1/sessions/{id}/entries"), more)
-            .await;
+        let appended = app.append(&id, more).await;
         assert_eq!(appended.status(), StatusCode::OK, "round {round}");
     }
     // An unpinned text is no longer carried.
@@ -105,10 +100,7 @@ async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
         StatusCode::NO_CONTENT
     );
     let compacted: Value = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await
         .json()
         .await

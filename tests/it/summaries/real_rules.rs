@@ -253,10 +253,7 @@ async fn six_compactions(
             None,
         );
         let response = app
-            .post(
-                "/v1/compact",
-                &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-            )
+            .compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))
             .await;
         assert_eq!(response.status(), StatusCode::OK, "round {round}");
         let body: Value = response.json().await.unwrap();

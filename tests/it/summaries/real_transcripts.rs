@@ -205,7 +205,7 @@ async fn summarize(app: &TestApp, case: &Case) -> String {
     } else {
         let mut body = case.body.clone();
         body["maxTokens"] = json!(13107);
-        let response = app.post("/v1/compact", &body).await;
+        let response = app.compact(&body).await;
         assert_eq!(response.status(), StatusCode::OK, "{}", case.name);
         let answer: Value = response.json().await.unwrap();
         answer["summary"].as_str().unwrap().to_owned()

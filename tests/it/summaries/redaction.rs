@@ -83,38 +83,20 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
     let fake = FakeUpstream::start(vec![], Reply::openai(&echo)).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let file = session_with(&secrets);
-    let uploaded: Value = app
-        .post_raw("/v1/sessions", file.clone())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload(file.clone()).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let compacted = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await;
     assert_eq!(compacted.status(), StatusCode::CREATED);
     let compacted: Value = compacted.json().await.unwrap();
 
     let sent: Vec<String> = fake.received().iter().map(|r| r.body.to_string()).collect();
     assert!(!sent.is_empty());
-    let stored = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let stored = app.entries(&id).await.text().await.unwrap();
     let compaction_line = stored.lines().last().unwrap();
     // The compaction compactd wrote, as the history lists it (the uploaded one is the client's).
-    let history: Value = app
-        .get(&format!("/v1/sessions/{id}/compactions"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let history: Value = app.compactions(&id).await.json().await.unwrap();
     let history = history["compactions"]
         .as_array()
         .unwrap()
@@ -214,7 +196,7 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\ndeploy")).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let answered: Value = app
-        .post("/v1/compact", &compact_body(&prompt))
+        .compact(&compact_body(&prompt))
         .await
         .json()
         .await
@@ -230,7 +212,7 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
     config.summarizers.stages.redact = false;
     let app = TestApp::handlers(config).await;
     let answered: Value = app
-        .post("/v1/compact", &compact_body(&prompt))
+        .compact(&compact_body(&prompt))
         .await
         .json()
         .await
@@ -280,34 +262,16 @@ async fn secrets_as_tools_write_them_reach_no_model_no_summary_no_page(store: Ar
         parent = Some(id);
     }
     let file = lines.join("\n") + "\n";
-    let uploaded: Value = app
-        .post_raw("/v1/sessions", file)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload(file).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let compacted = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await;
     assert_eq!(compacted.status(), StatusCode::CREATED);
     let compacted: Value = compacted.json().await.unwrap();
     let entry_id = compacted["entry"]["id"].as_str().unwrap().to_owned();
-    let stored = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
-    let history = app
-        .get(&format!("/v1/sessions/{id}/compactions"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let stored = app.entries(&id).await.text().await.unwrap();
+    let history = app.compactions(&id).await.text().await.unwrap();
     let base = app.url.clone();
     let page = |path: String| {
         let url = format!("{base}{path}");

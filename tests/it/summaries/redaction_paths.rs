@@ -113,9 +113,7 @@ async fn the_agent_wire_the_fold_and_the_repair_call_send_no_secret() {
     // The model forgets the latest request, so the gate asks again (the repair call).
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nWork on it.")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
-    let response = app
-        .post("/v1/compact", &compact_body(&prompt_with(&planted, 0)))
-        .await;
+    let response = app.compact(&compact_body(&prompt_with(&planted, 0))).await;
     assert_eq!(response.status(), StatusCode::OK);
     let answer = response.text().await.unwrap();
     let calls = model_calls(&fake);
@@ -127,9 +125,7 @@ async fn the_agent_wire_the_fold_and_the_repair_call_send_no_secret() {
     // A window small enough that the same conversation is folded: every window's call.
     let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:small@4096", false)).await;
-    let response = app
-        .post("/v1/compact", &compact_body(&prompt_with(&planted, 40)))
-        .await;
+    let response = app.compact(&compact_body(&prompt_with(&planted, 40))).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     let mut places = model_calls(&fake);
@@ -237,17 +233,14 @@ async fn a_session_compaction_and_a_branch_summary_send_and_store_no_secret(stor
         parent = Some(id);
     }
     let uploaded: Value = app
-        .post_raw("/v1/sessions", lines.join("\n") + "\n")
+        .upload(lines.join("\n") + "\n")
         .await
         .json()
         .await
         .unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let compacted = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await;
     assert_eq!(compacted.status(), StatusCode::CREATED);
     let compacted = compacted.text().await.unwrap();
@@ -261,12 +254,7 @@ async fn a_session_compaction_and_a_branch_summary_send_and_store_no_secret(stor
     let branch_status = branch.status();
     let branch = branch.text().await.unwrap();
     assert_eq!(branch_status, StatusCode::CREATED, "{branch}");
-    let stored = app
-        .get(&format!("/v1/sessions/{id}/entries"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let stored = app.entries(&id).await.text().await.unwrap();
     let written: Vec<(String, String)> = stored
         .lines()
         .filter(|l| l.contains("\"compaction\"") || l.contains("\"branch_summary\""))

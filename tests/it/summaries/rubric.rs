@@ -212,17 +212,14 @@ async fn session_summaries_pass(models: &str) {
             };
             let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
             let app = TestApp::handlers(chain_config(&fake, models, false)).await;
-            let uploaded = app.post_raw("/v1/sessions", text.clone()).await;
+            let uploaded = app.upload(text.clone()).await;
             assert_eq!(uploaded.status(), StatusCode::CREATED, "{name}");
             let id = uploaded.json::<Value>().await.unwrap()["id"]
                 .as_str()
                 .unwrap()
                 .to_owned();
             let compacted = app
-                .post(
-                    &format!("/v1/sessions/{id}/compactions"),
-                    &json!({"keepRecentTokens": keep}),
-                )
+                .compact_session(&id, &json!({"keepRecentTokens": keep}))
                 .await;
             assert_eq!(compacted.status(), StatusCode::CREATED, "{name} k={keep}");
             let compacted: Value = compacted.json().await.unwrap();

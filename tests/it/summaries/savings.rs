@@ -41,15 +41,15 @@ async fn the_same_request_is_summarized_once_across_replicas(store: Arc<dyn Stor
     let two = TestApp::handlers_with_store(config, store.clone());
     let body = compact_body(PROMPT);
 
-    let first: Value = one.post("/v1/compact", &body).await.json().await.unwrap();
+    let first: Value = one.compact(&body).await.json().await.unwrap();
     assert_eq!(first["cached"], false);
     assert_eq!(fake.received().len(), 1);
     // The shared tier is written behind the answer, within moments (an agent retries after
     // seconds): the test waits for it rather than racing it.
     first_app.flush_writes().await;
     // An agent's retry on the same replica, then on the other: no model call.
-    let again: Value = one.post("/v1/compact", &body).await.json().await.unwrap();
-    let elsewhere: Value = two.post("/v1/compact", &body).await.json().await.unwrap();
+    let again: Value = one.compact(&body).await.json().await.unwrap();
+    let elsewhere: Value = two.compact(&body).await.json().await.unwrap();
     for hit in [&again, &elsewhere] {
         assert_eq!(hit["cached"], true);
         assert_eq!(hit["summary"], first["summary"]);
@@ -60,7 +60,7 @@ async fn the_same_request_is_summarized_once_across_replicas(store: Arc<dyn Stor
     // cap is another request.
     let mut capped = body.clone();
     capped["maxTokens"] = json!(500);
-    let other: Value = two.post("/v1/compact", &capped).await.json().await.unwrap();
+    let other: Value = two.compact(&capped).await.json().await.unwrap();
     assert_eq!(other["cached"], false);
     assert_eq!(fake.received().len(), 2);
     for app in [&one, &two] {
@@ -90,14 +90,14 @@ async fn a_fallback_summary_is_not_kept_for_the_retry() {
     .await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", true)).await;
     let first: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(first["model"], "extractive");
     let retry: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
@@ -113,7 +113,7 @@ async fn a_spent_budget_gets_extractive_summaries(store: Arc<dyn Store>) {
     // The fake's answers cost 127 tokens each: the budget allows one.
     store.set_budget("", Some(100), 0).await.unwrap();
     let paid: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
@@ -123,7 +123,7 @@ async fn a_spent_budget_gets_extractive_summaries(store: Arc<dyn Store>) {
     calls(&store, 1).await;
 
     let other = PROMPT.replace("it broke", "it broke again");
-    let response = app.post("/v1/compact", &compact_body(&other)).await;
+    let response = app.compact(&compact_body(&other)).await;
     assert_eq!(response.status(), StatusCode::OK);
     let fallback: Value = response.json().await.unwrap();
     assert_eq!(fallback["model"], "extractive");
@@ -160,7 +160,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
     let app =
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let first: Value = app
-        .post("/v1/compact", &compact_body(PROMPT))
+        .compact(&compact_body(PROMPT))
         .await
         .json()
         .await
@@ -173,7 +173,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
         &"## Goal\nsomething else\n".repeat(20),
     );
     let normal: Value = app
-        .post("/v1/compact", &compact_body(&unrelated))
+        .compact(&compact_body(&unrelated))
         .await
         .json()
         .await
@@ -187,7 +187,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
     );
     let again = update_prompt("[User]: fix src/lib.rs", &previous);
     let looped: Value = app
-        .post("/v1/compact", &compact_body(&again))
+        .compact(&compact_body(&again))
         .await
         .json()
         .await
@@ -218,7 +218,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
         parent = Some(id);
     }
     let uploaded: Value = app
-        .post_raw("/v1/sessions", lines.join("\n") + "\n")
+        .upload(lines.join("\n") + "\n")
         .await
         .json()
         .await
@@ -226,10 +226,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let rows_before = store.calls("", None, 100).await.unwrap().len();
     let compacted: Value = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await
         .json()
         .await
@@ -238,26 +235,16 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
     let leaf = compacted["entry"]["id"].as_str().unwrap();
     let next = json!({"type": "message", "id": "n0", "parentId": leaf, "timestamp": "2026-11-22T10:02:00.000Z",
         "message": {"role": "user", "content": format!("one more: {}", "v".repeat(1400)), "timestamp": 3}});
-    let appended = app
-        .post_raw(&format!("/v1/sessions/{id}/entries"), format!("{next}\n"))
-        .await;
+    let appended = app.append(&id, format!("{next}\n")).await;
     assert_eq!(appended.status(), StatusCode::OK);
     let second: Value = app
-        .post(
-            &format!("/v1/sessions/{id}/compactions"),
-            &json!({"keepRecentTokens": 300}),
-        )
+        .compact_session(&id, &json!({"keepRecentTokens": 300}))
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(second["stages"]["loop"], true, "{second}");
-    let history: Value = app
-        .get(&format!("/v1/sessions/{id}/compactions"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let history: Value = app.compactions(&id).await.json().await.unwrap();
     let flags: Vec<&Value> = history["compactions"]
         .as_array()
         .unwrap()
@@ -285,7 +272,7 @@ async fn anthropic_requests_mark_the_stable_prefix_and_cached_tokens_are_recorde
         &previous,
     );
     let answered: Value = app
-        .post("/v1/compact", &compact_body(&prompt))
+        .compact(&compact_body(&prompt))
         .await
         .json()
         .await

@@ -128,9 +128,7 @@ pub fn assert_rules_carried(summary: &str) {
 async fn six_session_compactions(app: &TestApp) -> String {
     let header = json!({"type": "session", "version": 3, "id": "rules", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"});
     let (first, _) = stretch(0, None);
-    let uploaded = app
-        .post_raw("/v1/sessions", format!("{header}\n{first}"))
-        .await;
+    let uploaded = app.upload(format!("{header}\n{first}")).await;
     assert_eq!(uploaded.status(), StatusCode::CREATED);
     let id = uploaded.json::<Value>().await.unwrap()["id"]
         .as_str()
@@ -139,10 +137,7 @@ async fn six_session_compactions(app: &TestApp) -> String {
     let mut summary = String::new();
     for round in 1..=6 {
         let compacted = app
-            .post(
-                &format!("/v1/sessions/{id}/compactions"),
-                &json!({"keepRecentTokens": 200}),
-            )
+            .compact_session(&id, &json!({"keepRecentTokens": 200}))
             .await;
         assert_eq!(compacted.status(), StatusCode::CREATED, "round {round}");
         let compacted: Value = compacted.json().await.unwrap();
@@ -158,9 +153,7 @@ async fn six_session_compactions(app: &TestApp) -> String {
         if round < 6 {
             let leaf = compacted["entry"]["id"].as_str().unwrap();
             let (more, _) = stretch(round, Some(leaf));
-            let appended = app
-                .post_raw(&format!("/v1/sessions/{id}/entries"), more)
-                .await;
+            let appended = app.append(&id, more).await;
             assert_eq!(appended.status(), StatusCode::OK, "round {round}");
         }
     }
@@ -238,11 +231,8 @@ async fn six_wire_compactions(app: &TestApp, wire: Wire) -> String {
         );
         let response = match wire {
             Wire::RemoteEndpoint => {
-                app.post(
-                    "/v1/compact",
-                    &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-                )
-                .await
+                app.compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))
+                    .await
             }
             Wire::Chat => {
                 app.send(

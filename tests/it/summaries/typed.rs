@@ -105,7 +105,7 @@ async fn every_recorded_dialect_keeps_its_edited_paths_and_latest_request() {
             &latest,
         );
 
-        let response = app.post("/v1/compact", request).await;
+        let response = app.compact(request).await;
         assert_eq!(response.status(), StatusCode::OK, "{name}");
         let body: Value = response.json().await.unwrap();
         let summary = body["summary"].as_str().unwrap();
@@ -276,10 +276,7 @@ async fn a_generated_corpus_in_every_dialect_keeps_edited_paths_and_the_latest_r
             // Through the gate, for a few of the seeds (each is a model call and a repair).
             if seed < 2 {
                 let response = app
-                    .post(
-                        "/v1/compact",
-                        &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-                    )
+                    .compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))
                     .await;
                 assert_eq!(response.status(), StatusCode::OK, "{name}");
                 let body: Value = response.json().await.unwrap();
@@ -335,7 +332,7 @@ async fn a_structured_chat_conversation_keeps_every_edited_path_and_the_latest_r
     // Behind a model that forgets everything.
     let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
-    let response = app.post("/v1/chat/completions", &body).await;
+    let response = app.chat(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let answer: Value = response.json().await.unwrap();
     let summary = answer["choices"][0]["message"]["content"].as_str().unwrap();
@@ -371,7 +368,7 @@ async fn a_structured_chat_conversation_keeps_every_edited_path_and_the_latest_r
 
     // The extractive summarizer alone: the same, and tool outputs are not dumped.
     let app = TestApp::handlers(crate::support::config()).await;
-    let response = app.post("/v1/chat/completions", &body).await;
+    let response = app.chat(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let answer: Value = response.json().await.unwrap();
     let summary = answer["choices"][0]["message"]["content"].as_str().unwrap();
@@ -407,7 +404,7 @@ async fn a_requests_conversation_is_read_once_whatever_runs_on_it() {
     let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:small@4096", false)).await;
     let body = json!({"systemPrompt": prompts.system, "prompt": prompt});
-    let response = app.post("/v1/compact", &body).await;
+    let response = app.compact(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let answer: Value = response.json().await.unwrap();
     assert!(answer["redactions"].as_u64().unwrap() > 0, "{answer}");
@@ -428,7 +425,7 @@ async fn a_requests_conversation_is_read_once_whatever_runs_on_it() {
     assert_eq!(transcript::reads_of(&opening), 1, "read once");
     // The same request again is answered from the cache without reading it: recall names the
     // conversation its miss kept by the request's cache key.
-    let response = app.post("/v1/compact", &body).await;
+    let response = app.compact(&body).await;
     let again: Value = response.json().await.unwrap();
     assert!(again["cached"].as_bool().unwrap(), "{again}");
     assert!(answer["recallId"].is_string(), "{answer}");
@@ -446,10 +443,7 @@ async fn an_unknown_dialect_is_read_generically_and_says_so() {
     let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
     let response = app
-        .post(
-            "/v1/compact",
-            &json!({"systemPrompt": prompts.system, "prompt": prompt}),
-        )
+        .compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
@@ -475,7 +469,7 @@ async fn a_requests_facts_are_extracted_once_for_every_stage_that_reads_them() {
     compactd_core::fidelity::facts::watch_extractions(&opening);
     let app = TestApp::handlers(crate::support::config()).await;
     let body = json!({"systemPrompt": prompts.system, "prompt": prompt});
-    let response = app.post("/v1/compact", &body).await;
+    let response = app.compact(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["model"], "extractive", "{answer}");

@@ -12,6 +12,7 @@ pub mod model_provider;
 pub mod owned_pg;
 pub mod pi15_sessions;
 pub mod upstream;
+mod verbs;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
