@@ -38,6 +38,23 @@ impl App {
         }
     }
 
+    /// `who`'s newest prepared summary of a conversation that opens as `opening` does (see
+    /// `agents::prepare::reading::opening_key`); `None` also when the store cannot say.
+    pub(crate) async fn prepared_opening(
+        &self,
+        who: &Identity,
+        opening: &str,
+    ) -> Option<PreparedRow> {
+        let now = compactd_store::now_ms();
+        match self.store.prepared_opening(&who.tenant, opening, now).await {
+            Ok(row) => row,
+            Err(error) => {
+                trouble(&error, "read a prepared summary");
+                None
+            }
+        }
+    }
+
     /// Keeps `row` as its session's prepared summary; whether it was kept.
     pub(crate) async fn keep_prepared(&self, row: &PreparedRow) -> bool {
         match self.store.put_prepared(row).await {

@@ -66,25 +66,35 @@ pub(super) struct CompactResponse {
 pub(super) async fn compact(
     State(state): State<AppState>,
     Caller(who): Caller,
+    headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<CompactRequest>,
 ) -> Result<Json<CompactResponse>, ApiError> {
     let max_tokens = token_count(request.max_tokens.as_ref(), "maxTokens")?;
-    let summary = state
-        .app
-        .summarize_prompt(
-            &who,
-            Endpoint::Compact,
-            WireRequest {
-                system_prompt: request.system_prompt,
-                prompt: request.prompt,
-                conversation: None,
-                previous_summary: None,
-                max_tokens,
-                prompt_field: "prompt",
-            },
-        )
-        .await?
-        .into_inner();
+    let request = WireRequest {
+        system_prompt: request.system_prompt,
+        prompt: request.prompt,
+        conversation: None,
+        previous_summary: None,
+        max_tokens,
+        prompt_field: "prompt",
+    };
+    // A session whose turns passed through the gateway may have its summary ready (issue 67).
+    let prepared = match &state.gateway {
+        Some(gateway) => {
+            crate::agents::answered_remote(&state.app, gateway, &who, &headers, &request).await
+        }
+        None => None,
+    };
+    let summary = match prepared {
+        Some(summary) => summary,
+        None => {
+            state
+                .app
+                .summarize_prompt(&who, Endpoint::Compact, request)
+                .await?
+        }
+    }
+    .into_inner();
     Ok(Json(CompactResponse {
         summary: summary.text,
         model: summary.model,

@@ -5,12 +5,18 @@
 use super::{PgStore, SqliteStore, StoreError};
 
 /// A session's prepared summary and the prefix of its conversation it covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PreparedRow {
     pub tenant: String,
     pub session_key: String,
+    /// The conversation known by its first message, read loosely (empty: not known so): what
+    /// finds the summary from a compaction that names no session.
+    pub opening: String,
     pub prefix_items: i64,
     pub prefix_hash: String,
+    /// The chained hash of the same prefix read loosely, as a pi-family agent writes it into its
+    /// summarization prompt (each text cut, no reasoning; empty: not known).
+    pub loose_hash: String,
     pub prefix_tokens: i64,
     pub summary: String,
     pub model: String,
@@ -30,6 +36,14 @@ pub trait Prepared: Send + Sync {
         &self,
         tenant: &str,
         session_key: &str,
+        now_ms: i64,
+    ) -> Result<Option<PreparedRow>, StoreError>;
+    /// `tenant`'s newest prepared summary of a conversation that opens as `opening` does, if
+    /// one younger than [`PREPARED_TTL_MS`] is kept.
+    async fn prepared_opening(
+        &self,
+        tenant: &str,
+        opening: &str,
         now_ms: i64,
     ) -> Result<Option<PreparedRow>, StoreError>;
     /// Drops the session's prepared summary if it is still the one made at `created_at_ms`;
@@ -70,12 +84,13 @@ macro_rules! prepared_impl {
                     let mut tx = self.pool.begin().await?;
                     sqlx::query(
                         "insert into prepared_summaries (tenant, session_key, prefix_items, \
-                         prefix_hash, prefix_tokens, summary, model, created_at_ms) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8) \
+                         prefix_hash, prefix_tokens, summary, model, created_at_ms, opening, \
+                         loose_hash) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
                          on conflict (tenant, session_key) do update set \
                          prefix_items = excluded.prefix_items, prefix_hash = excluded.prefix_hash, \
                          prefix_tokens = excluded.prefix_tokens, summary = excluded.summary, \
-                         model = excluded.model, created_at_ms = excluded.created_at_ms",
+                         model = excluded.model, created_at_ms = excluded.created_at_ms, \
+                         opening = excluded.opening, loose_hash = excluded.loose_hash",
                     )
                     .bind($crate::column_text(&row.tenant).into_owned())
                     .bind($crate::column_text(&row.session_key).into_owned())
@@ -85,6 +100,8 @@ macro_rules! prepared_impl {
                     .bind($crate::column_text(&row.summary).into_owned())
                     .bind($crate::column_text(&row.model).into_owned())
                     .bind(row.created_at_ms)
+                    .bind($crate::column_text(&row.opening).into_owned())
+                    .bind(&row.loose_hash)
                     .execute(&mut *tx)
                     .await?;
                     sqlx::query("delete from prepared_summaries where created_at_ms < $1")
@@ -105,9 +122,10 @@ macro_rules! prepared_impl {
                 now_ms: i64,
             ) -> Result<Option<PreparedRow>, StoreError> {
                 $crate::within(self.deadline, async {
-                    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(
-                        "select prefix_items, prefix_hash, prefix_tokens, summary, model, \
-                         created_at_ms from prepared_summaries \
+                    let row: Option<PreparedRow> = sqlx::query_as(
+                        "select tenant, session_key, opening, prefix_items, prefix_hash, \
+                         loose_hash, prefix_tokens, summary, model, created_at_ms \
+                         from prepared_summaries \
                          where tenant = $1 and session_key = $2 and created_at_ms >= $3",
                     )
                     .bind($crate::column_text(tenant).into_owned())
@@ -115,20 +133,35 @@ macro_rules! prepared_impl {
                     .bind(now_ms - PREPARED_TTL_MS)
                     .fetch_optional(&self.pool)
                     .await?;
-                    Ok(row.map(
-                        |(prefix_items, prefix_hash, prefix_tokens, summary, model, created_at_ms)| {
-                            PreparedRow {
-                                tenant: tenant.to_owned(),
-                                session_key: session_key.to_owned(),
-                                prefix_items,
-                                prefix_hash,
-                                prefix_tokens,
-                                summary,
-                                model,
-                                created_at_ms,
-                            }
-                        },
-                    ))
+                    Ok(row)
+                })
+                .await
+            }
+
+            #[tracing::instrument(level = "debug", skip_all)]
+            async fn prepared_opening(
+                &self,
+                tenant: &str,
+                opening: &str,
+                now_ms: i64,
+            ) -> Result<Option<PreparedRow>, StoreError> {
+                if opening.is_empty() {
+                    return Ok(None);
+                }
+                $crate::within(self.deadline, async {
+                    let row: Option<PreparedRow> = sqlx::query_as(
+                        "select tenant, session_key, opening, prefix_items, prefix_hash, \
+                         loose_hash, prefix_tokens, summary, model, created_at_ms \
+                         from prepared_summaries \
+                         where tenant = $1 and opening = $2 and created_at_ms >= $3 \
+                         order by created_at_ms desc limit 1",
+                    )
+                    .bind($crate::column_text(tenant).into_owned())
+                    .bind($crate::column_text(opening).into_owned())
+                    .bind(now_ms - PREPARED_TTL_MS)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(row)
                 })
                 .await
             }

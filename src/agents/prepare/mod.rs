@@ -19,15 +19,17 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod answering;
 mod idle;
 mod pace;
 mod reading;
 mod running;
 mod usage;
 
+pub(crate) use answering::{answered, answered_remote};
 use idle::Idle;
 use pace::{Pace, Standing, fresh};
-use reading::{model_in, prefix_hashes, session_key, window};
+use reading::{model_in, window};
 use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
 pub(crate) use usage::UsageTap;
@@ -40,13 +42,8 @@ use super::recognize::{Compaction, Form, of_history};
 use super::{Gateway, Wire};
 use crate::access::Identity;
 use crate::app::App;
-use crate::app::wire::Policy;
-use crate::pipeline::{Agent, Endpoint, WhenSpent};
-use crate::summarizer::Summary;
-use crate::summarizer::chain::{Chain, Link};
-use compactd_core::redact::Redacted;
-use compactd_core::transcript::{Conversation, Shape};
-use compactd_store::PreparedRow;
+use crate::pipeline::Agent;
+use crate::summarizer::chain::Chain;
 
 /// The windows of the models agents run today, by the start of their names (a provider's prefix,
 /// `anthropic/`, is skipped); a model not listed is taken to have `COMPACTD_CONTEXT_WINDOW`.
@@ -70,13 +67,6 @@ const REFRESH_SHARE: f64 = 0.1;
 /// At most this many preparations run at once on a replica (each holds its turn's body until
 /// its summary is written); a session past it is prepared on a later turn.
 const MAX_PREPARING: i64 = 32;
-
-/// How often a compaction waiting for another replica's preparation asks the store whether it
-/// ended (the mark bounds the wait: it expires).
-const REMOTE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// What Claude Code appends to its compaction instruction when `/compact` is given a focus.
-const CLAUDE_FOCUS: &str = "\n\nAdditional Instructions:\n";
 
 /// The gateway's preparer: its settings and the sessions it is preparing now.
 #[derive(Debug)]
@@ -172,18 +162,6 @@ fn agent_of(wire: Wire) -> Agent {
         Wire::Responses => super::responses::CODEX_LOCAL,
         Wire::ChatCompletions => super::chat_completions::OPENCODE,
     }
-}
-
-/// Whether a compaction asks for something of its own, which a summary prepared without it
-/// cannot answer: Claude Code's `/compact <focus>`, or instructions given to a provider's
-/// compaction.
-fn has_focus(compaction: &Compaction) -> bool {
-    let instructions = &compaction.request.prompt;
-    if compaction.agent == super::anthropic_messages::CLAUDE_CODE {
-        return instructions.contains(CLAUDE_FOCUS);
-    }
-    // The providers' APIs take `instructions` only to change what the summary holds.
-    super::recognize::is_provider_api(compaction.agent) && !instructions.trim().is_empty()
 }
 
 /// The sessions' ordinary turns: once `plain` passes the share of its model's window (earlier
@@ -282,128 +260,6 @@ fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, tur
         turn,
     };
     tokio::spawn(job.run());
-}
-
-/// Waits for the session's preparation under way, if any, and reads what it kept (`None`: none
-/// was under way). On this replica its sender goes when it ends (`changed` then fails, which is
-/// the signal); on another, its mark in the store does — waited for at most twice as long as a
-/// preparation takes (a replica that died mid-way leaves its mark until it expires, and the
-/// agent should not wait that out).
-async fn after_running(
-    app: &App,
-    gateway: &Gateway,
-    who: &Identity,
-    key: &str,
-) -> Option<Option<PreparedRow>> {
-    let session = (who.tenant.clone(), key.to_owned());
-    if let Some(mut running) = InFlight::running(&gateway.preparer.in_flight, &session) {
-        let _ = running.changed().await;
-    } else if app.preparing(who, key).await {
-        let takes = std::time::Duration::from_secs_f64(2.0 * gateway.preparer.pace.takes());
-        let until = std::time::Instant::now() + takes;
-        while std::time::Instant::now() < until && app.preparing(who, key).await {
-            tokio::time::sleep(REMOTE_POLL).await;
-        }
-    } else {
-        return None;
-    }
-    Some(app.prepared(who, key).await)
-}
-
-/// The compaction answered from its session's prepared summary, when one covers the first
-/// messages of its conversation as they read now: the summary of those, with the messages after
-/// them merged in by the extractive summarizer, through the pipeline (redaction, the gate,
-/// standing rules, the call log). `None`: the normal path.
-pub(crate) async fn answered(
-    app: &App,
-    gateway: &Gateway,
-    who: &Identity,
-    headers: &HeaderMap,
-    compaction: &Compaction,
-) -> Option<Redacted<Summary>> {
-    if !gateway.preparer.serves(who) {
-        return None;
-    }
-    // An agent that renders its conversation into the compaction prompt (OpenCode) is read
-    // from the text, as its compaction is summarized.
-    let rendered = match &compaction.request.conversation {
-        Some(_) => None,
-        None => Some(Shape::of_prompt(&compaction.request.prompt)),
-    };
-    let conversation = match (&compaction.request.conversation, &rendered) {
-        (Some(conversation), _) => conversation,
-        (None, Some(shape)) if !shape.conversation.messages.is_empty() => &shape.conversation,
-        _ => return None,
-    };
-    let key = session_key(headers, &conversation.messages)?;
-    // The session compacts now: the turn it waited with when idle is done with.
-    let session = (who.tenant.clone(), key.clone());
-    gateway.preparer.idle.forget(&session);
-    let hashes = prefix_hashes(&conversation.messages);
-    let covers = |row: &PreparedRow| {
-        usize::try_from(row.prefix_items).is_ok_and(|covered| {
-            covered > 0
-                && hashes
-                    .get(covered - 1)
-                    .is_some_and(|hash| hex::encode(hash) == row.prefix_hash)
-        })
-    };
-    let focus = has_focus(compaction);
-    // A kept summary that covers this conversation answers at once, even while a newer one is
-    // being prepared.
-    let mut row = app.prepared(who, &key).await;
-    if !focus && !row.as_ref().is_some_and(covers) {
-        // Else a preparation under way is most of the way there: its end is waited for rather
-        // than the whole of a new summarization.
-        if let Some(waited) = after_running(app, gateway, who, &key).await {
-            row = waited;
-        }
-    }
-    let row = row?;
-    // Used or outdated, the summary is done with: the session's next preparation starts afresh.
-    gateway
-        .preparer
-        .recent
-        .invalidate(&(who.tenant.clone(), key.clone()));
-    if focus || !covers(&row) {
-        app.metrics.prepared.with_label_values(&["wasted"]).inc();
-        app.drop_prepared(&row).await;
-        return None;
-    }
-    let covered = row.prefix_items as usize;
-    // What came after the prepared part (at least the latest message, which the merge keeps
-    // verbatim when it is the user's).
-    let from = covered.min(conversation.messages.len().saturating_sub(1));
-    let mut request = compaction.request.clone();
-    request.conversation = Some(Conversation {
-        messages: conversation.messages[from..].to_vec(),
-        ..conversation.clone()
-    });
-    if let Some(shape) = &rendered {
-        // The rendered prompt's own instructions (its template), the conversation typed.
-        request.prompt = shape.instructions.clone();
-    }
-    request.previous_summary = Some(row.summary.clone());
-    let extractive = Chain::new(vec![Link::Extractive], app.configured_chain().policy);
-    let policy = Policy {
-        chain: Some(Arc::new(extractive)),
-        when_spent: WhenSpent::Refuse,
-    };
-    let endpoint = Endpoint::Gateway(compaction.agent);
-    match app
-        .summarize_prompt_with(who, endpoint, request, policy)
-        .await
-    {
-        Ok(summary) => {
-            app.metrics.prepared.with_label_values(&["used"]).inc();
-            app.drop_prepared(&row).await;
-            Some(summary)
-        }
-        Err(error) => {
-            tracing::warn!(error = %error, "prepare: a prepared summary could not be merged; the normal path answers");
-            None
-        }
-    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,31 @@ pub(super) fn opening(plain: &[u8]) -> Option<u64> {
 /// markup an agent moves between turns (Claude Code's cache markers, a block list written as a
 /// string) does not count.
 pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
+    chained(messages, None)
+}
+
+/// How much of each text and call argument [`loose_hashes`] reads: under the 2,000 UTF-16 units
+/// pi-family agents cut a tool's output at (with a note of how much they cut) when they write
+/// the conversation into their summarization prompt.
+const LOOSE_CHARS: usize = 1_000;
+
+/// [`prefix_hashes`] as a pi-family agent's written conversation can be matched against the
+/// typed turns it sent: each text and call argument read up to [`LOOSE_CHARS`], the reasoning
+/// (which the written form leaves out) not at all. Everything else must read the same.
+pub(crate) fn loose_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
+    chained(messages, Some(LOOSE_CHARS))
+}
+
+fn chained(messages: &[Message], cut: Option<usize>) -> Vec<[u8; 32]> {
+    let read = |text: &str| -> usize {
+        match cut {
+            Some(chars) => text
+                .char_indices()
+                .nth(chars)
+                .map_or(text.len(), |(at, _)| at),
+            None => text.len(),
+        }
+    };
     let mut chained = [0u8; 32];
     messages
         .iter()
@@ -70,7 +95,9 @@ pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
             let mut hash = Sha256::new();
             hash.update(chained);
             hash.update(format!("{:?}", message.role).as_bytes());
-            for part in [&message.text, &message.thinking] {
+            let thinking = if cut.is_some() { "" } else { &message.thinking };
+            for part in [message.text.as_str(), thinking] {
+                let part = &part[..read(part)];
                 hash.update((part.len() as u64).to_le_bytes());
                 hash.update(part.as_bytes());
             }
@@ -78,9 +105,10 @@ pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
                 hash.update(call.name.as_bytes());
                 hash.update([0]);
                 for (name, value) in &call.arguments {
+                    let value = value.to_string();
                     hash.update(name.as_bytes());
                     hash.update([0]);
-                    hash.update(value.to_string().as_bytes());
+                    hash.update(&value.as_bytes()[..read(&value)]);
                     hash.update([0]);
                 }
             }
@@ -93,13 +121,19 @@ pub(crate) fn prefix_hashes(messages: &[Message]) -> Vec<[u8; 32]> {
         .collect()
 }
 
-/// The session a conversation belongs to: the agent's own session header, or else the hash of its
-/// first message (two conversations that open alike share a key, and only a prefix that reads
-/// the same is ever used).
+/// The session a conversation belongs to: the agent's own session header, or else its
+/// [`opening`](opening_key).
 pub(super) fn session_key(headers: &HeaderMap, messages: &[Message]) -> Option<String> {
     if let Some((agent, id)) = crate::app::threads::seen::agent_session(headers) {
         return Some(format!("{agent}:{id}"));
     }
-    let first = prefix_hashes(messages.get(..1)?);
+    opening_key(messages)
+}
+
+/// A conversation known by its first message, read loosely: what finds a session's prepared
+/// summary from a compaction that names no session (a pi-family agent's remote endpoint). Two
+/// conversations that open alike share it; only a prefix that reads the same is ever used.
+pub(super) fn opening_key(messages: &[Message]) -> Option<String> {
+    let first = loose_hashes(messages.get(..1)?);
     Some(format!("first:{}", hex::encode(first[0])))
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::reading::{prefix_hashes, session_key};
+use super::reading::{loose_hashes, opening_key, prefix_hashes, session_key};
 use super::{Preparer, Running, Standing, Turn, agent_of, turn_history};
 use crate::app::App;
 use crate::app::wire::Policy;
@@ -163,6 +163,12 @@ impl Preparation {
         };
         let prefix_hash = hex::encode(last);
         let prefix_items = hashes.len() as i64;
+        // How a compaction that names no session finds it (a pi-family agent's remote endpoint).
+        let loose_hash = loose_hashes(&conversation.messages)
+            .last()
+            .map(hex::encode)
+            .unwrap_or_default();
+        let opening = opening_key(&conversation.messages).unwrap_or_default();
         let policy = Policy {
             chain: turn.chain,
             when_spent: WhenSpent::Refuse,
@@ -192,8 +198,10 @@ impl Preparation {
         let row = PreparedRow {
             tenant: turn.who.tenant.clone(),
             session_key: key.clone(),
+            opening,
             prefix_items,
             prefix_hash,
+            loose_hash,
             prefix_tokens: turn.standing.tokens as i64,
             summary: summary.text,
             model: summary.model,

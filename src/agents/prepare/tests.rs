@@ -1,9 +1,10 @@
 //! The preparer's pure parts: prefixes, freshness, windows.
 
 use super::pace::{Pace, Standing};
-use super::reading::{model_in, prefix_hashes, window};
+use super::reading::{loose_hashes, model_in, opening_key, prefix_hashes, window};
 use super::*;
-use compactd_core::transcript::{Message, Role};
+use compactd_core::transcript::{Message, Role, Shape};
+use serde_json::Value;
 
 fn message(role: Role, text: &str) -> Message {
     let mut conversation = Wire::ChatCompletions.messages(&[serde_json::json!({
@@ -185,4 +186,60 @@ fn a_reported_size_restates_the_session_without_growth() {
         (100_000, 0.0),
         "measured by its provider, and no growth"
     );
+}
+
+/// oh-my-pi's recorded turn and the remote compaction it then posted (the same conversation in
+/// the model's dialect, a long tool output cut): they agree message for message as
+/// [`loose_hashes`] reads them, with or without the reasoning a turn carries and whatever a tool
+/// wrote past the cut, and an edit breaks the agreement.
+#[test]
+fn a_pi_family_written_conversation_matches_its_typed_turns_loosely() {
+    let read = |name: &str| -> Value {
+        let path = format!(
+            "{}/tests/fixtures/agent-requests/oh-my-pi-18.3.4-remote/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let turn = read("turn.json");
+    let typed = turn_history(
+        Wire::AnthropicMessages,
+        agent_of(Wire::AnthropicMessages),
+        &turn,
+    );
+    let typed = &typed.request.conversation.unwrap().messages;
+    let compact = read("compact.json");
+    let written = Shape::of_prompt(compact["prompt"].as_str().unwrap())
+        .conversation
+        .messages;
+    assert!(
+        written.len() >= 5 && typed.len() > written.len(),
+        "{written:?}"
+    );
+    let n = written.len();
+    assert_eq!(loose_hashes(&typed[..n]), loose_hashes(&written));
+    assert_eq!(opening_key(typed), opening_key(&written));
+    // An edit within what the agent writes is seen.
+    let mut edited = written.clone();
+    edited[n - 1].text.push('!');
+    assert_ne!(
+        loose_hashes(&edited).last(),
+        loose_hashes(&typed[..n]).last()
+    );
+    // The reasoning a turn carries (a thinking model's), which the written form leaves out.
+    let mut reasoned = typed[..n].to_vec();
+    reasoned[1].thinking = "reasoning the written form leaves out".into();
+    assert_eq!(loose_hashes(&reasoned), loose_hashes(&written));
+    assert_ne!(
+        prefix_hashes(&reasoned).last(),
+        prefix_hashes(&written).last()
+    );
+    // A tool's output past what the agent writes of it.
+    let mut longer = typed[..n].to_vec();
+    let cut = longer
+        .iter()
+        .position(|m| m.text.len() > 1_900)
+        .expect("the long output");
+    longer[cut].text.push_str("\nmore output after the cut");
+    assert_eq!(loose_hashes(&longer), loose_hashes(&written));
 }

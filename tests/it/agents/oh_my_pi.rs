@@ -131,7 +131,15 @@ async fn provider() -> (MockServer, ModelProvider) {
 
 /// compactd's gateway in front of the fake provider, its own summaries by its fake model.
 async fn compactd() -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
-    let model = summarizer_model().await;
+    compactd_with(summarizer_model().await, None).await
+}
+
+/// [`compactd`] with its summaries by `model`, preparing sessions' summaries ahead past `share`
+/// of their window.
+async fn compactd_with(
+    model: crate::support::FakeUpstream,
+    share: Option<f64>,
+) -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
     let (server, provider) = provider().await;
     let mut config = crate::support::chain_config(&model, "openai:compactd-summarizer", false);
     config.gateway.enabled = true;
@@ -139,6 +147,9 @@ async fn compactd() -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
     config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
     config.gateway.codex_upstream = server.uri().parse().unwrap();
+    if let Some(share) = share {
+        config.gateway.prepare_at = share;
+    }
     // The server's requests go to the provider while it runs.
     std::mem::forget(server);
     (TestApp::spawn(config).await, model, provider)
@@ -257,6 +268,67 @@ async fn oh_my_pi_on_an_anthropic_route_gets_its_compaction_from_compactd() {
     let next = provider.posts().pop().unwrap().text();
     assert!(next.contains("SUMMARY BY COMPACTD"), "{next}");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A session of oh-my-pi through the gateway whose summary compactd prepared while it worked
+/// (tool output past the cut oh-my-pi writes, compactd's model writing pi's sections), then its
+/// compaction; the call-log endpoint that answered from the prepared summary (its row is the
+/// extractive summarizer's merge, no model call while oh-my-pi waits).
+async fn compacts_from_prepared() -> String {
+    use crate::gateway::prepare::{prepared_outcome, settled};
+    use crate::support::model_provider::{Answer, Scripted};
+    // compactd's model writes the sections it is asked for (pi's, as oh-my-pi asks for them).
+    let written = "## Goal\nPREPARED BY COMPACTD'S MODEL: the user asked what calc.py does.";
+    let model = crate::support::FakeUpstream::start(vec![], crate::support::Reply::openai(written));
+    let (app, model, provider) = compactd_with(model.await, Some(0.001)).await;
+    let root = scratch(&app.url);
+    let call = |name: &str, arguments: Value| Scripted {
+        answer: Answer::Call {
+            name: name.into(),
+            arguments,
+        },
+        spike: 0,
+    };
+    provider.script([
+        call("bash", json!({"command": "seq 1 3000"})),
+        call("read", json!({"path": "calc.py"})),
+    ]);
+    let mut omp = Omp::start(&root, "anthropic/claude-sonnet-4-6");
+    omp.prompt("What does calc.py do? Run seq first.").await;
+    omp.prompt("Now suggest a docstring for add.").await;
+    settled(&app).await;
+    assert!(prepared_outcome(&app, "prepared").await >= 1.0);
+    let compacted = omp.compact().await;
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0, "{compacted}");
+    let summary = compacted["data"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(written),
+        "the prepared summary, which compactd's model wrote: {summary}"
+    );
+    assert!(!model.received().is_empty());
+    let _ = std::fs::remove_dir_all(&root);
+    // (Rows are written after the answer.)
+    crate::support::eventually("the merged compaction's row", || async {
+        let calls: Value = app.get("/v1/calls?limit=50").await.json().await.unwrap();
+        let rows = calls["calls"].as_array().cloned().unwrap_or_default();
+        rows.iter()
+            .find(|c| c["model"] == "extractive")
+            .and_then(|c| c["endpoint"].as_str().map(str::to_owned))
+    })
+    .await
+}
+
+/// Zero-wait (issue 67) on the route oh-my-pi takes with today's Claude models: its turns pass
+/// through the gateway, and compactd prepares the session's summary meanwhile; its remote
+/// compaction (`/v1/compact`, which names no session and writes the conversation in the model's
+/// dialect, a long tool output cut) is answered from it, the rest merged in, with no model call
+/// while oh-my-pi waits. Its request for a pull request's description from the same conversation
+/// (the next call) is not answered with that summary: the model writes it.
+#[tokio::test]
+async fn oh_my_pis_remote_compaction_is_answered_from_the_summary_prepared_while_it_worked() {
+    compactd_testkit::needs!(Agents);
+    assert_eq!(compacts_from_prepared().await, "/v1/compact");
 }
 
 /// Without `remoteEndpoint`, oh-my-pi summarizes with its own model, through its provider's base

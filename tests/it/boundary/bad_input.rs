@@ -39,8 +39,8 @@ async fn snapshot(app: &TestApp) -> Value {
     let mut all = vec![sessions.clone()];
     for session in sessions["sessions"].as_array().unwrap() {
         let id = session["id"].as_str().unwrap();
-        all.push(Value::String(app.entries(&id).await.text().await.unwrap()));
-        all.push(app.compactions(&id).await.json().await.unwrap());
+        all.push(Value::String(app.entries(id).await.text().await.unwrap()));
+        all.push(app.compactions(id).await.json().await.unwrap());
     }
     Value::Array(all)
 }

@@ -340,7 +340,7 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
     let bytes = fixture("before-compaction.jsonl");
     let view = upload(&app, bytes.clone()).await;
     let id = view["id"].as_str().unwrap();
-    let stored_text = app.entries(&id).await.text().await.unwrap();
+    let stored_text = app.entries(id).await.text().await.unwrap();
     let session = Session::parse(stored_text.as_bytes(), ParseOptions::default()).unwrap();
     let path = session.active_path(None).unwrap();
     let settings = CompactionSettings {
@@ -387,7 +387,7 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
         assert_eq!(json(response).await["error"]["param"], param, "{query}");
     }
     // The context of the stored session: the previous compaction's summary leads.
-    let context = json(app.context(&id).await).await;
+    let context = json(app.context(id).await).await;
     assert_eq!(context["messages"].as_array().unwrap().len(), 446);
     assert_eq!(context["model"]["modelId"], "claude-opus-4-5");
 }

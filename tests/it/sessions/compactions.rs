@@ -36,7 +36,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     let plan = json(app.get(&format!("/v1/sessions/{id}/plan")).await).await["plan"].clone();
     assert_eq!(plan["isSplitTurn"], true);
 
-    let response = app.compact_session(&id, &json!({})).await;
+    let response = app.compact_session(id, &json!({})).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let body = json(response).await;
     let received = fake.received();
@@ -167,15 +167,15 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     );
 
     // Stored: the entry is the new leaf, and the context now starts with its summary.
-    let stored = app.entries(&id).await.text().await.unwrap();
+    let stored = app.entries(id).await.text().await.unwrap();
     assert_eq!(
         stored.lines().last().unwrap(),
         body["line"].as_str().unwrap()
     );
-    let shown = json(app.session(&id).await).await;
+    let shown = json(app.session(id).await).await;
     assert_eq!(shown["leafId"], entry_id);
     assert_eq!(shown["entryCount"], 1019);
-    let context = json(app.context(&id).await).await;
+    let context = json(app.context(id).await).await;
     let messages = context["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 182);
     assert!(
@@ -184,7 +184,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
             .unwrap()
             .contains("<summary>\n## Goal\nSUMMARY PART")
     );
-    let history = json(app.compactions(&id).await).await;
+    let history = json(app.compactions(id).await).await;
     let made = &history["compactions"][0];
     assert_eq!(
         (made["source"].as_str(), made["model"].as_str()),
@@ -197,7 +197,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     );
     assert_eq!(made["forgotten"], body["forgotten"]);
     // The leaf is now a compaction: nothing more to compact.
-    let again = app.compact_session(&id, &json!({})).await;
+    let again = app.compact_session(id, &json!({})).await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     assert_eq!(json(again).await["error"]["code"], "already_compacted");
 }
@@ -212,21 +212,18 @@ async fn a_failed_summarization_changes_nothing(store: Arc<dyn Store>) {
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let view = upload(&app, v3_session(20, 400)).await;
     let id = view["id"].as_str().unwrap();
-    let before = app.entries(&id).await.text().await.unwrap();
+    let before = app.entries(id).await.text().await.unwrap();
     let response = app
-        .compact_session(&id, &json!({"keepRecentTokens": 500}))
+        .compact_session(id, &json!({"keepRecentTokens": 500}))
         .await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         json(response).await["error"]["code"],
         "upstream_unavailable"
     );
-    assert_eq!(app.entries(&id).await.text().await.unwrap(), before);
+    assert_eq!(app.entries(id).await.text().await.unwrap(), before);
     assert!(store.compactions(id).await.unwrap().is_empty());
-    assert_eq!(
-        json(app.session(&id).await).await,
-        view_without_extras(view)
-    );
+    assert_eq!(json(app.session(id).await).await, view_without_extras(view));
 }
 
 fn view_without_extras(mut view: Value) -> Value {
@@ -336,7 +333,7 @@ async fn replicas_racing_for_one_leaf_agree_on_one_entry(store: Arc<dyn Store>) 
 /// The session `id` holds one compaction, in the store's records and in its entries.
 async fn one_compaction_stored(app: &TestApp, store: &dyn Store, id: &str) {
     assert_eq!(store.compactions(id).await.unwrap().len(), 1);
-    let stored = app.entries(&id).await.text().await.unwrap();
+    let stored = app.entries(id).await.text().await.unwrap();
     assert_eq!(stored.matches(r#""type":"compaction""#).count(), 1);
 }
 
@@ -370,7 +367,7 @@ async fn nothing_to_compact_is_a_409(store: Arc<dyn Store>) {
         (json!({"keepRecentTokens": -5}), "keepRecentTokens"),
         (json!({"bogus": 1}), "bogus"),
     ] {
-        let response = app.compact_session(&id, &body).await;
+        let response = app.compact_session(id, &body).await;
         assert_eq!(
             response.status(),
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -211,7 +211,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
         .unwrap();
     let id = uploaded["id"].as_str().unwrap();
     let compacted = app
-        .compact_session(&id, &json!({"keepRecentTokens": 2000}))
+        .compact_session(id, &json!({"keepRecentTokens": 2000}))
         .await;
     assert_eq!(compacted.status(), reqwest::StatusCode::CREATED);
     let compacted: Value = compacted.json().await.unwrap();
@@ -268,7 +268,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
         "compactd-pi15-back-{}-{id}.jsonl",
         std::process::id()
     ));
-    let text = app.entries(&id).await.text().await.unwrap();
+    let text = app.entries(id).await.text().await.unwrap();
     let read = pi_reads_back(&file, &text);
     assert_eq!(read["leafType"], "compaction");
     assert_eq!(read["leafId"], entry["id"]);
@@ -283,7 +283,7 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     assert_eq!(read["roles"][1], "compactionSummary");
     assert_eq!(read["plan"], Value::Null, "pi sees nothing left to compact");
     // compactd's /context is the context the pinned pi rebuilds.
-    let ours: Value = app.context(&id).await.json().await.unwrap();
+    let ours: Value = app.context(id).await.json().await.unwrap();
     assert_eq!(ours["messages"], read["context"]["messages"]);
     assert_eq!(ours["thinkingLevel"], read["context"]["thinkingLevel"]);
 }

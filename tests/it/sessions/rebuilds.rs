@@ -68,7 +68,7 @@ async fn branch_summaries_hang_where_pi_puts_them(store: Arc<dyn Store>) {
     assert_eq!(fake.received()[0].body["max_tokens"], 2048);
 
     // The summary is the new leaf: the context shows the kept branch and the summary.
-    let context = json(app.context(&id).await).await;
+    let context = json(app.context(id).await).await;
     let messages = context["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 4);
     assert!(
@@ -125,7 +125,7 @@ async fn a_v1_upload_is_replaced_by_the_stored_file_and_rebuilds_as_pi_would(
             .contains("replace your local file")
     );
 
-    let response = app.compact_session(&id, &json!({})).await;
+    let response = app.compact_session(id, &json!({})).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let compaction = json(response).await;
     assert_eq!(compaction["replaceFile"], stored_file);

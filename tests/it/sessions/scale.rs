@@ -35,7 +35,7 @@ async fn upload(app: &TestApp, bytes: Vec<u8>) -> String {
 
 /// The stored file, read whole by the core.
 async fn stored_file(app: &TestApp, id: &str) -> Session {
-    let text = app.entries(&id).await.text().await.unwrap();
+    let text = app.entries(id).await.text().await.unwrap();
     Session::parse(text.as_bytes(), ParseOptions::default()).unwrap()
 }
 
@@ -120,7 +120,7 @@ fn assistant(text: &str, total: u64) -> Value {
 
 async fn append(app: &TestApp, id: &str, lines: &[String]) -> Value {
     let body = lines.join("\n") + "\n";
-    json(app.append(&id, body).await).await
+    json(app.append(id, body).await).await
 }
 
 async fn stored_plans_equal_file_plans_after_appends_that_branch(store: Arc<dyn Store>) {

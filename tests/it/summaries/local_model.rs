@@ -143,17 +143,14 @@ async fn local_model_writes_a_session_compaction() {
     let id = uploaded["id"].as_str().unwrap();
     let started = Instant::now();
     let response = app
-        .compact_session(
-            &id,
-            &json!({"keepRecentTokens": 1500, "reserveTokens": 640}),
-        )
+        .compact_session(id, &json!({"keepRecentTokens": 1500, "reserveTokens": 640}))
         .await;
     let status = response.status();
     let body: Value = response.json().await.unwrap();
     println!("session compaction: {:?}\n{body}", started.elapsed());
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["model"], format!("openai:{}", local.model));
-    let entries = app.entries(&id).await.text().await.unwrap();
+    let entries = app.entries(id).await.text().await.unwrap();
     let last: Value = serde_json::from_str(entries.lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "compaction");
     assert_eq!(last["summary"], body["entry"]["summary"]);

@@ -8,6 +8,7 @@ use crate::*;
 
 on_both_backends!(
     a_session_keeps_its_newest_prepared_summary_for_its_tenant_only,
+    a_prepared_summary_is_found_by_its_opening_for_its_tenant_only,
     one_replica_at_a_time_prepares_a_session_until_its_mark_expires
 );
 
@@ -15,13 +16,66 @@ fn row(tenant: &str, session: &str, items: i64, at: i64) -> PreparedRow {
     PreparedRow {
         tenant: tenant.into(),
         session_key: session.into(),
+        opening: format!("first:{session}"),
         prefix_items: items,
         prefix_hash: format!("hash-{items}"),
+        loose_hash: format!("loose-{items}"),
         prefix_tokens: items * 100,
         summary: format!("## Goal\nsummary of {items} items"),
         model: "m".into(),
         created_at_ms: at,
     }
+}
+
+async fn a_prepared_summary_is_found_by_its_opening_for_its_tenant_only(store: Arc<dyn Store>) {
+    let now = 10 * PREPARED_TTL_MS;
+    // Two sessions (their headers) of one conversation's opening: the newer answers.
+    let older = PreparedRow {
+        opening: "first:x".into(),
+        ..row("a", "claude-code:1", 10, now)
+    };
+    let newer = PreparedRow {
+        opening: "first:x".into(),
+        ..row("a", "claude-code:2", 12, now + 5)
+    };
+    store.put_prepared(&older).await.unwrap();
+    store.put_prepared(&newer).await.unwrap();
+    store.put_prepared(&row("b", "s", 3, now)).await.unwrap();
+    let found = store
+        .prepared_opening("a", "first:x", now + 6)
+        .await
+        .unwrap();
+    assert_eq!(found, Some(newer));
+    assert_eq!(
+        store
+            .prepared_opening("b", "first:x", now + 6)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .prepared_opening("a", "first:y", now + 6)
+            .await
+            .unwrap(),
+        None
+    );
+    // A row that was written without an opening is never found by an empty one.
+    let unknown = PreparedRow {
+        opening: String::new(),
+        ..row("a", "s9", 1, now)
+    };
+    store.put_prepared(&unknown).await.unwrap();
+    assert_eq!(
+        store.prepared_opening("a", "", now + 6).await.unwrap(),
+        None
+    );
+    // Gone after a day, like every prepared summary.
+    let late = now + 5 + PREPARED_TTL_MS + 1;
+    assert_eq!(
+        store.prepared_opening("a", "first:x", late).await.unwrap(),
+        None
+    );
 }
 
 async fn a_session_keeps_its_newest_prepared_summary_for_its_tenant_only(store: Arc<dyn Store>) {
