@@ -175,9 +175,11 @@ async fn answered_as(
             .await
             .filter(|row| covers(row))?,
     };
-    // Used or outdated, the summary is done with: the session's next preparation starts afresh.
+    // Used or outdated, the summary is done with: the session's next preparation starts afresh
+    // (and the session found by its opening waits no more for its idle preparation).
     let recent = (who.tenant.clone(), row.session_key.clone());
     gateway.preparer.recent.invalidate(&recent);
+    gateway.preparer.idle.forget(&recent);
     if asked.focus || !covers(&row) {
         app.metrics.prepared.with_label_values(&["wasted"]).inc();
         app.drop_prepared(&row).await;
