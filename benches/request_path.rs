@@ -57,7 +57,8 @@ fn body() -> (String, String) {
     );
     let edited: String = FILES.iter().map(|f| format!("- Edited {f}\n")).collect();
     let summary = format!(
-        "## Goal\nCache keys must include the tenant.\n\n## Progress\n### Done\n{edited}\n## Next \
+        "## Goal\nThe cache keys collide when two tenants send the same prompt (run 1). Please fix \
+         that and keep the tests green.\n\n## Progress\n### Done\n{edited}\n## Next \
          Steps\n1. Now make sure the migration runs on both stores before you call it done.\n\n\
          <read-files>\n</read-files>\n<modified-files>\n{}\n</modified-files>\n",
         FILES.join("\n")
@@ -70,7 +71,8 @@ fn stages(c: &mut Criterion) {
     let redactor = Redactor::new(None).unwrap();
     let shape = Shape::of_prompt(&prompt);
     let anchors = anchors::of_shape(&shape, 16_384);
-    assert_eq!(anchors.len(), 13, "12 files and the latest request");
+    // The 12 files and the latest request at least (the gate also anchors what else it finds).
+    assert!(anchors.len() >= 13, "{}", anchors.len());
     assert!(gate::check(&summary, &anchors).iter().all(|k| *k));
     let mut group = c.benchmark_group("request path (3 KB remoteEndpoint prompt)");
     group
@@ -139,5 +141,30 @@ fn standing_rules(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stages, standing_rules);
+/// What an ordinary Claude Code turn costs the gateway when compactd takes its clearing edits out
+/// (`agents/context_edits/spliced.rs`): the recorded 50 KB turn's top-level members found without
+/// decoding it, against what that replaced (the turn parsed into a `Value` and written again) and
+/// against a copy of the turn (what forwarding any body costs at least once).
+fn passthrough(c: &mut Criterion) {
+    let line = include_str!("../tests/fixtures/agent-requests/claude-code-2.1.330.jsonl")
+        .lines()
+        .find(|l| l.starts_with("{\"seq\": 2,"))
+        .expect("seq 2");
+    let recorded: serde_json::Value = serde_json::from_str(line).unwrap();
+    let turn = recorded["body"].to_string().into_bytes();
+    let mut group = c.benchmark_group("passthrough");
+    group.bench_function("copy the turn", |b| b.iter(|| black_box(turn.clone())));
+    group.bench_function("members of the turn (the splice)", |b| {
+        b.iter(|| compactd_core::js_json::members(black_box(&turn)).map(|m| m.len()))
+    });
+    group.bench_function("parse and write the turn (before)", |b| {
+        b.iter(|| {
+            let value: serde_json::Value = serde_json::from_slice(black_box(&turn)).unwrap();
+            value.to_string().len()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stages, standing_rules, passthrough);
 criterion_main!(benches);
