@@ -104,13 +104,14 @@ fn headings(text: &str) -> Vec<&str> {
 }
 
 /// Whether instructions written by the agent ask for the kind of summary `summary` is: sections,
-/// of which the summary's first is one (a request for something else, such as a pull request's
-/// description from the same conversation, is not answered with a handoff summary).
+/// at least half of the summary's among them (one compactd adds, such as the rules in force,
+/// aside); a request for something else, such as a pull request's description from the same
+/// conversation, is not answered with a handoff summary.
 fn asks_for(instructions: &str, summary: &str) -> bool {
     let asked = headings(instructions);
-    headings(summary)
-        .first()
-        .is_some_and(|first| asked.contains(first))
+    let written = headings(summary);
+    let matching = written.iter().filter(|h| asked.contains(h)).count();
+    matching > 0 && 2 * matching >= written.len()
 }
 
 async fn answered_as(
@@ -278,4 +279,24 @@ async fn after_running(
         return None;
     }
     Some(app.prepared(who, key).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for;
+
+    #[test]
+    fn a_summary_answers_instructions_that_ask_for_its_sections() {
+        let pi = "You MUST use this format:\n\n## Goal\n[goals]\n\n## Constraints & Preferences\n- x\n\n\
+                  ## Progress\n### Done\n\n## Next Steps\n1. y\n\n## Critical Context\n- z";
+        let summary = "## Goal\nFix the lexer.\n\n## Progress\n### Done\n- a\n\n## Next Steps\n1. b";
+        assert!(asks_for(pi, summary));
+        let with_rules = format!("{summary}\n\n## Rules in force\n- never push to main");
+        assert!(asks_for(pi, &with_rules), "one section of compactd's own");
+        let description = "Summarize conversation changes as a pull request description.\n\
+                           MUST 2-3 sentences; first person.";
+        assert!(!asks_for(description, summary));
+        assert!(!asks_for(pi, "## Objective\nsomething else\n\n## Files\n- a"));
+        assert!(!asks_for(pi, "no sections at all"));
+    }
 }
