@@ -121,7 +121,7 @@ async fn answered_as(
     headers: &HeaderMap,
     asked: Asked<'_>,
 ) -> Option<Redacted<Summary>> {
-    if !gateway.preparer.serves(who) || (asked.focus && asked.loose) {
+    if !gateway.preparer.serves(who) {
         return None;
     }
     // An agent that renders its conversation into the compaction prompt (OpenCode, the
@@ -176,12 +176,19 @@ async fn answered_as(
             .await
             .filter(|row| covers(row))?,
     };
+    let usable = !asked.focus && covers(&row);
+    if !usable && asked.loose {
+        // A written request may be another of the agent's summarizations of the session (a
+        // split turn's prefix, a pull request's description): the summary stays for its
+        // compaction.
+        return None;
+    }
     // Used or outdated, the summary is done with: the session's next preparation starts afresh
     // (and the session found by its opening waits no more for its idle preparation).
     let recent = (who.tenant.clone(), row.session_key.clone());
     gateway.preparer.recent.invalidate(&recent);
     gateway.preparer.idle.forget(&recent);
-    if asked.focus || !covers(&row) {
+    if !usable {
         app.metrics.prepared.with_label_values(&["wasted"]).inc();
         app.drop_prepared(&row).await;
         return None;
@@ -289,14 +296,18 @@ mod tests {
     fn a_summary_answers_instructions_that_ask_for_its_sections() {
         let pi = "You MUST use this format:\n\n## Goal\n[goals]\n\n## Constraints & Preferences\n- x\n\n\
                   ## Progress\n### Done\n\n## Next Steps\n1. y\n\n## Critical Context\n- z";
-        let summary = "## Goal\nFix the lexer.\n\n## Progress\n### Done\n- a\n\n## Next Steps\n1. b";
+        let summary =
+            "## Goal\nFix the lexer.\n\n## Progress\n### Done\n- a\n\n## Next Steps\n1. b";
         assert!(asks_for(pi, summary));
         let with_rules = format!("{summary}\n\n## Rules in force\n- never push to main");
         assert!(asks_for(pi, &with_rules), "one section of compactd's own");
         let description = "Summarize conversation changes as a pull request description.\n\
                            MUST 2-3 sentences; first person.";
         assert!(!asks_for(description, summary));
-        assert!(!asks_for(pi, "## Objective\nsomething else\n\n## Files\n- a"));
+        assert!(!asks_for(
+            pi,
+            "## Objective\nsomething else\n\n## Files\n- a"
+        ));
         assert!(!asks_for(pi, "no sections at all"));
     }
 }

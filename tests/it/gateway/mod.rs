@@ -5,6 +5,7 @@ pub mod context_edits;
 pub mod hostile;
 pub mod prepare;
 pub mod prepare_spend;
+pub mod prepare_written;
 pub mod provider_compaction;
 pub mod recorded;
 pub mod standing;
