@@ -60,7 +60,37 @@ pub(super) fn take_claude(messages: &mut Vec<Value>) -> Option<String> {
 /// Takes the summary Codex handed over (its local compaction's, or compactd's expanded item) out
 /// of `conversation` and returns it: the message is the handoff and the summary after it.
 pub(super) fn take(conversation: &mut Conversation) -> Option<String> {
-    take_handoff(conversation).or_else(|| take_answered(conversation))
+    take_handoff(conversation)
+        .or_else(|| take_answered(conversation))
+        .or_else(|| take_opening(conversation))
+}
+
+/// The most a preamble before a carried `<summary>` may say (pi's and oh-my-pi's are one or two
+/// sentences).
+const PREAMBLE: usize = 400;
+
+/// pi's and oh-my-pi's form: after a compaction the conversation they send opens with a user
+/// message that is a short preamble and the summary in one `<summary>` element ending it
+/// (oh-my-pi 18.3.4: "Prior model work/tool state available. …"; pi: "The conversation history
+/// before this point was compacted into the following summary:"). Read by that structure; the
+/// message goes.
+fn take_opening(conversation: &mut Conversation) -> Option<String> {
+    let first = conversation.messages.first()?;
+    if first.role != Role::User || !first.calls.is_empty() {
+        return None;
+    }
+    let body = first.text.trim().strip_suffix("</summary>")?;
+    let open = body.find("<summary>")?;
+    // The element on lines of its own, after a preamble that ends its line.
+    let inside = &body[open + "<summary>".len()..];
+    let apart = body[..open].ends_with('\n') && inside.starts_with('\n') && inside.ends_with('\n');
+    let summary = inside.trim();
+    if !apart || open > PREAMBLE || summary.is_empty() || summary.contains("<summary>") {
+        return None;
+    }
+    let summary = summary.to_owned();
+    conversation.messages.remove(0);
+    Some(summary)
 }
 
 /// OpenCode's form: after a compaction its turns open with a question and the summary it got as
@@ -133,6 +163,44 @@ mod tests {
     }
 
     const SUMMARY: &str = "## Goal\nShip it.\n\n## Constraints & Preferences\n- Use British spelling in docs.\n\nEarlier detail is searchable: recall_search in compactd (MCP at /mcp), id r_0123";
+
+    #[test]
+    fn a_pi_family_opening_summary_gives_its_summary_and_goes() {
+        let omp = format!(
+            "Prior model work/tool state available.\nMUST build on prior work; NEVER duplicate \
+             prior work.\n\n<summary>\n{SUMMARY}\n</summary>\n"
+        );
+        let pi = format!(
+            "The conversation history before this point was compacted into the following \
+             summary:\n\n<summary>\n{SUMMARY}\n</summary>"
+        );
+        for opening in [omp, pi] {
+            let mut c = conversation(&[
+                (Role::User, &opening),
+                (Role::User, "now the parser"),
+                (Role::Assistant, "on it"),
+            ]);
+            assert_eq!(take(&mut c).as_deref(), Some(SUMMARY));
+            assert_eq!(c.messages.len(), 2);
+            assert_eq!(c.messages[0].text, "now the parser");
+        }
+        // A user's own words that end in a tag, a summary not first, a long preamble: kept.
+        let long = format!("{}\n<summary>x</summary>", "context ".repeat(60));
+        for texts in [
+            vec![(Role::User, "please wrap it as <summary>done</summary>")],
+            vec![(Role::User, "<summary>\nmy notes\n</summary>")],
+            vec![
+                (Role::User, "fix it"),
+                (Role::User, "Earlier:\n<summary>x</summary>"),
+            ],
+            vec![(Role::User, long.as_str())],
+        ] {
+            let mut c = conversation(&texts);
+            let before = c.messages.len();
+            assert_eq!(take(&mut c), None, "{texts:?}");
+            assert_eq!(c.messages.len(), before);
+        }
+    }
 
     #[test]
     fn claude_codes_continuation_block_gives_its_summary_and_goes() {

@@ -154,14 +154,14 @@ pub(crate) async fn handle(
     // that are most of the traffic (and tens of kilobytes each) pass through unparsed.
     // A tenant that chose the providers' own compaction APIs: those pass through untouched.
     let native = gateway.native_for(who);
-    let mut clears = wire == Wire::AnthropicMessages
+    let may_be_compaction = recognize::may_be_compaction(wire, &plain);
+    // Clearing edits compactd applies: an ordinary turn's that would clear nothing are spliced
+    // out of its bytes here; the others are applied to the parsed body below.
+    let clears = wire == Wire::AnthropicMessages
         && !native
         && gateway.applies_context_edits
-        && context_edits::may_ask(&plain);
-    let may_be_compaction = recognize::may_be_compaction(wire, &plain);
-    if clears && !may_be_compaction && !holds_item {
-        clears = !request.spliced_edits(&plain);
-    }
+        && context_edits::may_ask(&plain)
+        && (may_be_compaction || holds_item || !request.spliced_edits(&plain));
     let mut body: Option<Value> = (may_be_compaction || holds_item || clears)
         .then(|| compactd_core::js_json::from_slice(&plain).ok())
         .flatten();

@@ -307,6 +307,16 @@ async fn compacts_from_prepared() -> String {
         "the prepared summary, which compactd's model wrote: {summary}"
     );
     assert!(!model.received().is_empty());
+
+    // Its next compaction too: its turns now open with the summary oh-my-pi carries, which
+    // its remote compaction sends apart (`<previous-summary>`).
+    provider.script([call("bash", json!({"command": "seq 1 2000"}))]);
+    omp.prompt("Add a docstring to add in calc.py.").await;
+    omp.prompt("And one for the module.").await;
+    settled(&app).await;
+    let compacted = omp.compact().await;
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert_eq!(prepared_outcome(&app, "used").await, 2.0, "{compacted}");
     let _ = std::fs::remove_dir_all(&root);
     // (Rows are written after the answer.)
     crate::support::eventually("the merged compaction's row", || async {
