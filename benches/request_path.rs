@@ -154,9 +154,29 @@ fn passthrough(c: &mut Criterion) {
     let turn = recorded["body"].to_string().into_bytes();
     let mut group = c.benchmark_group("passthrough");
     group.bench_function("copy the turn", |b| b.iter(|| black_box(turn.clone())));
-    group.bench_function("members of the turn (the splice)", |b| {
-        b.iter(|| compactd_core::js_json::members(black_box(&turn)).map(|m| m.len()))
-    });
+    group.bench_function(
+        "members of the turn (the splice when thinking is searched)",
+        |b| b.iter(|| compactd_core::js_json::members(black_box(&turn)).map(|m| m.len())),
+    );
+    group.bench_function(
+        "members read back to context_management (the splice)",
+        |b| {
+            b.iter(|| {
+                let turn = black_box(&turn);
+                let mut end = turn.iter().rposition(|&c| c == b'}').unwrap();
+                loop {
+                    let (member, delimiter) =
+                        compactd_core::js_json::member_before(turn, end).unwrap();
+                    if &turn[member.key.clone()] == b"\"context_management\"" {
+                        // The check for the same key earlier in the body.
+                        let earlier = &turn[..member.key.start];
+                        break memchr::memmem::find(earlier, b"\"context_management\"");
+                    }
+                    end = delimiter;
+                }
+            })
+        },
+    );
     group.bench_function("parse and write the turn (before)", |b| {
         b.iter(|| {
             let value: serde_json::Value = serde_json::from_slice(black_box(&turn)).unwrap();

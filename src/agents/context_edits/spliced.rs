@@ -7,7 +7,7 @@ use memchr::memmem;
 use serde_json::{Value, json};
 
 use super::{CLEAR_THINKING, CLEAR_TOOL_USES, apply};
-use compactd_core::js_json::{Member, members};
+use compactd_core::js_json::{Member, member_before, members};
 
 /// What becomes of a turn's bytes.
 #[derive(Debug, PartialEq)]
@@ -23,8 +23,65 @@ const MESSAGES: &[u8] = b"\"messages\"";
 
 /// The body as [`apply`] would leave it when its clearing edits would clear nothing, spliced from
 /// the bytes as they came; `None` when an edit may clear something, or the body is not as expected
-/// (then the parsed body is edited).
+/// (then the parsed body is edited). Claude Code writes `context_management` near the end and its
+/// edit keeps all thinking: that member is found reading back from the end, and only a body whose
+/// messages must be searched for thinking is walked whole.
 pub(crate) fn without_inert(plain: &[u8]) -> Option<Spliced> {
+    match from_the_end(plain)? {
+        Tail::Spliced(spliced) => Some(spliced),
+        Tail::Whole => whole(plain),
+    }
+}
+
+/// What reading back from the end settled.
+enum Tail {
+    Spliced(Spliced),
+    /// An edit asks whether the messages hold thinking: the body is walked whole.
+    Whole,
+}
+
+/// The clearing edits found reading members back from the end of the body.
+fn from_the_end(plain: &[u8]) -> Option<Tail> {
+    let mut end = plain.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if plain[end] != b'}' {
+        return None;
+    }
+    let mut after: Option<Member> = None;
+    let (member, delimiter) = loop {
+        let (member, delimiter) = member_before(plain, end)?;
+        let key = &plain[member.key.clone()];
+        // A key spelled with escapes would not be matched by its bytes: left to the parse.
+        if key.contains(&b'\\') {
+            return None;
+        }
+        if key == MANAGEMENT {
+            break (member, delimiter);
+        }
+        if plain[delimiter] == b'{' {
+            // Every member read, none of them the edits: they were named in the text only.
+            return Some(Tail::Spliced(Spliced::Unchanged));
+        }
+        after = Some(member);
+        end = delimiter;
+    };
+    // The same key earlier in the body (written twice, read as its last): left to the parse.
+    if memmem::find(&plain[..member.key.start], MANAGEMENT).is_some() {
+        return None;
+    }
+    let management: Value = serde_json::from_slice(&plain[member.value.clone()]).ok()?;
+    if inert(&management, || None)?.is_none() {
+        return Some(Tail::Whole);
+    }
+    let before = match plain[delimiter] {
+        b',' => Some(member_before(plain, delimiter)?.0),
+        _ => None,
+    };
+    let neighbours = [before, Some(member), after];
+    Some(Tail::Spliced(splice(plain, &management, &neighbours)))
+}
+
+/// [`without_inert`] on the whole body's members, when the messages must be searched.
+fn whole(plain: &[u8]) -> Option<Spliced> {
     let members = members(plain)?;
     let named = |name: &[u8]| -> Option<Option<usize>> {
         let mut found = members
@@ -35,7 +92,6 @@ pub(crate) fn without_inert(plain: &[u8]) -> Option<Spliced> {
         // A key written twice is read as its last; left to the parse.
         found.next().is_none().then_some(first)
     };
-    // A key spelled with escapes would not be matched by its bytes: left to the parse.
     if members
         .iter()
         .any(|m| plain[m.key.clone()].contains(&b'\\'))
@@ -46,31 +102,71 @@ pub(crate) fn without_inert(plain: &[u8]) -> Option<Spliced> {
         return Some(Spliced::Unchanged);
     };
     let management: Value = serde_json::from_slice(&plain[members[at].value.clone()]).ok()?;
-    // Whether any message may hold thinking: searched only for an edit that keeps not all.
     let messages = named(MESSAGES)?;
-    let no_thinking = || match messages {
-        Some(m) => memmem::find(&plain[members[m].value.clone()], b"thinking").is_none(),
-        None => true,
+    let no_thinking = || {
+        Some(match messages {
+            Some(m) => memmem::find(&plain[members[m].value.clone()], b"thinking").is_none(),
+            None => true,
+        })
     };
+    inert(&management, no_thinking)??;
+    let neighbours = [
+        at.checked_sub(1).map(|b| members[b].clone()),
+        Some(members[at].clone()),
+        members.get(at + 1).cloned(),
+    ];
+    Some(splice(plain, &management, &neighbours))
+}
+
+/// Whether the edits of `management` would clear nothing: `Some(Some(()))` yes, `Some(None)`
+/// when that depends on whether the messages hold thinking and `no_thinking` could not say
+/// (answers `None`), `None` when an edit may clear something.
+fn inert(management: &Value, no_thinking: impl Fn() -> Option<bool>) -> Option<Option<()>> {
     let edits = management.get("edits")?.as_array()?;
-    let inert = edits
-        .iter()
-        .all(|edit| match edit.get("type").and_then(Value::as_str) {
-            Some(CLEAR_THINKING) => keeps_all(edit) || no_thinking(),
-            Some(CLEAR_TOOL_USES) => false,
-            _ => true,
-        });
-    if !inert {
-        return None;
+    let mut unknown = false;
+    for edit in edits {
+        match edit.get("type").and_then(Value::as_str) {
+            Some(CLEAR_THINKING) if !keeps_all(edit) => match no_thinking() {
+                Some(true) => {}
+                Some(false) => return None,
+                None => unknown = true,
+            },
+            Some(CLEAR_TOOL_USES) => return None,
+            _ => {}
+        }
     }
+    Some((!unknown).then_some(()))
+}
+
+/// The body with the clearing edits out of its `context_management` member (the middle of
+/// `neighbours`, between the members before and after it, if any): the member rewritten with
+/// what edits remain, or taken out with the comma that parted it from a neighbour.
+fn splice(plain: &[u8], management: &Value, neighbours: &[Option<Member>; 3]) -> Spliced {
+    let [before, Some(member), after] = neighbours else {
+        unreachable!("the member is always given");
+    };
     let mut left = json!({ "context_management": management });
     if apply(&mut left).is_none() {
-        return Some(Spliced::Unchanged);
+        return Spliced::Unchanged;
     }
-    Some(Spliced::Rewritten(match left.get("context_management") {
-        Some(rest) => replaced(plain, &members[at], &rest.to_string()),
-        None => removed(plain, &members, at),
-    }))
+    let cut = match left.get("context_management") {
+        Some(rest) => {
+            let mut out = Vec::with_capacity(plain.len());
+            out.extend_from_slice(&plain[..member.value.start]);
+            out.extend_from_slice(rest.to_string().as_bytes());
+            out.extend_from_slice(&plain[member.value.end..]);
+            return Spliced::Rewritten(out);
+        }
+        None => match (before, after) {
+            (Some(before), _) => before.value.end..member.value.end,
+            (None, Some(after)) => member.key.start..after.key.start,
+            (None, None) => member.key.start..member.value.end,
+        },
+    };
+    let mut out = Vec::with_capacity(plain.len());
+    out.extend_from_slice(&plain[..cut.start]);
+    out.extend_from_slice(&plain[cut.end..]);
+    Spliced::Rewritten(out)
 }
 
 /// Whether a `clear_thinking` edit keeps every turn's thinking.
@@ -80,27 +176,6 @@ fn keeps_all(edit: &Value) -> bool {
         Some(keep) => keep.get("type").and_then(Value::as_str) == Some("all"),
         None => false,
     }
-}
-
-fn replaced(plain: &[u8], member: &Member, value: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(plain.len());
-    out.extend_from_slice(&plain[..member.value.start]);
-    out.extend_from_slice(value.as_bytes());
-    out.extend_from_slice(&plain[member.value.end..]);
-    out
-}
-
-/// The body without member `at`, and without the comma that parted it from its neighbour.
-fn removed(plain: &[u8], members: &[Member], at: usize) -> Vec<u8> {
-    let cut = match (at.checked_sub(1), members.get(at + 1)) {
-        (Some(before), _) => members[before].value.end..members[at].value.end,
-        (None, Some(after)) => members[at].key.start..after.key.start,
-        (None, None) => members[at].key.start..members[at].value.end,
-    };
-    let mut out = Vec::with_capacity(plain.len());
-    out.extend_from_slice(&plain[..cut.start]);
-    out.extend_from_slice(&plain[cut.end..]);
-    out
 }
 
 #[cfg(test)]

@@ -47,6 +47,99 @@ pub fn members(bytes: &[u8]) -> Option<Vec<Member>> {
     }
 }
 
+/// The member of an object's text that ends just before `end` (the `,` or `}` after it, spaces
+/// allowed between), read backwards, and where the `,` or `{` before it is. Reading from the end
+/// finds a member an agent writes last (Claude Code's `context_management`) without walking the
+/// whole body; inside a string a quote is always escaped, so a quote after an even run of
+/// backslashes is a string's boundary from either side. `None` when the text there is not a
+/// member as JSON writes one.
+pub fn member_before(bytes: &[u8], end: usize) -> Option<(Member, usize)> {
+    let value_end = skip_space_back(bytes, end);
+    let value = value_start_back(bytes, value_end)?..value_end;
+    let colon = skip_space_back(bytes, value.start);
+    if colon == 0 || bytes[colon - 1] != b':' {
+        return None;
+    }
+    let key_end = skip_space_back(bytes, colon - 1);
+    if key_end == 0 || bytes[key_end - 1] != b'"' {
+        return None;
+    }
+    let key = string_start_back(bytes, key_end - 1)?..key_end;
+    let delimiter = skip_space_back(bytes, key.start).checked_sub(1)?;
+    matches!(bytes[delimiter], b',' | b'{').then_some((Member { key, value }, delimiter))
+}
+
+/// Just past the last byte before `at` that is not a space.
+fn skip_space_back(bytes: &[u8], mut at: usize) -> usize {
+    while at > 0 && matches!(bytes[at - 1], b' ' | b'\t' | b'\n' | b'\r') {
+        at -= 1;
+    }
+    at
+}
+
+/// Whether the quote at `at` is escaped: after an odd run of backslashes.
+fn escaped(bytes: &[u8], at: usize) -> bool {
+    bytes[..at]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count()
+        % 2
+        == 1
+}
+
+/// Where the string whose closing quote is at `close` opens (its opening quote).
+fn string_start_back(bytes: &[u8], close: usize) -> Option<usize> {
+    let mut before = close;
+    loop {
+        let at = memchr::memrchr(b'"', &bytes[..before])?;
+        if !escaped(bytes, at) {
+            return Some(at);
+        }
+        before = at;
+    }
+}
+
+/// Where the value that ends just before `end` starts.
+fn value_start_back(bytes: &[u8], end: usize) -> Option<usize> {
+    let last = end.checked_sub(1)?;
+    match bytes[last] {
+        b'"' => string_start_back(bytes, last),
+        b'}' | b']' => {
+            // The opening brackets expected, innermost last.
+            let mut open = Vec::new();
+            let mut i = end;
+            while i > 0 {
+                i -= 1;
+                match bytes[i] {
+                    b'"' => i = string_start_back(bytes, i)?,
+                    b'}' => open.push(b'{'),
+                    b']' => open.push(b'['),
+                    b @ (b'{' | b'[') => {
+                        if open.pop() != Some(b) {
+                            return None;
+                        }
+                        if open.is_empty() {
+                            return Some(i);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        }
+        _ => {
+            let start = bytes[..end]
+                .iter()
+                .rposition(|b| {
+                    matches!(b, b':' | b',' | b'[' | b'{' | b' ' | b'\t' | b'\n' | b'\r')
+                })
+                .map_or(0, |at| at + 1);
+            (start < end).then_some(start)
+        }
+    }
+}
+
 fn skip_space(bytes: &[u8], mut at: usize) -> usize {
     while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         at += 1;
@@ -174,6 +267,17 @@ mod tests {
                 value.to_string()
             };
             let found = members(text.as_bytes()).expect("an object");
+            // Read backwards from the closing brace, member by member, the same members.
+            let bytes = text.as_bytes();
+            let mut end = bytes.iter().rposition(|&b| b == b'}').unwrap();
+            for member in found.iter().rev() {
+                let (back, delimiter) = member_before(bytes, end).expect("a member");
+                prop_assert_eq!(&back, member);
+                end = delimiter;
+            }
+            if !found.is_empty() {
+                prop_assert_eq!(bytes[end], b'{');
+            }
             prop_assert_eq!(found.len(), object.len());
             for (member, (key, value)) in found.iter().zip(&object) {
                 let read: String = serde_json::from_str(&text[member.key.clone()]).unwrap();

@@ -16,7 +16,7 @@ pub mod escape;
 mod members;
 mod surrogates;
 
-pub use members::{Member, members};
+pub use members::{Member, member_before, members};
 
 pub use surrogates::{
     from_slice, from_str, preserving, replace_lone_surrogates, replace_lone_surrogates_in_place,
