@@ -137,10 +137,10 @@ async fn answered_as(
     };
     let messages = &conversation.messages;
     // A request that names no session is known by how its conversation opens.
-    let named = crate::app::threads::seen::agent_session(headers).is_some();
-    let key = match named || !asked.loose {
-        true => session_key(headers, messages)?,
-        false => opening_key(messages)?,
+    let by_opening = asked.loose && crate::app::threads::seen::agent_session(headers).is_none();
+    let key = match by_opening {
+        false => session_key(headers, messages)?,
+        true => opening_key(messages)?,
     };
     // The session compacts now: the turn it waited with when idle is done with.
     let session = (who.tenant.clone(), key.clone());
@@ -167,11 +167,11 @@ async fn answered_as(
                         .is_some_and(|hash| hex::encode(hash) == *stored)
             })
     };
-    let row = match named || !asked.loose {
-        true => kept(app, gateway, who, &key, asked.focus, &covers).await?,
+    let row = match by_opening {
+        false => kept(app, gateway, who, &key, asked.focus, &covers).await?,
         // Found by its opening, the summary may be another session's that opens alike: one
         // that does not cover this conversation is left to it.
-        false => app
+        true => app
             .prepared_opening(who, &key)
             .await
             .filter(|row| covers(row))?,
