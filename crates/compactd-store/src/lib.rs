@@ -5,10 +5,12 @@
 //! as the embedded default. They share their queries (see `sql.rs`); only connecting, migrating
 //! and error details differ.
 
+mod backend;
 pub mod behind;
 mod cache_keys;
 mod entry_insert;
 pub mod ledger;
+pub mod pins;
 mod postgres;
 pub mod prepared;
 pub mod recall;
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use ledger::{CachedSummaryRow, Ledger};
+pub use pins::Pins;
 pub use postgres::PgStore;
 pub use prepared::{Prepared, PreparedRow};
 pub use recall::{NewRecall, Recall, RecallHit, RecallQuery, RecallTurn};
@@ -139,7 +142,7 @@ pub(crate) fn like_pattern(search: &str) -> String {
 /// The storage interface the HTTP layer uses.
 #[async_trait::async_trait]
 pub trait Store:
-    ledger::Ledger + recall::Recall + prepared::Prepared + Send + Sync + 'static
+    ledger::Ledger + pins::Pins + recall::Recall + prepared::Prepared + Send + Sync + 'static
 {
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;
@@ -219,13 +222,6 @@ pub trait Store:
         session_id: &str,
         leaf_id: &str,
     ) -> Result<Option<EntryRecord>, StoreError>;
-    /// Pins text to a session unless it has this text pinned already or `max_pins` pins, checked
-    /// and written in one transaction (concurrent adds take turns).
-    async fn add_pin(&self, pin: &PinRecord, max_pins: i64) -> Result<PinAdded, StoreError>;
-    /// A session's pins, oldest first.
-    async fn pins(&self, session_id: &str) -> Result<Vec<PinRecord>, StoreError>;
-    /// Removes a pin; `false` when the session has no such pin.
-    async fn delete_pin(&self, session_id: &str, pin_id: &str) -> Result<bool, StoreError>;
 }
 
 /// Storage settings.

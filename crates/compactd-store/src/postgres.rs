@@ -1,10 +1,13 @@
 //! PostgreSQL, for deployments: several compactd replicas can share one database.
 
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
+
+use super::backend::FullText;
 
 pub struct PgStore {
     pub(super) pool: PgPool,
@@ -64,25 +67,6 @@ impl PgStore {
     }
 
     /// The same store with another deadline for each call.
-    /// A write transaction (PostgreSQL locks rows as statements reach them).
-    pub(super) async fn begin_write(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-        self.pool.begin().await
-    }
-
-    /// PostgreSQL takes concurrent writers: a batch writer needs no turn.
-    pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        None
-    }
-
-    /// Replicas share the database and write to it unseen: any key may be there.
-    pub(super) fn may_hold_cached(&self, _key: &str, _now_ms: i64) -> bool {
-        true
-    }
-
-    pub(super) fn note_cached(&self, _rows: &[&super::CachedSummaryRow]) {}
-
     pub fn with_deadline(self, deadline: Duration) -> PgStore {
         PgStore { deadline, ..self }
     }
@@ -94,8 +78,6 @@ impl PgStore {
             .context("applying the PostgreSQL migrations")
     }
 }
-
-super::sql::store_impl!(PgStore, sqlx::Postgres, "postgres");
 
 /// Bytes of COPY data sent per message.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -261,6 +243,58 @@ fn copy_field(out: &mut String, value: Option<&str>) {
         start = i + 1;
     }
     out.push_str(&value[start..]);
+}
+
+impl super::backend::Backend for PgStore {
+    type Db = sqlx::Postgres;
+    const NAME: &'static str = "postgres";
+    const RECALL_SEARCH: &'static str = super::recall::PG_SEARCH;
+    const FULL_TEXT: FullText = FullText::Indexed;
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// A write transaction (PostgreSQL locks rows as statements reach them).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        self.pool.begin().await
+    }
+
+    /// PostgreSQL takes concurrent writers: a batch writer needs no turn.
+    async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        None
+    }
+
+    fn insert_entries(
+        tx: &mut sqlx::Transaction<'static, Self::Db>,
+        session_id: &str,
+        entries: &[crate::NewEntry],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        insert_entries(tx, session_id, entries)
+    }
+
+    fn update_facts(
+        tx: &mut sqlx::Transaction<'static, Self::Db>,
+        session_id: &str,
+        facts: &[crate::FactRecord],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        update_facts(tx, session_id, facts)
+    }
+
+    /// Replicas share the database and write to it unseen: any key may be there.
+    fn may_hold_cached(&self, _key: &str, _now_ms: i64) -> bool {
+        true
+    }
+
+    fn note_cached(&self, _rows: &[&super::CachedSummaryRow]) {}
+
+    fn recall_terms(words: &[String]) -> String {
+        super::recall::pg_terms(words)
+    }
 }
 
 #[cfg(test)]

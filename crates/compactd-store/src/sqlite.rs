@@ -1,12 +1,14 @@
 //! SQLite, the embedded default: a file under the data directory, so that `cargo run` works on a
 //! machine with nothing installed.
 
+use std::future::Future;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
 
+use super::backend::FullText;
 use super::cache_keys::{self, CacheKeys};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -114,38 +116,11 @@ impl SqliteStore {
         SqliteStore::on(pool).await
     }
 
-    /// A write transaction. `BEGIN IMMEDIATE` takes SQLite's write lock at once, waiting in the
-    /// busy handler: a deferred transaction that read first and then writes would instead fail
-    /// at once with SQLITE_BUSY when another writer committed in between (its snapshot is stale).
-    pub(super) async fn begin_write(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await
-    }
-
-    /// The turn of a batch writer (see `writes`).
-    pub(super) async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        Some(self.writes.clone().lock_owned().await)
-    }
-
-    /// Whether the summary cache table may hold `key` (see [`CacheKeys`]).
-    pub(super) fn may_hold_cached(&self, key: &str, now_ms: i64) -> bool {
-        self.cache_keys.may_hold(key, now_ms)
-    }
-
-    /// Notes cached summaries written.
-    pub(super) fn note_cached(&self, rows: &[&super::CachedSummaryRow]) {
-        self.cache_keys
-            .add(rows.iter().map(|r| (r.key.as_str(), r.expires_at_ms)));
-    }
-
     /// The same store with another deadline for each call.
     pub fn with_deadline(self, deadline: Duration) -> SqliteStore {
         SqliteStore { deadline, ..self }
     }
 }
-
-super::sql::store_impl!(SqliteStore, sqlx::Sqlite, "sqlite");
 
 /// Rows per multi-row insert: its parameters stay below SQLite's 32 766.
 const INSERT_BATCH_ROWS: usize = 32_766 / super::entry_insert::ENTRY_PARAMETERS;
@@ -187,4 +162,62 @@ async fn update_facts(
         .await?;
     }
     Ok(())
+}
+
+impl super::backend::Backend for SqliteStore {
+    type Db = sqlx::Sqlite;
+    const NAME: &'static str = "sqlite";
+    const RECALL_SEARCH: &'static str = super::recall::SQLITE_SEARCH;
+    const FULL_TEXT: FullText = super::recall::FTS5_AFTER;
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// A write transaction. `BEGIN IMMEDIATE` takes SQLite's write lock at once, waiting in the
+    /// busy handler: a deferred transaction that read first and then writes would instead fail
+    /// at once with SQLITE_BUSY when another writer committed in between (its snapshot is stale).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    /// The turn of a batch writer (see `writes`).
+    async fn batch_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        Some(self.writes.clone().lock_owned().await)
+    }
+
+    fn insert_entries(
+        tx: &mut sqlx::Transaction<'static, Self::Db>,
+        session_id: &str,
+        entries: &[crate::NewEntry],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        insert_entries(tx, session_id, entries)
+    }
+
+    fn update_facts(
+        tx: &mut sqlx::Transaction<'static, Self::Db>,
+        session_id: &str,
+        facts: &[crate::FactRecord],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        update_facts(tx, session_id, facts)
+    }
+
+    /// Whether the summary cache table may hold `key` (see [`CacheKeys`]).
+    fn may_hold_cached(&self, key: &str, now_ms: i64) -> bool {
+        self.cache_keys.may_hold(key, now_ms)
+    }
+
+    /// Notes cached summaries written.
+    fn note_cached(&self, rows: &[&super::CachedSummaryRow]) {
+        self.cache_keys
+            .add(rows.iter().map(|r| (r.key.as_str(), r.expires_at_ms)));
+    }
+
+    fn recall_terms(words: &[String]) -> String {
+        super::recall::sqlite_terms(words)
+    }
 }
