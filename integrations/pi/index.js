@@ -5,13 +5,19 @@
 // first kept entry and file lists as its own. When compactd cannot answer, pi compacts as it
 // always does: the agent is never worse off.
 //
+// After each turn the new entries go to compactd in the background (the turn never waits for
+// it), with the model's window and pi's compaction settings: past a share of the window compactd
+// summarizes the session ahead, and the compaction, when it comes, is answered from that summary
+// at once, with only what came after it merged in.
+//
 // `/handoff <goal>` (Amp's way, instead of compacting): compactd drafts the first prompt of a new
 // thread for the goal from this session (the files that matter, the rules in force, open
 // errors, the commands that verify the work); the draft opens in an editor, and pi starts a new
 // session whose header names this one as its parent, the edited prompt in its editor to send.
 //
 // Settings (environment): COMPACTD_URL (default http://127.0.0.1:8080), COMPACTD_KEY (a compactd
-// API key, when compactd asks for one), COMPACTD_TIMEOUT_MS (default 300000).
+// API key, when compactd asks for one), COMPACTD_TIMEOUT_MS (default 300000), COMPACTD_SYNC
+// (`off`: the session goes to compactd only when it compacts, and nothing is prepared ahead).
 
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -20,12 +26,11 @@ import { dirname, join } from "node:path";
 const base = (process.env.COMPACTD_URL || "http://127.0.0.1:8080").replace(/\/+$/, "");
 const key = process.env.COMPACTD_KEY || "";
 const timeoutMs = Number(process.env.COMPACTD_TIMEOUT_MS || 300000);
+const syncTurns = (process.env.COMPACTD_SYNC || "on") !== "off";
+const agentDir = process.env.PI_CODING_AGENT_DIR || join(homedir(), ".pi", "agent");
 
 // Which compactd session holds which pi session (by the header's id), across pi's runs.
-const mapFile = join(
-  process.env.PI_CODING_AGENT_DIR || join(homedir(), ".pi", "agent"),
-  "compactd-sessions.json",
-);
+const mapFile = join(agentDir, "compactd-sessions.json");
 
 function readMap() {
   try {
@@ -71,25 +76,81 @@ function sessionLines(sessionManager) {
   return { header, text: `${lines.join("\n")}\n` };
 }
 
-// compactd's id of this session, with every entry pi has stored there: appended (compactd skips
-// the ones it already holds) or, the first time or when compactd lost it, uploaded.
-async function synced(sessionManager, signal) {
+// pi's compaction settings, as pi reads them (the project's over the global ones), until a
+// compaction tells them exactly.
+let compaction = {};
+
+function readSettings(cwd) {
+  const read = (file) => {
+    try {
+      return JSON.parse(readFileSync(file, "utf8")).compaction || {};
+    } catch {
+      return {};
+    }
+  };
+  return { ...read(join(agentDir, "settings.json")), ...read(join(cwd || ".", ".pi", "settings.json")) };
+}
+
+// What compactd prepares the session's summary ahead with: the model's window and the settings
+// pi will compact with.
+function hints(ctx) {
+  const settings = { ...readSettings(ctx?.cwd), ...compaction };
+  const query = new URLSearchParams();
+  const window = ctx?.model?.contextWindow;
+  if (Number.isInteger(window) && window >= 1000) query.set("contextWindow", String(window));
+  for (const name of ["keepRecentTokens", "reserveTokens"]) {
+    if (Number.isInteger(settings[name])) query.set(name, String(settings[name]));
+  }
+  const text = query.toString();
+  return text ? `?${text}` : "";
+}
+
+// How many entries of each pi session (by its header's id) this run sent to compactd, and where.
+const sent = new Map();
+
+// compactd's id of this session, with every entry pi has stored there: its new entries appended
+// (compactd skips the ones it already holds; all of them when compactd did not take the new
+// ones alone) or, the first time or when compactd lost it, uploaded.
+async function synced(sessionManager, signal, query = "") {
   const { header, text } = sessionLines(sessionManager);
+  const entries = sessionManager.getEntries();
   const known = readMap()[header.id];
+  const done = (id) => {
+    sent.set(header.id, { id, count: entries.length });
+    return id;
+  };
   if (known) {
-    const entries = text.slice(text.indexOf("\n") + 1);
-    const appended = await call(
-      `/v1/sessions/${encodeURIComponent(known)}/entries`,
-      { method: "POST", headers: NDJSON, body: entries },
-      signal,
-    );
-    if (appended.status < 300) return known;
-    if (appended.status !== 404 && appended.status !== 409) throw failure("append", appended);
+    const last = sent.get(header.id);
+    const from = last?.id === known ? Math.min(last.count, entries.length) : 0;
+    if (from === entries.length && from > 0) return known;
+    for (const start of from > 0 ? [from, 0] : [0]) {
+      const body = entries.slice(start).map((entry) => `${JSON.stringify(entry)}\n`).join("");
+      const appended = await call(
+        `/v1/sessions/${encodeURIComponent(known)}/entries${query}`,
+        { method: "POST", headers: NDJSON, body },
+        signal,
+      );
+      if (appended.status < 300) return done(known);
+      if (appended.status !== 404 && appended.status !== 409 && appended.status !== 422) {
+        throw failure("append", appended);
+      }
+      if (appended.status === 404) break;
+    }
   }
   const uploaded = await call("/v1/sessions", { method: "POST", headers: NDJSON, body: text }, signal);
   if (uploaded.status >= 300) throw failure("upload", uploaded);
   remember(header.id, uploaded.body.id);
-  return uploaded.body.id;
+  return done(uploaded.body.id);
+}
+
+// Every sync, one after another (two at once would upload the session twice): `work` after the
+// ones before it, whether they failed or not.
+let syncing = Promise.resolve();
+
+function serialized(work) {
+  const run = syncing.then(work, work);
+  syncing = run.catch(() => {});
+  return run;
 }
 
 function failure(what, answer) {
@@ -109,7 +170,7 @@ export default function compactd(pi) {
       await ctx.waitForIdle();
       let draft;
       try {
-        const id = await synced(ctx.sessionManager);
+        const id = await serialized(() => synced(ctx.sessionManager));
         const answer = await call(`/v1/sessions/${encodeURIComponent(id)}/handoff`, {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -149,10 +210,26 @@ export default function compactd(pi) {
     },
   });
 
+  if (syncTurns) {
+    pi.on("turn_end", (_event, ctx) => {
+      const manager = ctx.sessionManager;
+      const query = hints(ctx);
+      // In the background: the next turn never waits for compactd.
+      serialized(() => synced(manager, undefined, query)).catch(() => {});
+    });
+  }
+
   pi.on("session_before_compact", async (event, ctx) => {
     const { preparation, customInstructions, signal } = event;
+    if (preparation.settings) {
+      compaction = {
+        keepRecentTokens: preparation.settings.keepRecentTokens,
+        reserveTokens: preparation.settings.reserveTokens,
+      };
+    }
     try {
-      const id = await synced(ctx.sessionManager, signal);
+      const query = hints(ctx);
+      const id = await serialized(() => synced(ctx.sessionManager, signal, query));
       const answer = await call(
         `/v1/sessions/${encodeURIComponent(id)}/compactions`,
         {

@@ -361,6 +361,7 @@ fn compact(args: CompactArgs, out: &mut impl Write) -> Result<(), CliError> {
         settings: args.budget.settings(),
         custom_instructions: args.instructions.clone(),
         pins: args.pins.clone(),
+        prepared: None,
     };
     let outcome = runtime()?.block_on(async {
         let store = compactd_store::connect(&crate::app::store_config(&args.storage))

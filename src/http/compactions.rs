@@ -209,8 +209,8 @@ pub(super) async fn compact(
         leaf_id: body.leaf_id,
         settings: settings(body.keep_recent_tokens, body.reserve_tokens)?,
         custom_instructions: body.custom_instructions,
-        // The session's pins are the application's to add.
-        pins: Vec::new(),
+        // The session's pins and prepared summary are the application's to add.
+        ..Default::default()
     };
     Ok(match state.app.compact(&who, &id, request).await? {
         Compacted::Created { outcome, session } => (

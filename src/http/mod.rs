@@ -95,6 +95,9 @@ pub struct StateParts {
     pub(crate) browser: Arc<browser::BrowserPolicy>,
     /// The gateway at agents' model base URLs, when it is on.
     pub(crate) gateway: Option<Arc<crate::agents::Gateway>>,
+    /// What prepares summaries ahead: the gateway's sessions and the stored ones (the gateway's
+    /// own when it is on).
+    pub(crate) preparer: Arc<crate::agents::Preparer>,
 }
 
 impl FromRef<AppState> for BodyLimit {
@@ -116,19 +119,26 @@ impl AppState {
         if tokio::runtime::Handle::try_current().is_ok() {
             app.spawn_recall_purge();
         }
+        let window = config.summarizers.context_window.get();
+        let gateway = match config.gateway.enabled {
+            true => Some(Arc::new(crate::agents::Gateway::new(
+                &config.gateway,
+                &config.summarizers.anthropic_version,
+                window,
+            )?)),
+            false => None,
+        };
+        let preparer = match &gateway {
+            Some(gateway) => gateway.preparer.clone(),
+            None => Arc::new(crate::agents::Preparer::new(&config.gateway, window)),
+        };
         Ok(AppState(Arc::new(StateParts {
             app,
             access: Arc::new(Access::new(crate::app::access_config(config))),
             limits: HttpLimits::from(&config.http),
             browser: Arc::new(browser::BrowserPolicy::of(config)),
-            gateway: match config.gateway.enabled {
-                true => Some(Arc::new(crate::agents::Gateway::new(
-                    &config.gateway,
-                    &config.summarizers.anthropic_version,
-                    config.summarizers.context_window.get(),
-                )?)),
-                false => None,
-            },
+            gateway,
+            preparer,
         })))
     }
 }

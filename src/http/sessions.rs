@@ -13,6 +13,8 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{JsonBody, JsonlBody, QueryParams, SessionId};
+use crate::app::AppError;
+use crate::app::compaction::plans::settings;
 use crate::app::sessions::ReplaceNotice;
 use compactd_core::session::{self, LineIssue, time};
 use compactd_store::SessionRecord;
@@ -203,9 +205,26 @@ pub(super) async fn entries(
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], file).into_response())
 }
 
+/// What the agent appending a session knows of how it will compact it: what its summary is
+/// prepared ahead with (issue 67).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct AppendQuery {
+    /// The window of the session's model, in tokens (default: the model named in the entries,
+    /// else `COMPACTD_CONTEXT_WINDOW`).
+    context_window: Option<i64>,
+    /// The agent's `keepRecentTokens` (default 20000).
+    keep_recent_tokens: Option<i64>,
+    /// The agent's `reserveTokens` (default 16384).
+    reserve_tokens: Option<i64>,
+}
+
 /// `POST /v1/sessions/{id}/entries`: appends JSONL entries whose parents exist. An entry already
 /// stored with the same id and the same content is skipped; with other content it is a 409.
-#[utoipa::path(post, path = "/v1/sessions/{id}/entries", tag = "sessions", params(("id" = String, Path, description = "Session id")),
+/// A session past a share of its model's window is then summarized ahead of its compaction, in
+/// the background, with the settings the query gives.
+#[utoipa::path(post, path = "/v1/sessions/{id}/entries", tag = "sessions", params(("id" = String, Path, description = "Session id"), AppendQuery),
     request_body(content = String, content_type = "application/x-ndjson", description = "Entries to append (JSONL, v3)"),
     responses(
         (status = 200, body = Appended),
@@ -218,9 +237,26 @@ pub(super) async fn append(
     State(state): State<AppState>,
     Caller(who): Caller,
     SessionId(id): SessionId,
+    QueryParams(query): QueryParams<AppendQuery>,
     JsonlBody(body): JsonlBody,
 ) -> Result<Json<Appended>, ApiError> {
+    let ahead = crate::app::compaction::ahead::Hints {
+        settings: settings(query.keep_recent_tokens, query.reserve_tokens)?,
+        window: match query.context_window {
+            None => None,
+            Some(window) if (1_000..=100_000_000).contains(&window) => Some(window as u64),
+            Some(window) => {
+                let message =
+                    format!("contextWindow must be between 1000 and 100000000, not {window}");
+                return Err(AppError::invalid("contextWindow", message).into());
+            }
+        },
+    };
     let appended = state.app.append(&who, &id, &body).await?;
+    if appended.appended > 0 {
+        let tokens = appended.record.context_tokens;
+        crate::agents::after_append(&state.app, &state.preparer, &who, &id, tokens, &body, ahead);
+    }
     Ok(Json(Appended {
         appended: appended.appended,
         unchanged: appended.unchanged,

@@ -29,8 +29,9 @@ pub enum Endpoint {
     /// A compaction the gateway answered for an agent at its model base URL.
     Gateway(Agent),
     /// A summary prepared ahead of an agent's compaction, in the background (issue 67): paid
-    /// for like any other, and never itself a compaction served.
-    Prepared(Agent),
+    /// for like any other, and never itself a compaction served. It names the agent (`pi` for a
+    /// stored session).
+    Prepared(&'static str),
     /// A handoff's draft (`/v1/sessions/{id}/handoff`, the MCP tool, `compactd handoff`).
     Handoff,
     /// An answer about a thread (`/v1/threads/read`, the MCP tool `read_thread`).
@@ -69,7 +70,7 @@ impl Endpoint {
             Endpoint::SessionCompaction | Endpoint::BranchSummary => ("pi", "session"),
             Endpoint::Cli => ("pi", "cli"),
             Endpoint::Gateway(agent) => (agent.name, agent.wire.name()),
-            Endpoint::Prepared(agent) => (agent.name, "prepared"),
+            Endpoint::Prepared(agent) => (agent, "prepared"),
             Endpoint::Handoff => ("any", "handoff"),
             Endpoint::ThreadRead => ("any", "read_thread"),
         }

@@ -24,6 +24,7 @@ mod idle;
 mod pace;
 mod reading;
 mod running;
+mod stored;
 mod usage;
 
 pub(crate) use answering::{answered, answered_remote};
@@ -32,6 +33,7 @@ use pace::{Pace, Standing, fresh};
 use reading::{model_in, window};
 use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
+pub(crate) use stored::after_append;
 pub(crate) use usage::UsageTap;
 
 use axum::body::Bytes;

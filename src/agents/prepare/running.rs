@@ -179,7 +179,7 @@ impl Preparation {
             .app
             .summarize_prompt_with(
                 &turn.who,
-                Endpoint::Prepared(agent),
+                Endpoint::Prepared(agent.name),
                 compaction.request,
                 policy,
             )

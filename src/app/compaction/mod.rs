@@ -4,6 +4,7 @@
 //! progress (a lock in this process) and get its entry; across replicas, the append is guarded by
 //! the entry count and a loser that finds the same leaf compacted returns that entry.
 
+pub(crate) mod ahead;
 pub mod compactor;
 pub mod plans;
 pub(crate) mod stored_path;
@@ -124,9 +125,19 @@ impl App {
             .pipeline_context(who, Endpoint::SessionCompaction)
             .for_session(id);
         let pins = self.store.pins(id).await?;
+        // A focus asks for what a summary prepared without it cannot answer.
+        let focused = request
+            .custom_instructions
+            .as_deref()
+            .is_some_and(|focus| !focus.trim().is_empty());
+        let prepared = match focused {
+            false => self.ahead(who, id).await,
+            true => None,
+        };
         let request = CompactionRequest {
             leaf_id: Some(leaf_id.clone()),
             pins: pins.into_iter().map(|p| p.text).collect(),
+            prepared,
             ..request
         };
         let outcome = compactor::compact(
@@ -138,6 +149,10 @@ impl App {
             &self.prompts,
         )
         .await?;
+        if let Some(ahead) = &request.prepared {
+            self.prepared_taken(ahead, outcome.prepared == Some(true))
+                .await;
+        }
         let mut outcome = outcome;
         self.keep_session_recall(who, &loaded, &mut outcome).await;
         let entry = &outcome.entry;

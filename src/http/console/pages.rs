@@ -213,7 +213,7 @@ pub(super) async fn compact(
             .custom_instructions
             .map(|text| text.trim().to_owned())
             .filter(|text| !text.is_empty()),
-        pins: Vec::new(),
+        ..Default::default()
     };
     let entry_id = match state.app.compact(&viewer.identity, &id, request).await {
         Ok(Compacted::Created { outcome, .. }) => outcome.entry.id.clone(),

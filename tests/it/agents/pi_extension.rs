@@ -224,6 +224,45 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
     drop(pi.child);
 }
 
+/// Zero-wait (issue 67): the extension sends each turn's entries to compactd as the turn ends,
+/// with the model's window and pi's settings; past the share, compactd summarizes the session
+/// while pi works, and pi's compaction is answered from that summary without a model call.
+#[tokio::test]
+async fn pi_compacts_at_once_from_the_summary_compactd_prepared_while_it_worked() {
+    compactd_testkit::needs!(Agents);
+    let provider = provider().await;
+    let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
+    let mut config = chain_config(&model, "openai:compactd-summarizer", false);
+    // A share the short session passes (pi's model has a 200,000-token window).
+    config.gateway.prepare_at = 0.0001;
+    let app = TestApp::spawn(config).await;
+    let root = scratch(&provider);
+    let mut pi = Pi::start(&root, &app.url);
+    pi.prompt("What does calc.py do? Answer briefly.").await;
+    pi.prompt("Now suggest a docstring for add.").await;
+    let prepared = r#"compactd_prepared_summaries_total{outcome="prepared"}"#;
+    app.wait_for_metric(prepared, 1.0).await;
+    crate::gateway::prepare::settled(&app).await;
+
+    let calls = model.received().len();
+    let compacted = pi.compact().await;
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert_eq!(
+        model.received().len(),
+        calls,
+        "no model call while pi waits"
+    );
+    let used = r#"compactd_prepared_summaries_total{outcome="used"}"#;
+    assert_eq!(app.metric(used).await, 1.0);
+    let summary = compacted["data"]["summary"].as_str().unwrap();
+    assert!(summary.contains("SUMMARY BY COMPACTD'S MODEL"), "{summary}");
+    assert!(
+        summary.contains("Now suggest a docstring for add."),
+        "the latest request verbatim: {summary}"
+    );
+    drop(pi.child);
+}
+
 #[tokio::test]
 async fn with_compactd_down_pi_compacts_by_itself() {
     compactd_testkit::needs!(Agents);

@@ -8,5 +8,6 @@ pub mod fork;
 pub mod javascript;
 pub mod long_history;
 pub mod pi15;
+pub mod prepared;
 pub mod rebuilds;
 pub mod scale;

@@ -6,9 +6,16 @@
 //! summarize is an error rather than a summary of nothing, no call is made for an empty
 //! conversation, and a split turn whose history part is empty keeps the previous summary.
 
+mod history;
 mod pi15;
 
+pub(crate) use history::{History, history};
+
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::app::compaction::ahead::Ahead;
+use crate::summarizer::chain::Chain;
 
 use crate::pipeline::{Context, GateInput, Job, Pipeline, Purpose, SummarizeError};
 use crate::summarizer::{Flags, Summary, SummaryRequest, TokenUsage};
@@ -38,6 +45,8 @@ pub struct CompactionRequest {
     pub custom_instructions: Option<String>,
     /// Text pinned to the session: carried verbatim by every compaction.
     pub pins: Vec<String>,
+    /// The session's summary prepared ahead (issue 67): answers the history when it covers it.
+    pub(crate) prepared: Option<Ahead>,
 }
 
 /// A compaction entry ready to append, and what it cost.
@@ -60,6 +69,35 @@ pub struct CompactionOutcome {
     /// others when any did; a loop also when the compaction leaves the context at 80 % or more
     /// of what it was (it made no room: the agent will compact again).
     pub flags: Flags,
+    /// `None`: no summary was prepared ahead; else whether it answered the history.
+    pub prepared: Option<bool>,
+}
+
+/// What a compaction takes of its session's summary prepared ahead.
+struct FromPrepared {
+    /// The history's request, answered from the summary, when it covers the history.
+    request: Option<SummaryRequest>,
+    /// The chain every part of the compaction then runs on: the extractive summarizer, so that
+    /// no part waits for a model.
+    chain: Option<Arc<Chain>>,
+    used: Option<bool>,
+}
+
+/// The history answered from `request`'s summary prepared ahead, when it covers the history
+/// `history` gives (asked for only when there is such a summary).
+fn from_prepared(
+    request: &CompactionRequest,
+    history: impl FnOnce() -> Option<History>,
+) -> FromPrepared {
+    let merged = request
+        .prepared
+        .as_ref()
+        .and_then(|ahead| Some((ahead, ahead.merge(&history()?)?)));
+    FromPrepared {
+        used: request.prepared.as_ref().map(|_| merged.is_some()),
+        chain: merged.as_ref().map(|(ahead, _)| ahead.chain.clone()),
+        request: merged.map(|(_, request)| request),
+    }
 }
 
 /// Below this context size a compaction that frees little is no loop: there was little to free.
@@ -108,14 +146,16 @@ pub async fn compact(
         ));
     }
     let (history_request, prefix_request) = requests(&prep, request, prompts);
+    let ahead = from_prepared(request, || history(session, &request.settings, prompts));
     let files = prep.file_ops.lists();
     let (history_summary, prefix_summary) = summarize_parts(
         pipeline,
         context,
-        history_request,
+        ahead.request.or(history_request),
         prefix_request,
         &request.pins,
         &files,
+        ahead.chain,
     )
     .await?;
     let merged = merged_summary(history_summary.as_ref(), prefix_summary.as_ref(), || {
@@ -139,7 +179,9 @@ pub async fn compact(
         .iter()
         .chain(prefix_summary.iter())
         .collect();
-    Ok(finish(entry, &calls, started, tokens_after))
+    let mut outcome = finish(entry, &calls, started, tokens_after);
+    outcome.prepared = ahead.used;
+    Ok(outcome)
 }
 
 /// The calls a compaction needs, run together: the history summary (unless only the split
@@ -228,6 +270,7 @@ async fn summarize_parts(
     prefix: Option<SummaryRequest>,
     pins: &[String],
     files: &FileLists,
+    chain: Option<Arc<Chain>>,
 ) -> Result<(Option<Summary>, Option<Summary>), CompactError> {
     let pins: Vec<Anchor> = pins.iter().map(|p| Anchor::pinned(p)).collect();
     let has_history = history.is_some();
@@ -247,7 +290,7 @@ async fn summarize_parts(
                 extra: if pinned { pins.clone() } else { Vec::new() },
                 appendix: files.format_tags(),
             },
-            chain: None,
+            chain: chain.clone(),
             when_spent: Default::default(),
         })
         .collect();
@@ -308,6 +351,7 @@ fn finish(
             recall_id: None,
             cache_key: None,
         },
+        prepared: None,
     }
 }
 

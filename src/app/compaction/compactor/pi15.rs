@@ -9,7 +9,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::app::compaction::compactor::{
-    CompactError, CompactionOutcome, CompactionRequest, finish, merged_summary, summarize_parts,
+    CompactError, CompactionOutcome, CompactionRequest, History, finish, from_prepared,
+    merged_summary, summarize_parts,
 };
 use crate::pipeline::{Context, Pipeline};
 use crate::summarizer::{Summary, SummaryRequest, TokenUsage};
@@ -47,21 +48,20 @@ pub(super) async fn compact(
         )
     })?;
     let reserve = request.settings.reserve_tokens;
-    let focus = |prompt: String| match request.custom_instructions.as_deref() {
-        Some(focus) if !focus.trim().is_empty() => format!("{prompt}\n\nAdditional focus: {focus}"),
-        _ => prompt,
-    };
-    let history_request = (prep.messages_to_summarize > 0).then(|| {
-        let mut prompt = conversation_block(&prep.conversation);
-        let instructions = match &prep.previous_summary {
-            Some(previous) => {
-                prompt.push_str(&previous_block(previous));
-                UPDATE
-            }
-            None => SUMMARY,
-        };
-        prompt.push_str(&focus(instructions.to_owned()));
-        SummaryRequest::from_prompt(SYSTEM.to_owned(), prompt, history_max_tokens(reserve))
+    let focus = |prompt: String| with_focus(prompt, request.custom_instructions.as_deref());
+    let summarizes = prep.messages_to_summarize > 0;
+    let ahead = from_prepared(request, || {
+        summarizes.then(|| History::pi15(&prep, history_max_tokens(reserve)))
+    });
+    let history_request = ahead.request.or_else(|| {
+        summarizes.then(|| {
+            history_request(
+                &prep.conversation,
+                prep.previous_summary.as_deref(),
+                request.custom_instructions.as_deref(),
+                history_max_tokens(reserve),
+            )
+        })
     });
     let split = prep.is_split_turn && prep.turn_prefix_messages > 0;
     let prefix_request = split.then(|| {
@@ -83,6 +83,7 @@ pub(super) async fn compact(
         prefix_request,
         &request.pins,
         &files,
+        ahead.chain,
     )
     .await?;
     // pi 1.5 keeps the previous summary as it is when only the split turn is new.
@@ -111,7 +112,37 @@ pub(super) async fn compact(
         system
     });
     let tokens_after = (utf16_len(&entry.summary) as u64).div_ceil(4) + prep.kept_tokens;
-    Ok(finish(entry, &calls, started, tokens_after))
+    let mut outcome = finish(entry, &calls, started, tokens_after);
+    outcome.prepared = ahead.used;
+    Ok(outcome)
+}
+
+/// pi 1.5.2's history prompt: the conversation, the previous summary it updates (if any), the
+/// instructions, and the user's focus.
+pub(super) fn history_request(
+    conversation: &str,
+    previous: Option<&str>,
+    focus: Option<&str>,
+    max_tokens: u64,
+) -> SummaryRequest {
+    let mut prompt = conversation_block(conversation);
+    let instructions = match previous {
+        Some(previous) => {
+            prompt.push_str(&previous_block(previous));
+            UPDATE
+        }
+        None => SUMMARY,
+    };
+    prompt.push_str(&with_focus(instructions.to_owned(), focus));
+    SummaryRequest::from_prompt(SYSTEM.to_owned(), prompt, max_tokens)
+}
+
+/// pi 1.5's instructions with the user's focus (`/compact <focus>`) appended.
+fn with_focus(prompt: String, focus: Option<&str>) -> String {
+    match focus {
+        Some(focus) if !focus.trim().is_empty() => format!("{prompt}\n\nAdditional focus: {focus}"),
+        _ => prompt,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,139 @@
+//! Zero-wait for stored pi sessions (issue 67): appended turn by turn, as the pi extension
+//! appends them, a session past the share of its window has its history summarized in the
+//! background on one replica; its compaction, arriving at another replica on the same store, is
+//! answered from that summary without a model call, under pi 0.x's planner and pi 1.5's. A
+//! compaction of another leaf (a rewind) or with a focus takes the normal path.
+
+use std::sync::Arc;
+
+use compactd_store::Store;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::fixture;
+use crate::gateway::prepare::{prepared_outcome, settled};
+use crate::sessions::api::json;
+use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+
+on_both_backends!(
+    a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew,
+    a_rewind_or_a_focus_takes_the_normal_path,
+);
+
+/// What compactd's model writes, whatever it is asked.
+const WRITTEN: &str = "## Goal\nPREPARED: carry on with the session's work.";
+
+/// Turns appended one by one after the upload.
+const APPENDED: usize = 6;
+
+/// The two planners' sessions, pi 0.x's and pi 1.5's, each with the `keepRecentTokens` its agent
+/// compacts with (the pi 1.5 sample's history is short: under pi's default, nothing to summarize).
+const SESSIONS: [(&str, u64); 2] = [("large-session.jsonl", 20_000), ("pi15/s0000.jsonl", 2_000)];
+
+fn prepare_config(model: &FakeUpstream) -> compactd::config::ServeConfig {
+    let mut config = chain_config(model, "openai:gpt-test", false);
+    // Every session here passes it: prepared on every append that grew the session enough.
+    config.gateway.prepare_at = 0.01;
+    config
+}
+
+/// Uploads `name` (as pi writes it today: migrated, its entries with ids) but its last
+/// [`APPENDED`] lines, then appends those one at a time to `app`, each preparation awaited; the
+/// session's id and its lines.
+async fn grown(app: &TestApp, (name, keep): (&str, u64)) -> (String, Vec<String>) {
+    let migrated = json(app.upload(fixture(name)).await).await;
+    let file = app.entries(migrated["id"].as_str().unwrap()).await;
+    let text = file.text().await.unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let (head, tail) = lines.split_at(lines.len() - APPENDED);
+    let response = app.upload(format!("{}\n", head.join("\n"))).await;
+    assert_eq!(response.status(), StatusCode::CREATED, "{name}");
+    let id = json(response).await["id"].as_str().unwrap().to_owned();
+    for line in tail {
+        // As the pi extension appends: with the settings pi compacts with.
+        let path = format!("/v1/sessions/{id}/entries?keepRecentTokens={keep}");
+        let response = app.post_raw(&path, format!("{line}\n")).await;
+        let status = response.status();
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{name}: {}",
+            response.text().await.unwrap()
+        );
+        settled(app).await;
+    }
+    (id, lines)
+}
+
+async fn a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew(
+    store: Arc<dyn Store>,
+) {
+    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let writer = TestApp::with_store(prepare_config(&model), store.clone()).await;
+    let other = TestApp::with_store(prepare_config(&model), store).await;
+    for (n, session) in SESSIONS.into_iter().enumerate() {
+        let (id, _) = grown(&writer, session).await;
+        let (name, keep) = session;
+        assert!(
+            prepared_outcome(&writer, "prepared").await >= (n + 1) as f64,
+            "{name}: prepared while it grew"
+        );
+        let calls = model.received().len();
+        let response = other
+            .compact_session(&id, &json!({"keepRecentTokens": keep}))
+            .await;
+        assert_eq!(response.status(), StatusCode::CREATED, "{name}");
+        let body: Value = json(response).await;
+        assert_eq!(
+            model.received().len(),
+            calls,
+            "{name}: no model call while the agent waits"
+        );
+        assert_eq!(prepared_outcome(&other, "used").await, (n + 1) as f64);
+        let entry = &body["entry"];
+        assert_eq!(entry["type"], "compaction", "{name}: {entry}");
+        let summary = entry["summary"].as_str().unwrap();
+        assert!(summary.contains("PREPARED"), "{name}: {summary}");
+        assert_eq!(
+            body["model"].as_str().unwrap().split('+').next(),
+            Some("extractive")
+        );
+        // The plan is the planner's: the entry keeps what the session's own plan keeps.
+        let leaf = entry["parentId"].as_str().unwrap();
+        let plan = format!("/v1/sessions/{id}/plan?leafId={leaf}&keepRecentTokens={keep}");
+        let plan = json(other.get(&plan).await).await;
+        assert_eq!(
+            entry["firstKeptEntryId"], plan["plan"]["firstKeptEntryId"],
+            "{name}"
+        );
+    }
+    assert_eq!(prepared_outcome(&other, "wasted").await, 0.0);
+}
+
+async fn a_rewind_or_a_focus_takes_the_normal_path(store: Arc<dyn Store>) {
+    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let app = TestApp::with_store(prepare_config(&model), store).await;
+    let (id, lines) = grown(&app, SESSIONS[0]).await;
+    let normal = |body: Value| {
+        let (app, model) = (&app, &model);
+        let id = id.clone();
+        async move {
+            let calls = model.received().len();
+            let response = app.compact_session(&id, &body).await;
+            assert_eq!(response.status(), StatusCode::CREATED, "{body}");
+            assert!(model.received().len() > calls, "the model wrote it: {body}");
+        }
+    };
+
+    // A focus: the summary prepared without it is neither used nor spent.
+    normal(json!({"customInstructions": "only the parser work"})).await;
+    assert_eq!(prepared_outcome(&app, "used").await, 0.0);
+    assert_eq!(prepared_outcome(&app, "wasted").await, 0.0);
+
+    // A compaction from half-way (the user went back there): its history no longer begins with
+    // what was prepared. The normal path; the summary is spent as wasted.
+    let half_way: Value = serde_json::from_str(&lines[lines.len() / 2]).unwrap();
+    normal(json!({"leafId": half_way["id"]})).await;
+    assert_eq!(prepared_outcome(&app, "used").await, 0.0);
+    assert_eq!(prepared_outcome(&app, "wasted").await, 1.0);
+}
