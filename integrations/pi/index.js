@@ -112,7 +112,7 @@ const sent = new Map();
 // (compactd skips the ones it already holds; all of them when compactd did not take the new
 // ones alone) or, the first time or when compactd lost it, uploaded.
 async function synced(sessionManager, signal, query = "") {
-  const { header, text } = sessionLines(sessionManager);
+  const header = sessionManager.getHeader();
   const entries = sessionManager.getEntries();
   const known = readMap()[header.id];
   const done = (id) => {
@@ -131,12 +131,17 @@ async function synced(sessionManager, signal, query = "") {
         signal,
       );
       if (appended.status < 300) return done(known);
-      if (appended.status !== 404 && appended.status !== 409 && appended.status !== 422) {
+      // The new entries alone may name a parent compactd does not hold (a session pi rewrote):
+      // then all of them; a session compactd lost or holds otherwise is uploaded anew.
+      const retried = appended.status === 422 && start > 0;
+      if (appended.status !== 404 && appended.status !== 409 && !retried) {
         throw failure("append", appended);
       }
       if (appended.status === 404) break;
     }
   }
+  // Written out whole only when it is uploaded (a turn's sync sends the turn's entries alone).
+  const { text } = sessionLines(sessionManager);
   const uploaded = await call("/v1/sessions", { method: "POST", headers: NDJSON, body: text }, signal);
   if (uploaded.status >= 300) throw failure("upload", uploaded);
   remember(header.id, uploaded.body.id);

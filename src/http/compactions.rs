@@ -212,7 +212,10 @@ pub(super) async fn compact(
         // The session's pins and prepared summary are the application's to add.
         ..Default::default()
     };
-    Ok(match state.app.compact(&who, &id, request).await? {
+    let compacted = state.app.compact(&who, &id, request).await?;
+    // The session starts afresh from its new entry: its next summary ahead is prepared anew.
+    crate::agents::compacted(&state.preparer, &who, &id);
+    Ok(match compacted {
         Compacted::Created { outcome, session } => (
             StatusCode::CREATED,
             Json(CompactionResponse {

@@ -211,8 +211,9 @@ pub(super) async fn entries(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(super) struct AppendQuery {
-    /// The window of the session's model, in tokens (default: the model named in the entries,
-    /// else `COMPACTD_CONTEXT_WINDOW`).
+    /// The window of the session's model, in tokens, as the live agent appending it says (the
+    /// pi extension does): past `COMPACTD_PREPARE_AT` of it, the session is summarized ahead.
+    /// Without it nothing is prepared.
     context_window: Option<i64>,
     /// The agent's `keepRecentTokens` (default 20000).
     keep_recent_tokens: Option<i64>,
@@ -222,8 +223,8 @@ pub(super) struct AppendQuery {
 
 /// `POST /v1/sessions/{id}/entries`: appends JSONL entries whose parents exist. An entry already
 /// stored with the same id and the same content is skipped; with other content it is a 409.
-/// A session past a share of its model's window is then summarized ahead of its compaction, in
-/// the background, with the settings the query gives.
+/// A session whose agent gives its model's window (`contextWindow`) and is past a share of it is
+/// then summarized ahead of its compaction, in the background, with the settings the query gives.
 #[utoipa::path(post, path = "/v1/sessions/{id}/entries", tag = "sessions", params(("id" = String, Path, description = "Session id"), AppendQuery),
     request_body(content = String, content_type = "application/x-ndjson", description = "Entries to append (JSONL, v3)"),
     responses(
@@ -255,7 +256,7 @@ pub(super) async fn append(
     let appended = state.app.append(&who, &id, &body).await?;
     if appended.appended > 0 {
         let tokens = appended.record.context_tokens;
-        crate::agents::after_append(&state.app, &state.preparer, &who, &id, tokens, &body, ahead);
+        crate::agents::after_append(&state.app, &state.preparer, &who, &id, tokens, ahead);
     }
     Ok(Json(Appended {
         appended: appended.appended,

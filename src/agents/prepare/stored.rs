@@ -9,36 +9,30 @@ use std::sync::Arc;
 
 use compactd_core::ids::Id;
 
-use super::reading::{model_in, window};
 use super::running::{Counted, InFlight};
 use super::{MAX_PREPARING, Preparer, fresh};
 use crate::access::Identity;
 use crate::app::App;
 use crate::app::compaction::ahead::{Hints, session_key};
 
-/// After `who` appended `appended` (its NDJSON lines) to stored session `id`, whose context now
-/// holds `tokens`: prepares the session in the background when it is due.
+/// After `who` appended to stored session `id`, whose context now holds `tokens`: prepares the session in the background when it is due. Only for an agent
+/// that said its model's window (the pi extension does, turn by turn): a script that appends
+/// entries spends nothing in the background.
 pub(crate) fn after_append(
     app: &App,
     preparer: &Arc<Preparer>,
     who: &Identity,
     id: &Id,
     tokens: i64,
-    appended: &[u8],
     hints: Hints,
 ) {
+    let Some(window) = hints.window else {
+        return;
+    };
     if !preparer.serves(who) {
         return;
     }
     let tokens = u64::try_from(tokens).unwrap_or_default();
-    // As the agent says, else by the model of the turns appended (pi writes it on each
-    // assistant message).
-    let window = hints.window.unwrap_or_else(|| {
-        window(
-            model_in(appended).unwrap_or_default(),
-            preparer.default_window,
-        )
-    });
     if (tokens as f64) < preparer.share * window as f64 {
         return;
     }
@@ -78,4 +72,12 @@ pub(crate) fn after_append(
             }
         }
     });
+}
+
+/// After stored session `id` was compacted: what was last prepared of it is no measure of its
+/// next preparation (the context it measured is gone).
+pub(crate) fn compacted(preparer: &Preparer, who: &Identity, id: &Id) {
+    preparer
+        .recent
+        .invalidate(&(who.tenant.clone(), session_key(id)));
 }

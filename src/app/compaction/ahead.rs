@@ -15,7 +15,7 @@ use compactd_core::compaction::CompactionSettings;
 use compactd_core::ids::Id;
 use compactd_store::PreparedRow;
 
-use super::compactor::{self, History};
+use super::compactor::{self, CompactionRequest, History};
 use crate::access::Identity;
 use crate::app::{App, AppError};
 use crate::pipeline::{Endpoint, GateInput, Job, Purpose, WhenSpent};
@@ -100,8 +100,19 @@ impl Ahead {
 }
 
 impl App {
-    /// `who`'s summary prepared ahead for stored session `id`, ready to answer its compaction.
-    pub(crate) async fn ahead(&self, who: &Identity, id: &Id) -> Option<Ahead> {
+    /// `who`'s summary prepared ahead for stored session `id`, ready to answer `request`: none
+    /// for a request with a focus, which asks for what a summary prepared without it cannot
+    /// answer.
+    pub(crate) async fn ahead_of(
+        &self,
+        who: &Identity,
+        id: &Id,
+        request: &CompactionRequest,
+    ) -> Option<Ahead> {
+        let focus = request.custom_instructions.as_deref();
+        if focus.is_some_and(|focus| !focus.trim().is_empty()) {
+            return None;
+        }
         let row = self.prepared(who, &session_key(id)).await?;
         let chain = Chain::new(vec![Link::Extractive], self.configured_chain().policy);
         Some(Ahead {

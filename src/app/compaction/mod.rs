@@ -125,15 +125,7 @@ impl App {
             .pipeline_context(who, Endpoint::SessionCompaction)
             .for_session(id);
         let pins = self.store.pins(id).await?;
-        // A focus asks for what a summary prepared without it cannot answer.
-        let focused = request
-            .custom_instructions
-            .as_deref()
-            .is_some_and(|focus| !focus.trim().is_empty());
-        let prepared = match focused {
-            false => self.ahead(who, id).await,
-            true => None,
-        };
+        let prepared = self.ahead_of(who, id, &request).await;
         let request = CompactionRequest {
             leaf_id: Some(leaf_id.clone()),
             pins: pins.into_iter().map(|p| p.text).collect(),
@@ -156,23 +148,7 @@ impl App {
         let mut outcome = outcome;
         self.keep_session_recall(who, &loaded, &mut outcome).await;
         let entry = &outcome.entry;
-        let record = CompactionRecord {
-            session_id: id.to_string(),
-            entry_id: entry.id.clone(),
-            leaf_id: entry.parent_id.clone(),
-            first_kept_entry_id: entry.first_kept_entry_id.clone(),
-            model: outcome.model.clone(),
-            input_tokens: outcome.usage.input_tokens as i64,
-            output_tokens: outcome.usage.output_tokens as i64,
-            latency_ms: outcome.latency_ms as i64,
-            tokens_before: entry.tokens_before as i64,
-            tokens_after: outcome.tokens_after as i64,
-            summary: entry.summary.clone(),
-            created_at_ms: now_ms(),
-            fidelity: serde_json::to_string(&outcome.fidelity).ok(),
-            loop_detected: outcome.flags.loop_detected,
-            cached: outcome.flags.cached,
-        };
+        let record = compaction_record(id, &outcome);
         let append = new_leaf(&loaded.view, outcome.entry.to_entry(), Some(record));
         let now = now_ms();
         match self.store.append(id, &append, now).await {
@@ -275,6 +251,28 @@ impl App {
         self.store.append(id, &append, now).await?;
         self.index_cache.appended(id, &append.entries).await;
         Ok(BranchSummarized { outcome })
+    }
+}
+
+/// compactd's record of the compaction entry `outcome` wrote for session `id`.
+fn compaction_record(id: &Id, outcome: &CompactionOutcome) -> CompactionRecord {
+    let entry = &outcome.entry;
+    CompactionRecord {
+        session_id: id.to_string(),
+        entry_id: entry.id.clone(),
+        leaf_id: entry.parent_id.clone(),
+        first_kept_entry_id: entry.first_kept_entry_id.clone(),
+        model: outcome.model.clone(),
+        input_tokens: outcome.usage.input_tokens as i64,
+        output_tokens: outcome.usage.output_tokens as i64,
+        latency_ms: outcome.latency_ms as i64,
+        tokens_before: entry.tokens_before as i64,
+        tokens_after: outcome.tokens_after as i64,
+        summary: entry.summary.clone(),
+        created_at_ms: now_ms(),
+        fidelity: serde_json::to_string(&outcome.fidelity).ok(),
+        loop_detected: outcome.flags.loop_detected,
+        cached: outcome.flags.cached,
     }
 }
 

@@ -383,12 +383,24 @@ async fn pi_hands_off_to_a_new_session_through_the_extension() {
         .map(str::to_owned)
         .unwrap_or_else(|| content[0]["text"].as_str().unwrap().to_owned());
     assert_eq!(said, edited);
-    // compactd holds the old session and the draft's new one.
-    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
-    assert_eq!(
-        sessions["sessions"].as_array().unwrap().len(),
-        2,
-        "{sessions}"
+    // compactd holds the old session, the draft's new one, and the new session as its first
+    // turn left it (the extension sends each turn, in the background).
+    let synced = crate::support::eventually("the new session synced by its turn", || async {
+        let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+        let held = sessions["sessions"].as_array().cloned().unwrap_or_default();
+        let new = held
+            .iter()
+            .find(|s| s["headerId"] == entries[0]["id"])
+            .cloned();
+        new.map(|new| (held.len(), new))
+    })
+    .await;
+    assert_eq!(synced.0, 3, "the old session, the draft's and the new one");
+    let count = synced.1["entryCount"].as_u64().unwrap_or_default() as usize;
+    assert!(
+        (2..entries.len()).contains(&count),
+        "its turn's entries: {}",
+        synced.1
     );
     drop(pi.child);
 }

@@ -18,6 +18,7 @@ use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
 on_both_backends!(
     a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew,
     a_rewind_or_a_focus_takes_the_normal_path,
+    a_script_appending_entries_spends_nothing_ahead,
 );
 
 /// What compactd's model writes, whatever it is asked.
@@ -40,7 +41,14 @@ fn prepare_config(model: &FakeUpstream) -> compactd::config::ServeConfig {
 /// Uploads `name` (as pi writes it today: migrated, its entries with ids) but its last
 /// [`APPENDED`] lines, then appends those one at a time to `app`, each preparation awaited; the
 /// session's id and its lines.
-async fn grown(app: &TestApp, (name, keep): (&str, u64)) -> (String, Vec<String>) {
+async fn grown(app: &TestApp, session: (&str, u64)) -> (String, Vec<String>) {
+    let (_, keep) = session;
+    let hints = format!("contextWindow=200000&keepRecentTokens={keep}");
+    appended(app, session.0, &hints).await
+}
+
+/// [`grown`], each append with `query`.
+async fn appended(app: &TestApp, name: &str, query: &str) -> (String, Vec<String>) {
     let migrated = json(app.upload(fixture(name)).await).await;
     let file = app.entries(migrated["id"].as_str().unwrap()).await;
     let text = file.text().await.unwrap();
@@ -51,7 +59,7 @@ async fn grown(app: &TestApp, (name, keep): (&str, u64)) -> (String, Vec<String>
     let id = json(response).await["id"].as_str().unwrap().to_owned();
     for line in tail {
         // As the pi extension appends: with the settings pi compacts with.
-        let path = format!("/v1/sessions/{id}/entries?keepRecentTokens={keep}");
+        let path = format!("/v1/sessions/{id}/entries?{query}");
         let response = app.post_raw(&path, format!("{line}\n")).await;
         let status = response.status();
         assert_eq!(
@@ -136,4 +144,15 @@ async fn a_rewind_or_a_focus_takes_the_normal_path(store: Arc<dyn Store>) {
     normal(json!({"leafId": half_way["id"]})).await;
     assert_eq!(prepared_outcome(&app, "used").await, 0.0);
     assert_eq!(prepared_outcome(&app, "wasted").await, 1.0);
+}
+
+/// Entries appended by a client that does not say its model's window (a script, not a live
+/// agent): nothing is summarized in the background.
+async fn a_script_appending_entries_spends_nothing_ahead(store: Arc<dyn Store>) {
+    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let app = TestApp::with_store(prepare_config(&model), store).await;
+    let (name, _) = SESSIONS[0];
+    appended(&app, name, "keepRecentTokens=20000").await;
+    assert_eq!(prepared_outcome(&app, "prepared").await, 0.0);
+    assert!(model.received().is_empty(), "no call in the background");
 }

@@ -151,10 +151,7 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
             _ => continue,
         };
         let mut current = Message::new(role);
-        // A command the user ran that the agent expands into a prompt (a custom command, a
-        // skill): the text after its echo is the agent's expansion, not the user's words.
-        let mut local_command = false;
-        let mut expansion_due = false;
+        let mut commands = Commands::default();
         for block in &blocks {
             let kind = block
                 .get("type")
@@ -163,36 +160,13 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
             match kind {
                 // A user's text may hold the agent's reminders and echoes: those are the agent's.
                 "text" if role == Role::User => {
-                    let text = block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    if std::mem::take(&mut expansion_due) && !text.trim_start().starts_with('<') {
-                        if !current.is_empty() {
-                            out.push(std::mem::replace(&mut current, Message::new(role)));
-                        }
-                        out.push(Message::with_text(Role::Developer, text));
-                        continue;
-                    }
-                    let pieces = agent_text::pieces(text);
-                    local_command |= agent_text::is_local_command(&pieces);
-                    let command = agent_text::command_of(&pieces).filter(|_| !local_command);
-                    for piece in pieces {
-                        match piece {
-                            Piece::User(text) => push_text(&mut current.text, text),
-                            other => {
-                                if !current.is_empty() {
-                                    out.push(std::mem::replace(&mut current, Message::new(role)));
-                                }
-                                out.push(message_of(other));
-                            }
-                        }
-                    }
-                    // The command as the user typed it is theirs; its expansion follows.
-                    if let Some(command) = command {
-                        push_text(&mut current.text, &command);
-                        expansion_due = true;
-                    }
+                    let text = block.get("text").and_then(Value::as_str);
+                    push_user_block(
+                        &mut out,
+                        &mut current,
+                        text.unwrap_or_default(),
+                        &mut commands,
+                    );
                 }
                 "text" => push_line(&mut current.text, block.get("text")),
                 "thinking" => push_line(&mut current.thinking, block.get("thinking")),
@@ -209,9 +183,7 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
                 }),
                 "tool_result" => {
                     // Results interrupt a user message: what came before is its own.
-                    if !current.is_empty() {
-                        out.push(std::mem::replace(&mut current, Message::new(role)));
-                    }
+                    flush(&mut out, &mut current);
                     out.push(Message {
                         call_id: block
                             .get("tool_use_id")
@@ -233,6 +205,56 @@ pub fn from_anthropic(messages: &[Value]) -> Conversation {
         }
     }
     finish(out)
+}
+
+/// A command the user ran that the agent expands into a prompt (a custom command, a skill): the
+/// text after its echo is the agent's expansion, not the user's words.
+#[derive(Default)]
+struct Commands {
+    /// The message echoes a command the agent ran itself (no expansion follows).
+    local: bool,
+    /// A command's echo was read: the next text block is its expansion.
+    expansion_due: bool,
+}
+
+/// The message read so far goes out (when it holds anything); a new one of its role begins.
+fn flush(out: &mut Vec<Message>, current: &mut Message) {
+    if !current.is_empty() {
+        let role = current.role;
+        out.push(std::mem::replace(current, Message::new(role)));
+    }
+}
+
+/// One text block of a user message in Anthropic's form: the user's words into `current`, the
+/// agent's reminders, echoes and command expansions into messages of their own.
+fn push_user_block(
+    out: &mut Vec<Message>,
+    current: &mut Message,
+    text: &str,
+    commands: &mut Commands,
+) {
+    if std::mem::take(&mut commands.expansion_due) && !text.trim_start().starts_with('<') {
+        flush(out, current);
+        out.push(Message::with_text(Role::Developer, text));
+        return;
+    }
+    let pieces = agent_text::pieces(text);
+    commands.local |= agent_text::is_local_command(&pieces);
+    let command = agent_text::command_of(&pieces).filter(|_| !commands.local);
+    for piece in pieces {
+        match piece {
+            Piece::User(text) => push_text(&mut current.text, text),
+            other => {
+                flush(out, current);
+                out.push(message_of(other));
+            }
+        }
+    }
+    // The command as the user typed it is theirs; its expansion follows.
+    if let Some(command) = command {
+        push_text(&mut current.text, &command);
+        commands.expansion_due = true;
+    }
 }
 
 /// OpenAI Responses input items (a string input is one user message).
