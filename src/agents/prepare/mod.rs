@@ -86,6 +86,8 @@ pub(crate) struct Preparer {
     pace: Pace,
     /// The sessions to prepare when they have been idle `idle_after`.
     idle: Idle,
+    /// The stored sessions to prepare when they have been idle `idle_after`.
+    stored_idle: stored::StoredIdle,
     idle_after: std::time::Duration,
 }
 
@@ -121,6 +123,7 @@ impl Preparer {
                 .build(),
             pace: Pace::new(),
             idle: Idle::default(),
+            stored_idle: Default::default(),
             idle_after: config.prepare_idle,
         }
     }

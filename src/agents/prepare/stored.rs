@@ -1,11 +1,15 @@
 //! Stored pi sessions prepared ahead (issue 67): the pi extension appends each turn as it ends,
 //! so compactd sees the session grow as it sees a gateway session's turns. Past the share of its
 //! model's window, its history is summarized in the background (`App::prepare_session`), again
-//! once it grew by a tenth of the window; its compaction is then answered from that summary
-//! (`app::compaction::ahead`). One at a time per session on this replica, marked in the store
-//! for the others; charged to the tenant's budget, under the same cap as a gateway session's.
+//! once it grew by a tenth of the window; a session that stops past half the share with nothing
+//! prepared is prepared once it has been idle `COMPACTD_PREPARE_IDLE_SECS`. Its compaction is
+//! then answered from that summary (`app::compaction::ahead`). One at a time per session on this
+//! replica, marked in the store for the others; charged to the tenant's budget, under the same
+//! cap as a gateway session's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use compactd_core::ids::Id;
 
@@ -15,9 +19,42 @@ use crate::access::Identity;
 use crate::app::App;
 use crate::app::compaction::ahead::{Hints, session_key};
 
-/// After `who` appended to stored session `id`, whose context now holds `tokens`: prepares the session in the background when it is due. Only for an agent
-/// that said its model's window (the pi extension does, turn by turn): a script that appends
-/// entries spends nothing in the background.
+/// At most this many stored sessions wait for their idle time on a replica.
+const MAX_WAITING: usize = 1024;
+
+type Key = (String, String);
+
+/// A stored session to prepare, as its latest append left it.
+#[derive(Clone)]
+struct Standing {
+    who: Identity,
+    id: Id,
+    tokens: u64,
+    hints: Hints,
+}
+
+/// The stored sessions waiting to be prepared when idle, each with its latest append's time.
+#[derive(Default)]
+pub(super) struct StoredIdle {
+    waiting: Mutex<HashMap<Key, (Instant, Standing)>>,
+}
+
+impl std::fmt::Debug for StoredIdle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredIdle").finish_non_exhaustive()
+    }
+}
+
+impl StoredIdle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (Instant, Standing)>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// After `who` appended to stored session `id`, whose context now holds `tokens`: prepares the
+/// session in the background when it is due, or when it stays idle past half the share. Only for
+/// an agent that said its model's window (the pi extension does, turn by turn): a script that
+/// appends entries spends nothing in the background.
 pub(crate) fn after_append(
     app: &App,
     preparer: &Arc<Preparer>,
@@ -33,26 +70,83 @@ pub(crate) fn after_append(
         return;
     }
     let tokens = u64::try_from(tokens).unwrap_or_default();
-    if (tokens as f64) < preparer.share * window as f64 {
-        return;
-    }
     let key = (who.tenant.clone(), session_key(id));
+    let standing = Standing {
+        who: who.clone(),
+        id: id.clone(),
+        tokens,
+        hints,
+    };
     let prepared_at = preparer.recent.get(&key);
     if prepared_at.is_some_and(|at| fresh(at, tokens, window)) {
         return;
     }
+    if (tokens as f64) >= preparer.share * window as f64 {
+        preparer.stored_idle.lock().remove(&key);
+        start(app, preparer, key, standing);
+    } else if (tokens as f64) >= preparer.share / 2.0 * window as f64 && prepared_at.is_none() {
+        wait(app, preparer, key, standing);
+    }
+}
+
+/// Notes the session's latest append; its timer starts with the first.
+fn wait(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
+    let mut waiting = preparer.stored_idle.lock();
+    let known = waiting.contains_key(&key);
+    if !known && waiting.len() >= MAX_WAITING {
+        return;
+    }
+    waiting.insert(key.clone(), (Instant::now(), standing));
+    drop(waiting);
+    if !known {
+        tokio::spawn(timer(app.clone(), preparer.clone(), key));
+    }
+}
+
+/// Sleeps until the session has had no append for the idle time, then prepares it.
+async fn timer(app: App, preparer: Arc<Preparer>, key: Key) {
+    let after = preparer.idle_after;
+    loop {
+        let Some(last) = preparer.stored_idle.lock().get(&key).map(|(at, _)| *at) else {
+            return;
+        };
+        tokio::time::sleep_until((last + after).into()).await;
+        let standing = {
+            let mut waiting = preparer.stored_idle.lock();
+            match waiting.get(&key) {
+                None => return,
+                Some((at, _)) if at.elapsed() < after => continue,
+                Some(_) => waiting.remove(&key).map(|(_, standing)| standing),
+            }
+        };
+        if let Some(standing) = standing {
+            start(&app, &preparer, key, standing);
+        }
+        return;
+    }
+}
+
+/// Prepares the session in the background, unless it is being prepared here or too many are.
+fn start(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
     if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
     let Some(mut held) = InFlight::take(&preparer.in_flight, key.clone()) else {
         return;
     };
+    let prepared_at = preparer.recent.get(&key);
     let metrics = app.metrics.clone();
     metrics.preparing.inc();
     let counted = Counted(metrics.clone());
-    let (app, preparer, who, id) = (app.clone(), preparer.clone(), who.clone(), id.clone());
+    let (app, preparer) = (app.clone(), preparer.clone());
     tokio::spawn(async move {
         let _counted = counted;
+        let Standing {
+            who,
+            id,
+            tokens,
+            hints,
+        } = standing;
         if !held.mark(&app).await || !app.may_prepare(&who).await {
             return;
         }
@@ -75,9 +169,9 @@ pub(crate) fn after_append(
 }
 
 /// After stored session `id` was compacted: what was last prepared of it is no measure of its
-/// next preparation (the context it measured is gone).
+/// next preparation (the context it measured is gone), and it waits for no idle time.
 pub(crate) fn compacted(preparer: &Preparer, who: &Identity, id: &Id) {
-    preparer
-        .recent
-        .invalidate(&(who.tenant.clone(), session_key(id)));
+    let key = (who.tenant.clone(), session_key(id));
+    preparer.stored_idle.lock().remove(&key);
+    preparer.recent.invalidate(&key);
 }

@@ -19,6 +19,7 @@ on_both_backends!(
     a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew,
     a_rewind_or_a_focus_takes_the_normal_path,
     a_script_appending_entries_spends_nothing_ahead,
+    a_session_idle_past_half_the_share_is_prepared_and_answered_from_it,
 );
 
 /// What compactd's model writes, whatever it is asked.
@@ -155,4 +156,41 @@ async fn a_script_appending_entries_spends_nothing_ahead(store: Arc<dyn Store>) 
     appended(&app, name, "keepRecentTokens=20000").await;
     assert_eq!(prepared_outcome(&app, "prepared").await, 0.0);
     assert!(model.received().is_empty(), "no call in the background");
+}
+
+/// A session that stops between half the share and the share (the user reading, or away) is
+/// prepared once idle, and its compaction answered from that summary.
+async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
+    store: Arc<dyn Store>,
+) {
+    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let mut config = prepare_config(&model);
+    config.gateway.prepare_at = 0.6;
+    config.gateway.prepare_idle = std::time::Duration::from_secs(1);
+    let app = TestApp::with_store(config, store).await;
+    let (name, keep) = SESSIONS[0];
+    let migrated = json(app.upload(fixture(name)).await).await;
+    let tokens = migrated["contextTokens"].as_u64().unwrap();
+    // A window the session fills to 45 %: past half the share, short of it.
+    let hints = format!(
+        "contextWindow={}&keepRecentTokens={keep}",
+        tokens * 100 / 45
+    );
+    let (id, _) = appended(&app, name, &hints).await;
+    assert_eq!(prepared_outcome(&app, "prepared").await, 0.0, "not due");
+    app.wait_for_metric(
+        r#"compactd_prepared_summaries_total{outcome="prepared"}"#,
+        1.0,
+    )
+    .await;
+    settled(&app).await;
+    let calls = model.received().len();
+    let response = app.compact_session(&id, &json!({})).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(
+        model.received().len(),
+        calls,
+        "answered from the idle preparation"
+    );
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
 }
