@@ -39,7 +39,7 @@ use serde_json::Value;
 
 pub(crate) use chat_completions::ChatRequest;
 pub(crate) use gateway::Gateway;
-pub(crate) use prepare::{Preparer, after_append, answered_remote, compacted};
+pub(crate) use prepare::{Preparer, after_append, answered_remote, before_compaction, compacted};
 pub(crate) use proxy::PassedThrough;
 
 use crate::access::Identity;

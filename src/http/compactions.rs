@@ -212,6 +212,8 @@ pub(super) async fn compact(
         // The session's pins and prepared summary are the application's to add.
         ..Default::default()
     };
+    let focused = (request.custom_instructions.as_deref()).is_some_and(|f| !f.trim().is_empty());
+    crate::agents::before_compaction(&state.app, &state.preparer, &who, &id, focused).await;
     let compacted = state.app.compact(&who, &id, request).await?;
     // The session starts afresh from its new entry: its next summary ahead is prepared anew.
     crate::agents::compacted(&state.preparer, &who, &id);

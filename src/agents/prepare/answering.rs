@@ -211,7 +211,7 @@ async fn kept(
     let mut row = app.prepared(who, key).await;
     if !focus
         && !row.as_ref().is_some_and(covers)
-        && let Some(waited) = after_running(app, gateway, who, key).await
+        && let Some(waited) = after_running(app, &gateway.preparer, who, key).await
     {
         row = waited;
     }
@@ -267,17 +267,17 @@ async fn merged(
 /// the signal); on another, its mark in the store does — waited for at most twice as long as a
 /// preparation takes (a replica that died mid-way leaves its mark until it expires, and the
 /// agent should not wait that out).
-async fn after_running(
+pub(super) async fn after_running(
     app: &App,
-    gateway: &Gateway,
+    preparer: &super::Preparer,
     who: &Identity,
     key: &str,
 ) -> Option<Option<PreparedRow>> {
     let session = (who.tenant.clone(), key.to_owned());
-    if let Some(mut running) = super::InFlight::running(&gateway.preparer.in_flight, &session) {
+    if let Some(mut running) = super::InFlight::running(&preparer.in_flight, &session) {
         let _ = running.changed().await;
     } else if app.preparing(who, key).await {
-        let takes = std::time::Duration::from_secs_f64(2.0 * gateway.preparer.pace.takes());
+        let takes = std::time::Duration::from_secs_f64(2.0 * preparer.pace.takes());
         let until = std::time::Instant::now() + takes;
         while std::time::Instant::now() < until && app.preparing(who, key).await {
             tokio::time::sleep(REMOTE_POLL).await;

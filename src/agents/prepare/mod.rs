@@ -33,7 +33,7 @@ use pace::{Pace, Standing, fresh};
 use reading::{model_in, window};
 use running::{Counted, InFlight, Preparation};
 use std::sync::{Arc, Mutex};
-pub(crate) use stored::{after_append, compacted};
+pub(crate) use stored::{after_append, before_compaction, compacted};
 pub(crate) use usage::UsageTap;
 
 use axum::body::Bytes;

@@ -150,8 +150,10 @@ fn start(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
         if !held.mark(&app).await || !app.may_prepare(&who).await {
             return;
         }
+        let started = Instant::now();
         match app.prepare_session(&who, &id, &hints.settings).await {
             Ok(Some(_)) => {
+                preparer.pace.took(started.elapsed());
                 preparer.recent.insert(key, tokens);
                 let outcome = match prepared_at {
                     Some(_) => "refreshed",
@@ -174,4 +176,19 @@ pub(crate) fn compacted(preparer: &Preparer, who: &Identity, id: &Id) {
     let key = (who.tenant.clone(), session_key(id));
     preparer.stored_idle.lock().remove(&key);
     preparer.recent.invalidate(&key);
+}
+
+/// Before stored session `id` compacts: a preparation of it under way (here or on another
+/// replica) is waited for — most of the way there, rather than the whole of a new summarization.
+/// Not for a compaction with a focus, which a prepared summary does not answer.
+pub(crate) async fn before_compaction(
+    app: &App,
+    preparer: &Preparer,
+    who: &Identity,
+    id: &Id,
+    focused: bool,
+) {
+    if !focused {
+        super::answering::after_running(app, preparer, who, &session_key(id)).await;
+    }
 }

@@ -20,6 +20,7 @@ on_both_backends!(
     a_rewind_or_a_focus_takes_the_normal_path,
     a_script_appending_entries_spends_nothing_ahead,
     a_session_idle_past_half_the_share_is_prepared_and_answered_from_it,
+    a_compaction_during_the_preparation_waits_for_it,
 );
 
 /// What compactd's model writes, whatever it is asked.
@@ -193,4 +194,36 @@ async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
         "answered from the idle preparation"
     );
     assert_eq!(prepared_outcome(&app, "used").await, 1.0);
+}
+
+/// The compaction comes while the session's first preparation is running (the turn before it
+/// passed the share): it waits for that summary, most of the way there, rather than starting over.
+async fn a_compaction_during_the_preparation_waits_for_it(store: Arc<dyn Store>) {
+    let slow = Reply::openai(WRITTEN).after(std::time::Duration::from_millis(1500));
+    let model = FakeUpstream::start(vec![], slow).await;
+    let app = TestApp::with_store(prepare_config(&model), store).await;
+    let (name, keep) = SESSIONS[0];
+    let migrated = json(app.upload(fixture(name)).await).await;
+    let text = app
+        .entries(migrated["id"].as_str().unwrap())
+        .await
+        .text()
+        .await
+        .unwrap();
+    let (head, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let id = json(app.upload(format!("{head}\n")).await).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/v1/sessions/{id}/entries?contextWindow=200000&keepRecentTokens={keep}");
+    assert_eq!(
+        app.post_raw(&path, format!("{last}\n")).await.status(),
+        StatusCode::OK
+    );
+    // The preparation is counted before the append is answered: it is running now.
+    assert_eq!(app.metric("compactd_preparing").await, 1.0);
+    let response = app.compact_session(&id, &json!({})).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
+    assert_eq!(model.received().len(), 1, "the preparation's call alone");
 }
