@@ -71,6 +71,30 @@ impl Pace {
         let last = self.sessions.get(&session);
         let bytes_per_token = last.and_then(|last| last.bytes_per_token);
         let tokens = (bytes as f64 / bytes_per_token.unwrap_or(super::BYTES_PER_TOKEN)) as u64;
+        (tokens, self.grew(session, last, tokens, now))
+    }
+
+    /// Notes that `session` holds `tokens` at `now` as its agent counts them (a stored pi
+    /// session: pi's own estimate); its growth in tokens a second, as [`Pace::observe`] gives it.
+    pub(super) fn observe_tokens(
+        &self,
+        session: (String, String),
+        tokens: u64,
+        now: Instant,
+    ) -> f64 {
+        let last = self.sessions.get(&session);
+        self.grew(session, last, tokens, now)
+    }
+
+    /// The session's growth to `tokens` since `last`, kept.
+    fn grew(
+        &self,
+        session: (String, String),
+        last: Option<Growth>,
+        tokens: u64,
+        now: Instant,
+    ) -> f64 {
+        let bytes_per_token = last.and_then(|last| last.bytes_per_token);
         let rate = match last {
             Some(last) if tokens >= last.tokens => {
                 let seconds = now.duration_since(last.at).as_secs_f64().max(MIN_GAP);
@@ -92,7 +116,7 @@ impl Pace {
                 bytes_per_token,
             },
         );
-        (tokens, rate)
+        rate
     }
 
     /// The bytes a token of `session`, when its provider reported its size.

@@ -1,7 +1,8 @@
 //! Stored pi sessions prepared ahead (issue 67): the pi extension appends each turn as it ends,
 //! so compactd sees the session grow as it sees a gateway session's turns. Past the share of its
-//! model's window, its history is summarized in the background (`App::prepare_session`), again
-//! once it grew by a tenth of the window; a session that stops past half the share with nothing
+//! model's window (earlier at a pace faster than a summary is written, as a gateway session), its
+//! history is summarized in the background (`App::prepare_session`), again once it grew by a
+//! tenth of the window (unless the refresh could not be ready before the agent compacts); a session that stops past half the share with nothing
 //! prepared is prepared once it has been idle `COMPACTD_PREPARE_IDLE_SECS`. Its compaction is
 //! then answered from that summary (`app::compaction::ahead`). One at a time per session on this
 //! replica, marked in the store for the others; charged to the tenant's budget, under the same
@@ -14,7 +15,7 @@ use std::time::Instant;
 use compactd_core::ids::Id;
 
 use super::running::{Counted, InFlight};
-use super::{MAX_PREPARING, Preparer, fresh};
+use super::{MAX_PREPARING, Preparer, pace};
 use crate::access::Identity;
 use crate::app::App;
 use crate::app::compaction::ahead::{Hints, session_key};
@@ -78,10 +79,17 @@ pub(crate) fn after_append(
         hints,
     };
     let prepared_at = preparer.recent.get(&key);
-    if prepared_at.is_some_and(|at| fresh(at, tokens, window)) {
-        return;
-    }
-    if (tokens as f64) >= preparer.share * window as f64 {
+    // At the session's pace: earlier than the share for one that grows faster than a summary is
+    // written (see `pace`).
+    let rate = (preparer.pace).observe_tokens(key.clone(), tokens, Instant::now());
+    let now = pace::Standing {
+        tokens,
+        window,
+        rate,
+        takes: preparer.pace.takes(),
+        prepared_at,
+    };
+    if now.due(preparer.share) {
         preparer.stored_idle.lock().remove(&key);
         start(app, preparer, key, standing);
     } else if (tokens as f64) >= preparer.share / 2.0 * window as f64 && prepared_at.is_none() {
@@ -188,7 +196,7 @@ pub(crate) async fn before_compaction(
     id: &Id,
     focused: bool,
 ) {
-    if !focused {
+    if !focused && preparer.serves(who) {
         super::answering::after_running(app, preparer, who, &session_key(id)).await;
     }
 }

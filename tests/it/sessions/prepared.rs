@@ -172,13 +172,27 @@ async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
     let (name, keep) = SESSIONS[0];
     let migrated = json(app.upload(fixture(name)).await).await;
     let tokens = migrated["contextTokens"].as_u64().unwrap();
-    // A window the session fills to 45 %: past half the share, short of it.
-    let hints = format!(
-        "contextWindow={}&keepRecentTokens={keep}",
-        tokens * 100 / 45
+    // One turn (no pace yet: prepared at the share) that leaves the session at 45 % of the
+    // window: past half the share, short of it.
+    let text = app
+        .entries(migrated["id"].as_str().unwrap())
+        .await
+        .text()
+        .await
+        .unwrap();
+    let (head, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let id = json(app.upload(format!("{head}\n")).await).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let window = tokens * 100 / 45;
+    let path = format!("/v1/sessions/{id}/entries?contextWindow={window}&keepRecentTokens={keep}");
+    assert_eq!(
+        app.post_raw(&path, format!("{last}\n")).await.status(),
+        StatusCode::OK
     );
-    let (id, _) = appended(&app, name, &hints).await;
-    assert_eq!(prepared_outcome(&app, "prepared").await, 0.0, "not due");
+    // Not due: no preparation started with the append (one is counted before it is answered).
+    assert_eq!(app.metric("compactd_preparing").await, 0.0, "not due");
     app.wait_for_metric(
         r#"compactd_prepared_summaries_total{outcome="prepared"}"#,
         1.0,
