@@ -71,11 +71,13 @@ impl Pace {
         let last = self.sessions.get(&session);
         let bytes_per_token = last.and_then(|last| last.bytes_per_token);
         let tokens = (bytes as f64 / bytes_per_token.unwrap_or(super::BYTES_PER_TOKEN)) as u64;
-        (tokens, self.grew(session, last, tokens, now))
+        (tokens, self.grew(session, last, tokens, now, 0.0))
     }
 
     /// Notes that `session` holds `tokens` at `now` as its agent counts them (a stored pi
-    /// session: pi's own estimate); its growth in tokens a second, as [`Pace::observe`] gives it.
+    /// session: pi's own estimate); its growth in tokens a second, as [`Pace::observe`] gives it,
+    /// but kept across a compaction: the session is the one its id names, and goes on at its
+    /// pace (its first turns after a compaction are when the pace matters).
     pub(super) fn observe_tokens(
         &self,
         session: (String, String),
@@ -83,16 +85,18 @@ impl Pace {
         now: Instant,
     ) -> f64 {
         let last = self.sessions.get(&session);
-        self.grew(session, last, tokens, now)
+        let before = last.map_or(0.0, |last| last.rate);
+        self.grew(session, last, tokens, now, before)
     }
 
-    /// The session's growth to `tokens` since `last`, kept.
+    /// The session's growth to `tokens` since `last`, kept; `shrunk` when it holds less.
     fn grew(
         &self,
         session: (String, String),
         last: Option<Growth>,
         tokens: u64,
         now: Instant,
+        shrunk: f64,
     ) -> f64 {
         let bytes_per_token = last.and_then(|last| last.bytes_per_token);
         let rate = match last {
@@ -105,7 +109,8 @@ impl Pace {
                     WEIGHT * latest + (1.0 - WEIGHT) * last.rate
                 }
             }
-            _ => 0.0,
+            Some(_) => shrunk,
+            None => 0.0,
         };
         self.sessions.insert(
             session,

@@ -122,6 +122,26 @@ fn the_pace_is_smoothed_and_a_compaction_starts_it_afresh() {
 }
 
 #[test]
+fn a_stored_sessions_pace_goes_on_across_its_compaction() {
+    let pace = Pace::new();
+    let session = ("t".to_owned(), "pi:s".to_owned());
+    let start = std::time::Instant::now();
+    let at = |s: f64| start + std::time::Duration::from_secs_f64(s);
+    assert_eq!(pace.observe_tokens(session.clone(), 10_000, at(0.0)), 0.0);
+    assert_eq!(
+        pace.observe_tokens(session.clone(), 20_000, at(10.0)),
+        1_000.0
+    );
+    // Compacted: the session holds less, at the same pace.
+    assert_eq!(
+        pace.observe_tokens(session.clone(), 5_000, at(11.0)),
+        1_000.0
+    );
+    let rate = pace.observe_tokens(session, 6_000, at(12.0));
+    assert_eq!(rate, 1_000.0, "smoothed from the pace it kept");
+}
+
+#[test]
 fn a_conversation_without_a_header_is_known_by_its_opening() {
     let body = |first: &str, more: &[&str]| {
         let mut messages = vec![serde_json::json!({"role": "user", "content": first})];
