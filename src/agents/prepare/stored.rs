@@ -186,9 +186,10 @@ pub(crate) fn compacted(preparer: &Preparer, who: &Identity, id: &Id) {
     preparer.recent.invalidate(&key);
 }
 
-/// Before stored session `id` compacts: a preparation of it under way (here or on another
-/// replica) is waited for — most of the way there, rather than the whole of a new summarization.
-/// Not for a compaction with a focus, which a prepared summary does not answer.
+/// Before stored session `id` compacts with nothing prepared yet: a preparation of it under way
+/// (here or on another replica) is waited for — most of the way there, rather than the whole of
+/// a new summarization. A kept summary answers at once even while a newer one is being
+/// prepared; a compaction with a focus, which a prepared summary does not answer, waits for none.
 pub(crate) async fn before_compaction(
     app: &App,
     preparer: &Preparer,
@@ -196,7 +197,8 @@ pub(crate) async fn before_compaction(
     id: &Id,
     focused: bool,
 ) {
-    if !focused && preparer.serves(who) {
-        super::answering::after_running(app, preparer, who, &session_key(id)).await;
+    let key = session_key(id);
+    if !focused && preparer.serves(who) && app.prepared(who, &key).await.is_none() {
+        super::answering::after_running(app, preparer, who, &key).await;
     }
 }
