@@ -140,7 +140,8 @@ impl App {
         settings: &CompactionSettings,
     ) -> Result<Option<PreparedRow>, AppError> {
         let loaded = self.load_path(who, id, None).await?;
-        let Some(history) = compactor::history(&loaded.session, settings, &self.prompts) else {
+        let Some(history) = compactor::history(&loaded.session, None, settings, &self.prompts)
+        else {
             return Ok(None);
         };
         let Some(cut) = before_last_message(&history.text) else {

@@ -47,14 +47,15 @@ impl History {
     }
 }
 
-/// The history a compaction of `session` at its leaf would summarize under `settings`; `None`
-/// when it would summarize none.
+/// The history a compaction of `session` at `leaf` (its last entry when `None`) would summarize
+/// under `settings`; `None` when it would summarize none.
 pub(crate) fn history(
     session: &Session,
+    leaf: Option<&str>,
     settings: &CompactionSettings,
     prompts: &Prompts,
 ) -> Option<History> {
-    let path = session.active_path(None).ok()?;
+    let path = session.active_path(leaf).ok()?;
     let max_tokens = history_max_tokens(settings.reserve_tokens);
     if Planner::of_entries(path.iter().copied()) == Planner::Pi15 {
         let prep = prepare15(&path, settings)?;

@@ -146,7 +146,10 @@ pub async fn compact(
         ));
     }
     let (history_request, prefix_request) = requests(&prep, request, prompts);
-    let ahead = from_prepared(request, || history(session, &request.settings, prompts));
+    let leaf = request.leaf_id.as_deref();
+    let ahead = from_prepared(request, || {
+        history(session, leaf, &request.settings, prompts)
+    });
     let files = prep.file_ops.lists();
     let (history_summary, prefix_summary) = summarize_parts(
         pipeline,
