@@ -27,7 +27,7 @@ type Key = (String, String);
 
 /// A stored session to prepare, as its latest append left it.
 #[derive(Clone)]
-struct Standing {
+struct Appended {
     who: Identity,
     id: Id,
     tokens: u64,
@@ -37,7 +37,7 @@ struct Standing {
 /// The stored sessions waiting to be prepared when idle, each with its latest append's time.
 #[derive(Default)]
 pub(super) struct StoredIdle {
-    waiting: Mutex<HashMap<Key, (Instant, Standing)>>,
+    waiting: Mutex<HashMap<Key, (Instant, Appended)>>,
 }
 
 impl std::fmt::Debug for StoredIdle {
@@ -47,7 +47,7 @@ impl std::fmt::Debug for StoredIdle {
 }
 
 impl StoredIdle {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (Instant, Standing)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (Instant, Appended)>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -72,7 +72,7 @@ pub(crate) fn after_append(
     }
     let tokens = u64::try_from(tokens).unwrap_or_default();
     let key = (who.tenant.clone(), session_key(id));
-    let standing = Standing {
+    let appended = Appended {
         who: who.clone(),
         id: id.clone(),
         tokens,
@@ -91,20 +91,20 @@ pub(crate) fn after_append(
     };
     if now.due(preparer.share) {
         preparer.stored_idle.lock().remove(&key);
-        start(app, preparer, key, standing);
+        start(app, preparer, key, appended);
     } else if (tokens as f64) >= preparer.share / 2.0 * window as f64 && prepared_at.is_none() {
-        wait(app, preparer, key, standing);
+        wait(app, preparer, key, appended);
     }
 }
 
 /// Notes the session's latest append; its timer starts with the first.
-fn wait(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
+fn wait(app: &App, preparer: &Arc<Preparer>, key: Key, appended: Appended) {
     let mut waiting = preparer.stored_idle.lock();
     let known = waiting.contains_key(&key);
     if !known && waiting.len() >= MAX_WAITING {
         return;
     }
-    waiting.insert(key.clone(), (Instant::now(), standing));
+    waiting.insert(key.clone(), (Instant::now(), appended));
     drop(waiting);
     if !known {
         tokio::spawn(timer(app.clone(), preparer.clone(), key));
@@ -119,23 +119,23 @@ async fn timer(app: App, preparer: Arc<Preparer>, key: Key) {
             return;
         };
         tokio::time::sleep_until((last + after).into()).await;
-        let standing = {
+        let appended = {
             let mut waiting = preparer.stored_idle.lock();
             match waiting.get(&key) {
                 None => return,
                 Some((at, _)) if at.elapsed() < after => continue,
-                Some(_) => waiting.remove(&key).map(|(_, standing)| standing),
+                Some(_) => waiting.remove(&key).map(|(_, appended)| appended),
             }
         };
-        if let Some(standing) = standing {
-            start(&app, &preparer, key, standing);
+        if let Some(appended) = appended {
+            start(&app, &preparer, key, appended);
         }
         return;
     }
 }
 
 /// Prepares the session in the background, unless it is being prepared here or too many are.
-fn start(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
+fn start(app: &App, preparer: &Arc<Preparer>, key: Key, appended: Appended) {
     if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
@@ -149,12 +149,12 @@ fn start(app: &App, preparer: &Arc<Preparer>, key: Key, standing: Standing) {
     let (app, preparer) = (app.clone(), preparer.clone());
     tokio::spawn(async move {
         let _counted = counted;
-        let Standing {
+        let Appended {
             who,
             id,
             tokens,
             hints,
-        } = standing;
+        } = appended;
         if !held.mark(&app).await || !app.may_prepare(&who).await {
             return;
         }

@@ -4,6 +4,7 @@
 
 use compactd_core::compaction::output_budget::history_max_tokens;
 use compactd_core::compaction::pi15::{Planner, Preparation15, prepare as prepare15};
+use compactd_core::compaction::prepare::Preparation;
 use compactd_core::compaction::{CompactionSettings, prepare_compaction, serialize_conversation};
 use compactd_core::prompts::Prompts;
 use compactd_core::session::Session;
@@ -23,6 +24,16 @@ pub(crate) struct History {
 }
 
 impl History {
+    /// A pi 0.x plan's history.
+    pub(crate) fn pi0(prep: &Preparation<'_>, prompts: &Prompts, max_tokens: u64) -> History {
+        History {
+            text: serialize_conversation(prep.messages_to_summarize.iter().copied()),
+            previous: prep.previous_summary.map(str::to_owned),
+            max_tokens,
+            prompts: Some(prompts.clone()),
+        }
+    }
+
     /// A pi 1.5 plan's history.
     pub(crate) fn pi15(prep: &Preparation15, max_tokens: u64) -> History {
         History {
@@ -62,10 +73,5 @@ pub(crate) fn history(
         return (prep.messages_to_summarize > 0).then(|| History::pi15(&prep, max_tokens));
     }
     let prep = prepare_compaction(&path, settings).ok()?;
-    (!prep.messages_to_summarize.is_empty()).then(|| History {
-        text: serialize_conversation(prep.messages_to_summarize.iter().copied()),
-        previous: prep.previous_summary.map(str::to_owned),
-        max_tokens,
-        prompts: Some(prompts.clone()),
-    })
+    (!prep.messages_to_summarize.is_empty()).then(|| History::pi0(&prep, prompts, max_tokens))
 }

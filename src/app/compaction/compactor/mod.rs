@@ -146,9 +146,11 @@ pub async fn compact(
         ));
     }
     let (history_request, prefix_request) = requests(&prep, request, prompts);
-    let leaf = request.leaf_id.as_deref();
+    // The plan made above, not a second one (planning is the hot part of a compaction).
+    let max_tokens = history_max_tokens(request.settings.reserve_tokens);
     let ahead = from_prepared(request, || {
-        history(session, leaf, &request.settings, prompts)
+        let summarizes = !prep.messages_to_summarize.is_empty();
+        summarizes.then(|| History::pi0(&prep, prompts, max_tokens))
     });
     let files = prep.file_ops.lists();
     let (history_summary, prefix_summary) = summarize_parts(
