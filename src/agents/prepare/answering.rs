@@ -144,7 +144,7 @@ async fn answered_as(
     };
     // The session compacts now: the turn it waited with when idle is done with.
     let session = (who.tenant.clone(), key.clone());
-    gateway.preparer.idle.forget(&session);
+    gateway.preparer.compacting(&session);
     let hashes = match asked.loose {
         true => loose_hashes(messages),
         false => prefix_hashes(messages),
@@ -187,7 +187,7 @@ async fn answered_as(
     // (and the session found by its opening waits no more for its idle preparation).
     let recent = (who.tenant.clone(), row.session_key.clone());
     gateway.preparer.recent.invalidate(&recent);
-    gateway.preparer.idle.forget(&recent);
+    gateway.preparer.compacting(&recent);
     if !usable {
         app.metrics.prepared.with_label_values(&["wasted"]).inc();
         app.drop_prepared(&row).await;

@@ -1,5 +1,5 @@
 //! Sessions that stop short of their trigger: the user reading, away, or a long tool run. A
-//! session past half the share with no summary kept is prepared once it has been idle
+//! session (by its header, or without one by its opening) past half the share with no summary kept is prepared once it has been idle
 //! `COMPACTD_PREPARE_IDLE_SECS`, so that the compaction a few turns after the pause is answered at
 //! once. Only its latest turn is held (the body shared with the request, not copied), for a
 //! bounded number of sessions and bytes; one timer a session, which ends when it prepares or is no longer
@@ -93,7 +93,7 @@ async fn timer(app: App, preparer: Arc<Preparer>, key: Key) {
         let Some(turn) = turn else {
             return;
         };
-        super::start(&app, &preparer, Some(key), turn);
+        super::start(&app, &preparer, turn);
         return;
     }
 }

@@ -84,8 +84,12 @@ pub(crate) struct Preparer {
     recent: Recent,
     /// How fast each session grows, and how long a preparation takes.
     pace: Pace,
-    /// The sessions to prepare when they have been idle `idle_after`.
+    /// The sessions to prepare when they have been idle `idle_after`, by the key of their pace.
     idle: Idle,
+    /// When each session (tenant, the key its compaction found it by) last compacted here: a
+    /// turn that came before it is not prepared (an idle session's held turn, above all, whose
+    /// key may not be the one its compaction names).
+    compacted: moka::sync::Cache<(String, String), std::time::Instant>,
     /// The stored sessions to prepare when they have been idle `idle_after`.
     stored_idle: stored::StoredIdle,
     idle_after: std::time::Duration,
@@ -101,6 +105,8 @@ pub(super) struct Turn {
     standing: Standing,
     /// The session's key for its pace and its record here (its header, or its opening).
     pace_key: Option<(String, String)>,
+    /// When it came.
+    came: std::time::Instant,
     chain: Option<Arc<Chain>>,
 }
 
@@ -123,6 +129,10 @@ impl Preparer {
                 .build(),
             pace: Pace::new(),
             idle: Idle::default(),
+            compacted: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(std::time::Duration::from_secs(60 * 60))
+                .build(),
             stored_idle: Default::default(),
             idle_after: config.prepare_idle,
         }
@@ -131,6 +141,19 @@ impl Preparer {
     /// Whether `who`'s sessions are prepared ahead.
     fn serves(&self, who: &Identity) -> bool {
         self.enabled && !self.off_tenants.contains(&who.tenant)
+    }
+
+    /// Session `key` compacts now: the turn it waited with when idle is done with, and no turn
+    /// of it from before now is prepared.
+    fn compacting(&self, key: &(String, String)) {
+        self.idle.forget(key);
+        self.compacted
+            .insert(key.clone(), std::time::Instant::now());
+    }
+
+    /// Whether session `key` compacted after `turn` came.
+    fn compacted_since(&self, key: &(String, String), turn: &Turn) -> bool {
+        self.compacted.get(key).is_some_and(|at| at > turn.came)
     }
 }
 
@@ -221,14 +244,15 @@ pub(crate) fn after_turn(
         plain: plain.clone(),
         standing,
         pace_key: pace_key.clone(),
+        came: std::time::Instant::now(),
         chain: chain(),
     };
     if standing.due(preparer.share) {
-        if let Some(key) = &header_key {
+        if let Some(key) = &pace_key {
             preparer.idle.forget(key);
         }
-        start(app, preparer, header_key, turn());
-    } else if let Some(key) = header_key
+        start(app, preparer, turn());
+    } else if let Some(key) = pace_key.clone()
         && (tokens as f64) >= preparer.share / 2.0 * window as f64
         && standing
             .prepared_at
@@ -239,14 +263,16 @@ pub(crate) fn after_turn(
     tap
 }
 
-/// Starts preparing `turn` in the background, unless its session (`key`, when its header names
-/// it) is being prepared here, or too many are (another replica's is found by the preparation).
-fn start(app: &App, preparer: &Arc<Preparer>, key: Option<(String, String)>, turn: Turn) {
+/// Starts preparing `turn` in the background, unless its session (when its header names it) is
+/// being prepared here, or too many are (another replica's is found by the preparation).
+fn start(app: &App, preparer: &Arc<Preparer>, turn: Turn) {
     if app.metrics.preparing.get() >= MAX_PREPARING {
         return;
     }
     // The session's place is taken now when its header names it, so that a compaction right
     // after this turn finds the preparation running; without a header, once the key is read.
+    let key = crate::app::threads::seen::agent_session(&turn.headers)
+        .map(|(agent, id)| (turn.who.tenant.clone(), format!("{agent}:{id}")));
     let held = match key {
         Some(key) => match InFlight::take(&preparer.in_flight, key) {
             Some(held) => Some(held),

@@ -130,6 +130,9 @@ impl Preparation {
         let Some(key) = session_key(&turn.headers, &conversation.messages) else {
             return;
         };
+        if preparer.compacted_since(&(turn.who.tenant.clone(), key.clone()), &turn) {
+            return;
+        }
         let held = match self.held.take() {
             Some(held) => Some(held),
             None => InFlight::take(&preparer.in_flight, (turn.who.tenant.clone(), key.clone())),

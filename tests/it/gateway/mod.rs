@@ -4,6 +4,7 @@ pub mod agent_mode;
 pub mod context_edits;
 pub mod hostile;
 pub mod prepare;
+pub mod prepare_idle;
 pub mod prepare_spend;
 pub mod prepare_written;
 pub mod provider_compaction;

@@ -330,7 +330,7 @@ async fn a_compaction_during_the_preparation_waits_for_it_instead_of_starting_ov
 }
 
 /// A conversation of about `kib` KiB with an unlisted model (a 128,000-token window).
-fn local_turn(kib: usize) -> Value {
+pub(crate) fn local_turn(kib: usize) -> Value {
     let mut all = messages("Now add a regression test for unary minus.");
     all[2]["content"][0]["content"] = json!("x".repeat(kib * 1024));
     json!({"model": "qwen3-coder", "max_tokens": 1000, "messages": all})
@@ -383,34 +383,6 @@ async fn a_session_growing_fast_is_prepared_before_the_share() {
         2,
         "prepared at 35 % without a header"
     );
-}
-
-/// A session that stops past half the share, with no summary kept, is prepared once idle.
-#[tokio::test]
-async fn a_session_idle_past_half_the_share_is_prepared() {
-    let model = summarizer_model().await;
-    let provider = Provider::start().await;
-    let mut config = gateway_config(&model, &provider);
-    config.gateway.prepare_at = 0.6;
-    config.gateway.prepare_idle = Duration::from_secs(2);
-    let app = TestApp::spawn(config).await;
-    let started = Instant::now();
-    post_as(&app, "idle", &local_turn(230)).await;
-    if started.elapsed() < Duration::from_secs(2) {
-        assert!(model.received().is_empty(), "not before it is idle");
-    }
-    app.wait_for_metric(
-        r#"compactd_prepared_summaries_total{outcome="prepared"}"#,
-        1.0,
-    )
-    .await;
-    assert_eq!(model.received().len(), 1);
-    // Its compaction is answered from it.
-    let mut all = local_turn(230)["messages"].as_array().unwrap().clone();
-    all.push(json!({"role": "assistant", "content": "Writing the test now."}));
-    let (status, _) = post_as(&app, "idle", &claude_compaction(&all[..5], None)).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(prepared_outcome(&app, "used").await, 1.0);
 }
 
 /// A local model's window is the one the operator set for models compactd does not know.

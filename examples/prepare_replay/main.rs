@@ -7,7 +7,7 @@
 //!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long|stored] [on] [bare]
 //!
 //! With `long`, only the long real sessions are replayed; with `stored`, only the long real
-//! sessions as stored pi sessions (see [`stored_session`]); with `on`, only with preparation on;
+//! sessions as stored pi sessions (see [`stored::stored_session`]); with `on`, only with preparation on;
 //! with `bare`, the long sessions are sent without Claude Code's session header (an agent that
 //! names none: compactd knows the session by its conversation).
 //!
@@ -18,6 +18,8 @@
 //! at each turn with everything so far, a compaction once it reaches 80 % of a 128,000-token
 //! window (a local model's), the summary carried on as Claude Code carries it. Each turn takes
 //! TURN_SECS (0.3 by default: an agent's own model is not instant) before the next.
+
+mod stored;
 
 use std::time::{Duration, Instant};
 
@@ -319,113 +321,6 @@ async fn long_session(
     waited
 }
 
-/// A long real pi session played as pi with compactd's extension plays it, against a local
-/// model's window (128,000 tokens, `reserveTokens` 16,384): its entries appended one at a time
-/// (`POST /v1/sessions/{id}/entries`, with the window), TURN_SECS after each assistant message;
-/// once pi's estimate of the context (the session's `contextTokens`) passes the window less the
-/// reserve, the compaction (`POST /v1/sessions/{id}/compactions`), after which the session goes
-/// on from compactd's entry. The assistants' recorded `usage` is left out: it is that of the
-/// session as it ran, without these compactions, so pi's estimate is its own count throughout.
-async fn stored_session(
-    client: &reqwest::Client,
-    url: &str,
-    file: &str,
-    turn: Duration,
-) -> Vec<Waited> {
-    const WINDOW: i64 = 128_000;
-    const RESERVE: i64 = 16_384;
-    let ndjson = |body: String| {
-        client
-            .post(format!("{url}/v1/sessions"))
-            .header("content-type", "application/x-ndjson")
-            .body(body)
-    };
-    // The file as pi writes it today (migrated: each entry with its id and parent).
-    let fixture = std::fs::read(root().join("tests/fixtures").join(file)).unwrap();
-    let scratch: Value = ndjson(String::from_utf8(fixture).unwrap())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let entries_url = format!(
-        "{url}/v1/sessions/{}/entries",
-        scratch["id"].as_str().unwrap()
-    );
-    let text = client
-        .get(&entries_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let mut lines = text.lines();
-    let head = format!("{}\n{}\n", lines.next().unwrap(), lines.next().unwrap());
-    let session: Value = ndjson(head).send().await.unwrap().json().await.unwrap();
-    let id = session["id"].as_str().unwrap().to_owned();
-    let append = format!("{url}/v1/sessions/{id}/entries?contextWindow={WINDOW}");
-    let compact = format!("/v1/sessions/{id}/compactions");
-    let mut waited = Vec::new();
-    // After a compaction, the next entry's parent is compactd's entry.
-    let mut rewired: Option<String> = None;
-    for line in lines {
-        let mut entry: Value = serde_json::from_str(line).unwrap();
-        if let Some(parent) = rewired.take() {
-            entry["parentId"] = Value::String(parent);
-        }
-        if let Some(message) = entry["message"].as_object_mut() {
-            message.remove("usage");
-        }
-        let response = client
-            .post(&append)
-            .header("content-type", "application/x-ndjson")
-            .body(format!("{entry}\n"))
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "{}", response.status());
-        let appended: Value = response.json().await.unwrap();
-        let tokens = appended["session"]["contextTokens"]
-            .as_i64()
-            .unwrap_or_default();
-        if entry["message"]["role"] != "assistant" {
-            continue;
-        }
-        tokio::time::sleep(turn).await;
-        if tokens > WINDOW - RESERVE {
-            let before = used(client, url).await;
-            let started = Instant::now();
-            let response = client
-                .post(format!("{url}{compact}"))
-                .json(&json!({"reserveTokens": RESERVE}))
-                .send()
-                .await
-                .unwrap();
-            assert!(response.status().is_success(), "{}", response.status());
-            let compacted: Value = response.json().await.unwrap();
-            waited.push(Waited {
-                seconds: started.elapsed().as_secs_f64(),
-                prepared: used(client, url).await > before,
-            });
-            let last = waited.last().unwrap();
-            println!(
-                "    {file}: a compaction in {:.2} s, {} ({})",
-                last.seconds,
-                if last.prepared {
-                    "from a prepared summary"
-                } else {
-                    "the normal path"
-                },
-                compacted["model"].as_str().unwrap_or_default(),
-            );
-            rewired = compacted["entry"]["id"].as_str().map(str::to_owned);
-        }
-    }
-    waited
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -468,7 +363,7 @@ async fn main() {
         let url = compactd(&model, &provider, prepare, 0.6).await;
         for file in LONG_SESSIONS {
             let replayed = match stored {
-                true => stored_session(&client, &url, file, turn).await,
+                true => stored::stored_session(&client, &url, file, turn).await,
                 false => long_session(&client, &url, file, turn, bare).await,
             };
             waited.extend(replayed);
