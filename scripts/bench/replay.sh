@@ -20,7 +20,7 @@ json.dump({"systemPrompt": "You summarize coding sessions.", "prompt": prompt, "
 PY
 FAIL_RATE=$fail DELAY_MS=20 ./target/release/examples/bench_upstream 127.0.0.1:9021 &
 COMPACTD_LISTEN=127.0.0.1:9022 COMPACTD_MODELS=openai:bench COMPACTD_OPENAI_BASE_URL=http://127.0.0.1:9021/v1 \
-  COMPACTD_DATA_DIR="$work/data" COMPACTD_LOG=error COMPACTD_BACKOFF_MS=100 \
+  COMPACTD_DATA_DIR="$work/data" COMPACTD_LOG=error \
   COMPACTD_RATE_LIMIT_PER_MINUTE=0 COMPACTD_MAX_CONCURRENT_PER_KEY=0 ./target/release/compactd &
 until curl -s -o /dev/null http://127.0.0.1:9022/healthz; do sleep 0.1; done
 ./target/release/examples/replay http://127.0.0.1:9022/v1/compact "$work/body.json" "$rate" "$seconds" "$retries"

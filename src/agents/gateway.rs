@@ -40,7 +40,7 @@ pub(crate) struct Gateway {
 
 impl Gateway {
     /// The gateway of `config`; `anthropic_version` is what `agent` mode's calls to the
-    /// Anthropic upstream send when the agent sent none (`COMPACTD_ANTHROPIC_VERSION`), and
+    /// Anthropic upstream send when the agent sent none (2023-06-01), and
     /// `default_window` the window of a model compactd does not know (`COMPACTD_CONTEXT_WINDOW`).
     pub(crate) fn new(
         config: &GatewayConfig,

@@ -232,6 +232,13 @@ fn serve(config: ServeConfig) -> Result<(), CliError> {
     config.validate().map_err(invalid)?;
     // Held to the end: dropping it writes out the log lines still queued.
     let _log_writer = init_tracing(&config.logging);
+    for (name, instead) in crate::config::removed_settings_set() {
+        tracing::warn!(
+            setting = name,
+            instead,
+            "a removed setting is set: compactd ignores it"
+        );
+    }
     let open_files = crate::http::server::raise_open_file_limit();
     tracing::debug!(open_files, "open-file limit");
     let mut builder = tokio::runtime::Builder::new_multi_thread();

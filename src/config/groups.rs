@@ -22,8 +22,9 @@ pub struct HttpConfig {
     #[arg(long, env = "COMPACTD_MAX_BODY_BYTES", default_value = "33554432")]
     pub max_body_bytes: usize,
 
-    /// Time limit of any HTTP request, in seconds (above the summarization deadline).
-    #[arg(long = "request-timeout-secs", env = "COMPACTD_REQUEST_TIMEOUT_SECS", default_value = "295", value_parser = values::seconds)]
+    /// Time limit of any HTTP request: above every summarization's deadline, under the five
+    /// minutes oh-my-pi waits. Not a setting (tests shorten it).
+    #[arg(skip = super::REQUEST_TIMEOUT)]
     pub request_timeout: Duration,
 
     /// Connections open at once; unset: derived from the open-file limit (raised to its hard
@@ -37,9 +38,9 @@ pub struct HttpConfig {
     #[arg(long, env = "COMPACTD_WORKER_THREADS")]
     pub worker_threads: Option<NonZeroUsize>,
 
-    /// Time a client has to send a request's line and headers, in seconds; a slower connection is
-    /// closed.
-    #[arg(long = "header-timeout-secs", env = "COMPACTD_HEADER_TIMEOUT_SECS", default_value = "10", value_parser = values::seconds)]
+    /// Time a client has to send a request's line and headers; a slower connection is closed.
+    /// Not a setting (tests change it).
+    #[arg(skip = Duration::from_secs(10))]
     pub header_timeout: Duration,
 
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish, in seconds.
@@ -113,8 +114,8 @@ pub struct StorageConfig {
     pub db_statement_timeout: Duration,
 
     /// Longest a statement may wait for a lock held elsewhere (PostgreSQL's `lock_timeout`: a
-    /// table locked by a migration or by hand) before the request answers 503, in seconds.
-    #[arg(long = "db-lock-timeout-secs", env = "COMPACTD_DB_LOCK_TIMEOUT_SECS", default_value = "1", value_parser = values::seconds)]
+    /// table locked by a migration or by hand) before the request answers 503. Not a setting.
+    #[arg(skip = Duration::from_secs(1))]
     pub db_lock_timeout: Duration,
 
     /// Longest JSONL line accepted in uploads and appends, in bytes.
@@ -192,8 +193,9 @@ pub struct SummarizerConfig {
     #[arg(long, env = "COMPACTD_ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com", value_parser = values::http_url)]
     pub anthropic_base_url: reqwest::Url,
 
-    /// `anthropic-version` header sent to the Anthropic API.
-    #[arg(long, env = "COMPACTD_ANTHROPIC_VERSION", default_value = "2023-06-01")]
+    /// `anthropic-version` header sent to the Anthropic API (the one version of its Messages
+    /// API). Not a setting (tests change it).
+    #[arg(skip = String::from("2023-06-01"))]
     pub anthropic_version: String,
 
     /// Model used when the chain is left to its default and an Anthropic key is set.
@@ -230,12 +232,14 @@ pub struct SummarizerConfig {
     #[arg(long, env = "COMPACTD_MAX_RETRIES", default_value = "2")]
     pub max_retries: u32,
 
-    /// First retry backoff in milliseconds; doubles with each retry, with full jitter.
-    #[arg(long = "backoff-ms", env = "COMPACTD_BACKOFF_MS", default_value = "500", value_parser = values::millis)]
+    /// First retry backoff; doubles with each retry, with full jitter. Not a setting (tests
+    /// shorten it).
+    #[arg(skip = Duration::from_millis(500))]
     pub backoff: Duration,
 
-    /// Longest wait before a retry, in seconds; a longer `Retry-After` moves on to the next model.
-    #[arg(long = "max-backoff-secs", env = "COMPACTD_MAX_BACKOFF_SECS", default_value = "20", value_parser = values::seconds)]
+    /// Longest wait before a retry; a longer `Retry-After` moves on to the next model. Not a
+    /// setting.
+    #[arg(skip = Duration::from_secs(20))]
     pub max_backoff: Duration,
 
     /// Summarizations running at once: what the upstream serves at once (a local server's

@@ -45,9 +45,9 @@ impl ServeConfig {
         self.http.validate()?;
         if self.http.request_timeout <= self.summarizers.deadline {
             return Err(format!(
-                "COMPACTD_REQUEST_TIMEOUT_SECS ({} s) must be above COMPACTD_DEADLINE_SECS ({} s): a request must outlast its summarization",
+                "COMPACTD_DEADLINE_SECS ({} s) must be under the request time limit ({} s): a request must outlast its summarization",
+                self.summarizers.deadline.as_secs_f64(),
                 self.http.request_timeout.as_secs_f64(),
-                self.summarizers.deadline.as_secs_f64()
             ));
         }
         Ok(())
@@ -77,6 +77,48 @@ pub fn defaults<T: Args + clap::FromArgMatches>() -> T {
     <Wrapper<T> as clap::FromArgMatches>::from_arg_matches(&matches)
         .expect("the defaults parse")
         .inner
+}
+
+/// The time limit of an HTTP request: above every summarization's deadline (under
+/// [`AGENT_TIMEOUT`]), under the agent's own wait.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(295);
+
+/// Settings compactd no longer reads, each with what took its place: a deployment that still
+/// sets one is told so at start (`compactd serve` logs a warning), not silently ignored.
+pub const REMOVED: &[(&str, &str)] = &[
+    (
+        "COMPACTD_ANTHROPIC_VERSION",
+        "compactd sends anthropic-version 2023-06-01",
+    ),
+    (
+        "COMPACTD_BACKOFF_MS",
+        "retries back off from 500 ms, doubling, with jitter",
+    ),
+    ("COMPACTD_MAX_BACKOFF_SECS", "a retry waits at most 20 s"),
+    (
+        "COMPACTD_LOOP_WINDOW_SECS",
+        "a loop is a compaction within 300 s of the last",
+    ),
+    ("COMPACTD_LOOP_NEW_TOKENS", "a loop adds under 8,000 tokens"),
+    (
+        "COMPACTD_REQUEST_TIMEOUT_SECS",
+        "a request may take 295 s; COMPACTD_DEADLINE_SECS bounds a summarization",
+    ),
+    (
+        "COMPACTD_HEADER_TIMEOUT_SECS",
+        "a client has 10 s to send a request's head",
+    ),
+    (
+        "COMPACTD_DB_LOCK_TIMEOUT_SECS",
+        "a statement waits at most 1 s for a lock",
+    ),
+];
+
+/// The removed settings the environment still sets, each with what took its place.
+pub fn removed_settings_set() -> Vec<(&'static str, &'static str)> {
+    (REMOVED.iter().copied())
+        .filter(|(name, _)| std::env::var_os(name).is_some())
+        .collect()
 }
 
 /// Longest a summarization may take: oh-my-pi gives up on its remote endpoint after 5 minutes
@@ -122,12 +164,12 @@ mod tests {
         config.summarizers.models = vec![ModelSpec::anthropic("x")];
         assert!(config.validate().unwrap_err().contains("ANTHROPIC_API_KEY"));
         let mut config = ServeConfig::defaults();
-        config.http.request_timeout = Duration::from_secs(100);
+        config.summarizers.deadline = Duration::from_secs(296);
         assert!(
             config
                 .validate()
                 .unwrap_err()
-                .contains("COMPACTD_REQUEST_TIMEOUT_SECS")
+                .contains("under the request time limit (295 s)")
         );
         // An Anthropic model without a key does not stop what needs no model.
         let mut storage_only = defaults::<StorageConfig>();

@@ -29,9 +29,9 @@ pub struct StagesConfig {
     #[arg(long = "cache-ttl-secs", env = "COMPACTD_CACHE_TTL_SECS", default_value = "3600", value_parser = values::seconds)]
     pub cache_ttl: Duration,
 
-    /// A compaction whose previous summary compactd wrote less than this many seconds ago, with
-    /// little new content, is flagged as a loop.
-    #[arg(long = "loop-window-secs", env = "COMPACTD_LOOP_WINDOW_SECS", default_value = "300", value_parser = values::seconds)]
+    /// A compaction whose previous summary compactd wrote less than this long ago, with little
+    /// new content, is flagged as a loop. Not a setting.
+    #[arg(skip = Duration::from_secs(300))]
     pub loop_window: Duration,
 
     /// What a tenant's daily budget does when the store cannot say what was used: `open` (not
@@ -44,8 +44,8 @@ pub struct StagesConfig {
     )]
     pub budget_when_store_down: WhenStoreDown,
 
-    /// "Little new content": a conversation of fewer estimated tokens than this.
-    #[arg(long, env = "COMPACTD_LOOP_NEW_TOKENS", default_value = "8000")]
+    /// "Little new content": a conversation of fewer estimated tokens than this. Not a setting.
+    #[arg(skip = 8000u64)]
     pub loop_new_tokens: u64,
 
     /// How long the redacted conversations of wire summarizations stay searchable by recall

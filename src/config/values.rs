@@ -84,20 +84,12 @@ pub(super) fn on_off(text: &str) -> Result<bool, String> {
     }
 }
 
-/// A number of milliseconds.
 /// A share strictly between 0 and 1 (`0.6`).
 pub(super) fn share(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(share) if share > 0.0 && share < 1.0 => Ok(share),
         _ => Err(format!("{text:?} is not a share between 0 and 1, like 0.6")),
     }
-}
-
-pub(super) fn millis(text: &str) -> Result<Duration, String> {
-    text.trim()
-        .parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| format!("{text:?} is not a whole number of milliseconds"))
 }
 
 /// An `http://` or `https://` URL.
@@ -131,7 +123,6 @@ mod tests {
         for bad in ["0", "-1", "nan", "inf", "x"] {
             assert!(seconds(bad).is_err(), "{bad}");
         }
-        assert_eq!(millis("250"), Ok(Duration::from_millis(250)));
         assert!(http_url("ftp://x").unwrap_err().contains("http://"));
         assert_eq!(
             http_url("http://127.0.0.1:11434/v1").unwrap().as_str(),

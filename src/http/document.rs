@@ -110,7 +110,7 @@ fn add_common_responses(path: &str, posts: bool, operation: &mut Operation) {
         ),
         (
             "504",
-            "The request took longer than COMPACTD_REQUEST_TIMEOUT_SECS (`request_timeout`)",
+            "The request took longer than its time limit, 295 s (`request_timeout`)",
         ),
     ]);
     for (status, description) in common {

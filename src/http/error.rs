@@ -101,8 +101,8 @@ pub(crate) enum ApiError {
     /// The request URI is longer than compactd serves.
     #[error("the request URI is longer than {limit} bytes")]
     UriTooLong { limit: usize },
-    /// The request did not finish within `COMPACTD_REQUEST_TIMEOUT_SECS`.
-    #[error("the request did not finish within {} s (COMPACTD_REQUEST_TIMEOUT_SECS)", .limit.as_secs_f64())]
+    /// The request did not finish within its time limit.
+    #[error("the request did not finish within {} s", .limit.as_secs_f64())]
     RequestTimeout { limit: Duration },
     #[error("no such endpoint")]
     NotFound,

@@ -6,7 +6,7 @@
 //!   closed to make room for the new one, so that a crowd of half-open connections cannot lock
 //!   `/healthz` and everyone else out. Only when every connection is busy do new ones wait in
 //!   the kernel's backlog.
-//! * **A deadline for the request head** (`COMPACTD_HEADER_TIMEOUT_SECS`): a client that opens
+//! * **A deadline for the request head** (10 s): a client that opens
 //!   connections and sends a header byte every few seconds (slowloris) loses them when the
 //!   deadline passes, so it cannot hold the cap against everyone else.
 //! * **JSON for the errors hyper answers by itself**: a request line or head hyper cannot parse

@@ -129,10 +129,10 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
     );
 }
 
-/// An agent that sends no `anthropic-version` gets compactd's setting on `agent` mode's call,
-/// never a version of the gateway's own.
+/// An agent that sends no `anthropic-version` gets compactd's (here the test's own, to tell it
+/// apart) on `agent` mode's call, never a version of the gateway's own.
 #[tokio::test]
-async fn in_agent_mode_the_configured_anthropic_version_goes_when_the_agent_sends_none() {
+async fn in_agent_mode_compactds_anthropic_version_goes_when_the_agent_sends_none() {
     let model = summarizer_model().await;
     let provider = crate::support::gateway::Provider {
         server: MockServer::start().await,

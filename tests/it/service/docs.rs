@@ -39,6 +39,48 @@ fn every_setting_is_documented_with_its_default() {
         checked += 1;
     }
     assert!(checked >= 25, "only {checked} settings found");
+    // And the tables name no setting that is not one: a removed one is in its own table.
+    let settings: Vec<String> = (serve.get_arguments())
+        .filter_map(|arg| arg.get_env().map(|env| env.to_string_lossy().into_owned()))
+        .collect();
+    let removed = readme.split("**Removed settings.**").nth(1).unwrap();
+    for row in readme
+        .split("**Removed settings.**")
+        .next()
+        .unwrap()
+        .lines()
+    {
+        let Some(name) = row.strip_prefix("| `COMPACTD_") else {
+            continue;
+        };
+        let name = format!("COMPACTD_{}", name.split('`').next().unwrap());
+        assert!(
+            settings.contains(&name),
+            "{name} is documented but not read"
+        );
+    }
+    for (name, _) in compactd::config::REMOVED {
+        assert!(!settings.contains(&name.to_string()), "{name} is read");
+        assert!(removed.contains(&format!("`{name}`")), "{name}: no row");
+        assert!(!example.contains(name), "{name} is in .env.example");
+    }
+}
+
+/// A deployment that still sets a removed setting is told at start, naming it and what took its
+/// place (not silently ignored).
+#[test]
+fn a_removed_setting_set_is_named_at_start() {
+    let served = crate::support::binary::Served::start(&[
+        ("COMPACTD_BACKOFF_MS", "100"),
+        ("COMPACTD_LOG", "warn"),
+    ]);
+    let logged = served.kill_9();
+    let warning = logged
+        .lines()
+        .find(|line| line.contains("COMPACTD_BACKOFF_MS"))
+        .unwrap_or_else(|| panic!("no warning: {logged}"));
+    assert!(warning.contains("removed setting"), "{warning}");
+    assert!(warning.contains("500 ms"), "{warning}");
 }
 
 /// The Docker section (docs/operations.md) is exactly what `scripts/docker-test.sh` runs: every

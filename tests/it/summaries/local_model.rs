@@ -260,7 +260,7 @@ async fn an_over_window_update_request_keeps_the_models_share_within_the_deadlin
     let local = local();
     let mut config = local_config(&local, true);
     config.summarizers.extractive_fallback = true;
-    // compactd's defaults (COMPACTD_DEADLINE_SECS, COMPACTD_REQUEST_TIMEOUT_SECS).
+    // compactd's defaults (COMPACTD_DEADLINE_SECS, the request's time limit).
     config.summarizers.deadline = secs(280.0);
     config.http.request_timeout = secs(295.0);
     let app = TestApp::spawn(config).await;
