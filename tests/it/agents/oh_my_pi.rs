@@ -341,6 +341,54 @@ async fn oh_my_pis_remote_compaction_is_answered_from_the_summary_prepared_while
     assert_eq!(compacts_from_prepared().await, "/v1/compact");
 }
 
+/// Zero-wait (issue 67) on the route oh-my-pi takes with GPT-5.x: its turns pass through the
+/// gateway (`/v1/responses`) while compactd prepares the session's summary, and its native lane
+/// (`<baseUrl>/responses/compact`, which it calls first) is answered from it with no model call
+/// while oh-my-pi waits; its next turn carries that summary to the provider.
+#[tokio::test]
+async fn oh_my_pis_native_openai_compaction_is_answered_from_the_summary_prepared_while_it_worked()
+{
+    compactd_testkit::needs!(Agents);
+    use crate::gateway::prepare::{prepared_outcome, settled};
+    use crate::support::model_provider::{Answer, Scripted};
+    let written = "## Goal\nPREPARED BY COMPACTD'S MODEL: the user asked what calc.py does.";
+    let model = crate::support::FakeUpstream::start(vec![], crate::support::Reply::openai(written));
+    let (app, model, provider) = compactd_with(model.await, Some(0.001)).await;
+    let root = scratch(&app.url);
+    provider.script([Scripted {
+        answer: Answer::Call {
+            name: "read".into(),
+            arguments: json!({"path": "calc.py"}),
+        },
+        spike: 0,
+    }]);
+    let mut omp = Omp::start(&root, "openai/gpt-5.2");
+    omp.prompt("What does calc.py do? Read it first.").await;
+    omp.prompt("Now suggest a docstring for add.").await;
+    settled(&app).await;
+    assert!(prepared_outcome(&app, "prepared").await >= 1.0);
+    let calls = model.received().len();
+    let compacted = omp.compact().await;
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert_eq!(prepared_outcome(&app, "used").await, 1.0, "{compacted}");
+    assert_eq!(
+        model.received().len(),
+        calls,
+        "no model call while it waited"
+    );
+    let item = &compacted["data"]["preserveData"]["openaiRemoteCompaction"]["compactionItem"];
+    assert!(
+        item["encrypted_content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("compactd.v2.")),
+        "{compacted}"
+    );
+    omp.prompt("And what about subtraction?").await;
+    let next = provider.posts().pop().unwrap().text();
+    assert!(next.contains("PREPARED BY COMPACTD'S MODEL"), "{next}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// Without `remoteEndpoint`, oh-my-pi summarizes with its own model, through its provider's base
 /// URL (its Anthropic native lane runs only against Anthropic's own hosts): compactd recognizes
 /// the rendered summarization prompt and answers it in the wire.
