@@ -1,12 +1,29 @@
 #!/usr/bin/env python3
 """Usage: scripts/fixture-outputs.py BINARY OUT.jsonl
+       scripts/fixture-outputs.py compare A.jsonl B.jsonl
 
 Runs a compactd binary over the shared fixtures (../shared/fixtures): plan, context and compact of every session
 file (extractive), and /v1/compact of every recorded oh-my-pi request; writes one JSON line per
 case with volatile fields (ids, timestamps) removed. Two binaries' outputs, compared, show
 whether a change kept plans, contexts, entries and served summaries the same (sessions of
-format v1 get fresh ids when migrated: compare those modulo ids)."""
-import json,os,subprocess,sys,tempfile,glob,time,urllib.request,socket
+format v1 get fresh ids when migrated: `compare` compares modulo ids, each id replaced by the
+path index or entry it names, a map keyed by ids by its values)."""
+import json,os,re,subprocess,sys,tempfile,glob,time,urllib.request,socket
+if sys.argv[1]=='compare':
+    ID=re.compile(r'^[0-9a-f]{8}$')
+    def modulo_ids(v):
+        if isinstance(v,dict):
+            if v and all(ID.match(k) for k in v): return sorted(json.dumps(modulo_ids(x),sort_keys=True) for x in v.values())
+            return {k:modulo_ids(x) for k,x in v.items() if not (isinstance(x,str) and ID.match(x))}
+        if isinstance(v,list): return [modulo_ids(x) for x in v]
+        return v
+    a=[json.loads(l) for l in open(sys.argv[2])]; b=[json.loads(l) for l in open(sys.argv[3])]
+    same=[x==y for x,y in zip(a,b)]
+    alike=[modulo_ids(x)==modulo_ids(y) for x,y in zip(a,b)]
+    for x,s,m in zip(a,same,alike):
+        if not m: print('differs:',x['case'])
+    print(f'{len(a)} and {len(b)} cases: {sum(same)} byte-identical, {sum(alike)} identical modulo ids')
+    sys.exit(0 if len(a)==len(b) and all(alike) else 1)
 binary,out=sys.argv[1],sys.argv[2]
 F=os.environ.get('FIXTURES', os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../shared/fixtures'))
 sessions=sorted(glob.glob(F+'/*.jsonl')+glob.glob(F+'/pi15/s*.jsonl'))

@@ -116,6 +116,25 @@ fn stable_history(turn: &Turn) -> Option<super::Compaction> {
     Some(compaction)
 }
 
+/// Whether the summary kept for the session (prepared here or on another replica) still stands
+/// for `turn`: then the turns after it need not ask the store again soon.
+fn still_stands(
+    preparer: &Preparer,
+    turn: &Turn,
+    row: &PreparedRow,
+    recent_key: &(String, String),
+) -> bool {
+    let standing = Standing {
+        prepared_at: Some(row.prefix_tokens as u64),
+        ..turn.standing
+    };
+    if standing.due(preparer.share) {
+        return false;
+    }
+    (preparer.recent).insert(recent_key.clone(), row.prefix_tokens as u64);
+    true
+}
+
 impl Preparation {
     pub(super) async fn run(mut self) {
         let turn = self.turn;
@@ -145,17 +164,10 @@ impl Preparation {
         }
         let recent_key = (turn.pace_key.clone()).unwrap_or((turn.who.tenant.clone(), key.clone()));
         let earlier = self.app.prepared(&turn.who, &key).await;
-        if let Some(row) = &earlier {
-            let standing = Standing {
-                prepared_at: Some(row.prefix_tokens as u64),
-                ..turn.standing
-            };
-            if !standing.due(preparer.share) {
-                // Prepared here or on another replica: the turns after this one need not ask
-                // the store again soon.
-                preparer.recent.insert(recent_key, row.prefix_tokens as u64);
-                return;
-            }
+        if let Some(row) = &earlier
+            && still_stands(preparer, &turn, row, &recent_key)
+        {
+            return;
         }
         if !self.app.may_prepare(&turn.who).await {
             return;
