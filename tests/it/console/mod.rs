@@ -3,4 +3,5 @@
 pub mod errors;
 pub mod guard;
 pub mod handoff;
+pub mod isolation;
 pub mod pages;
