@@ -224,6 +224,10 @@ pub(crate) fn after_turn(
     let pace_key = header_key.clone().or_else(|| {
         reading::opening(plain).map(|hash| (who.tenant.clone(), format!("opening:{hash:016x}")))
     });
+    // A session its agent names by no header is one only once seen again: a request made once
+    // (a script's, an SDK's) is not prepared for when idle.
+    let ongoing =
+        header_key.is_some() || (pace_key.as_ref()).is_some_and(|key| preparer.pace.seen(key));
     let (tokens, rate) = match &pace_key {
         Some(key) => (preparer.pace).observe(key.clone(), bytes, std::time::Instant::now()),
         None => ((bytes as f64 / BYTES_PER_TOKEN) as u64, 0.0),
@@ -253,6 +257,7 @@ pub(crate) fn after_turn(
         }
         start(app, preparer, turn());
     } else if let Some(key) = pace_key.clone()
+        && ongoing
         && (tokens as f64) >= preparer.share / 2.0 * window as f64
         && standing
             .prepared_at

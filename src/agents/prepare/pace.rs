@@ -152,6 +152,11 @@ impl Pace {
             });
     }
 
+    /// Whether a turn of `session` was seen (lately, on this replica).
+    pub(super) fn seen(&self, session: &(String, String)) -> bool {
+        self.sessions.contains_key(session)
+    }
+
     /// How long a preparation takes, in seconds.
     pub(super) fn takes(&self) -> f64 {
         self.took_ms.load(Ordering::Relaxed) as f64 / 1000.0
