@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use compactd_core::session::{ParseOptions, Session};
-use compactd_store::{NewRecall, RecallQuery, RecallTurn, StoreConfig, connect};
+use compactd_store::{NewRecall, RecallQuery, RecallTurn, Store, StoreConfig, connect};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -24,7 +24,14 @@ async fn main() -> anyhow::Result<()> {
         lock_timeout: Duration::from_secs(10),
     })
     .await?;
-    // The texts of real turns: every message of both fixture sessions, as pi serializes it.
+    let texts = real_turns()?;
+    anyhow::ensure!(texts.len() > 500, "{} turns", texts.len());
+    let n = store_conversations(store.as_ref(), &texts).await?;
+    search(store.as_ref(), n).await
+}
+
+/// The texts of real turns: every message of both fixture sessions, as pi serializes it.
+fn real_turns() -> anyhow::Result<Vec<String>> {
     let mut texts = Vec::new();
     for file in ["before-compaction.jsonl", "large-session.jsonl"] {
         let bytes = std::fs::read(format!(
@@ -45,7 +52,11 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
-    anyhow::ensure!(texts.len() > 500, "{} turns", texts.len());
+    Ok(texts)
+}
+
+/// 1,000 conversations of 100 turns, cycled from `texts`, for ten tenants; how many turns.
+async fn store_conversations(store: &dyn Store, texts: &[String]) -> anyhow::Result<usize> {
     let started = Instant::now();
     let mut n = 0;
     for conversation in 0..1000 {
@@ -84,6 +95,11 @@ async fn main() -> anyhow::Result<()> {
         "stored {n} turns in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(n)
+}
+
+/// 1,000 searches one after another, each by one tenant: the latency's percentiles and the hits.
+async fn search(store: &dyn Store, n: usize) -> anyhow::Result<()> {
     let words = [
         "theme",
         "chalk",

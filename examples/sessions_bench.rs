@@ -132,12 +132,19 @@ async fn main() {
         url: url.clone(),
     };
     let mb = big.len() as f64 / 1e6;
+    let big_id = upload_throughput(&bench, &big, uploads, mb).await;
+    appends_small_and_big(&bench, &big, &small, &big_id, appends, mb).await;
+    plans_and_compacts(&bench, &big, &big_id, mb).await;
+    syncs_many(&bench, &big, sessions, pid, mb).await;
+}
 
+/// Upload throughput: the big session `uploads` times; the last one's id.
+async fn upload_throughput(bench: &Bench, big: &[u8], uploads: usize, mb: f64) -> String {
     // Upload throughput.
     let mut times = Vec::new();
     let mut big_id = String::new();
     for _ in 0..uploads {
-        let (took, id) = bench.upload(&big).await;
+        let (took, id) = bench.upload(big).await;
         times.push(took);
         big_id = id;
     }
@@ -150,10 +157,22 @@ async fn main() {
         mb / times[0].as_secs_f64()
     );
 
+    big_id
+}
+
+/// Appends of one entry, alternating between a small session and the big one.
+async fn appends_small_and_big(
+    bench: &Bench,
+    big: &[u8],
+    small: &[u8],
+    big_id: &str,
+    appends: usize,
+    mb: f64,
+) {
     // Appends, alternating between a small and the big session.
-    let (_, small_id) = bench.upload(&small).await;
-    let mut leaves = [leaf_of(&small), leaf_of(&big)];
-    let ids = [small_id.clone(), big_id.clone()];
+    let (_, small_id) = bench.upload(small).await;
+    let mut leaves = [leaf_of(small), leaf_of(big)];
+    let ids = [small_id.clone(), big_id.to_owned()];
     let mut first = [Duration::ZERO; 2];
     let mut samples: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     for n in 0..=appends {
@@ -184,9 +203,13 @@ async fn main() {
         ms(first[1]),
         big_p50.as_secs_f64() / small_p50.as_secs_f64()
     );
+}
 
+/// Planning the stored session against planning the file, before and after compacting it.
+async fn plans_and_compacts(bench: &Bench, big: &[u8], big_id: &str, mb: f64) {
+    let url = &bench.url;
     // Planning the stored session against planning the file.
-    let (stored, posted) = bench.plans(&big_id, &big).await;
+    let (stored, posted) = bench.plans(big_id, big).await;
     println!(
         "plan {mb:.1} MB: stored p50 {:.0} ms, file (POST /v1/plan) p50 {:.0} ms; ratio {:.2}",
         ms(stored),
@@ -220,19 +243,22 @@ async fn main() {
         .bytes()
         .await
         .unwrap();
-    let (stored, posted) = bench.plans(&big_id, &file).await;
+    let (stored, posted) = bench.plans(big_id, &file).await;
     println!(
         "plan {mb:.1} MB after its compaction: stored p50 {:.1} ms, file p50 {:.0} ms; ratio {:.3}",
         ms(stored),
         ms(posted),
         stored.as_secs_f64() / posted.as_secs_f64()
     );
+}
 
-    // Syncing many big sessions: memory stays bounded by the index cache.
+/// Syncing many big sessions: memory stays bounded by the index cache.
+async fn syncs_many(bench: &Bench, big: &[u8], sessions: usize, pid: &str, mb: f64) {
+    let url = &bench.url;
     let before = rss_mib(pid);
     for n in 0..sessions {
-        let (_, id) = bench.upload(&big).await;
-        let mut leaf = leaf_of(&big);
+        let (_, id) = bench.upload(big).await;
+        let mut leaf = leaf_of(big);
         for k in 0..3 {
             leaf = bench.append(&id, &leaf, 1_000_000 + n * 10 + k).await.1;
         }
