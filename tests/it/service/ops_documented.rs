@@ -23,6 +23,16 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
 
     // One pass over the whole API, as a client uses it. Every answer is checked against the
     // document by `TestApp::send` (status documented, body valid, no undocumented field).
+    let id = sessions_threads_and_pins(&app).await;
+    summaries_health_and_the_gateway(&app).await;
+    recall_calls_and_the_providers_wires(&app, &id).await;
+    every_operation_answered(&app);
+    the_document_holds_together(&doc);
+}
+
+/// A session's life: upload, read, append, plan, pins, compactions, a branch summary, a fork, a
+/// handoff, a thread read and map. The session's id.
+async fn sessions_threads_and_pins(app: &TestApp) -> String {
     let fixture = crate::fixture("large-session.jsonl");
     let uploaded: Value = app.upload(fixture.clone()).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
@@ -118,6 +128,12 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
             .status(),
         StatusCode::NO_CONTENT
     );
+    id
+}
+
+/// The summarization endpoints, health and metrics, and the gateway's routes: an agent's
+/// compaction and an ordinary turn of each wire.
+async fn summaries_health_and_the_gateway(app: &TestApp) {
     app.compact(&compact_body(PROMPT)).await;
     let chat = json!({"model": "compactd", "messages": [{"role": "user", "content": PROMPT}]});
     app.chat(&chat).await;
@@ -127,7 +143,6 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     for path in ["/healthz", "/readyz", "/metrics"] {
         app.get(path).await;
     }
-    // The gateway's routes: an agent's compaction and an ordinary turn of each wire.
     use crate::support::gateway::{FIXTURES, recorded};
     for fixture in FIXTURES {
         for request in recorded(fixture)
@@ -144,6 +159,10 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
             );
         }
     }
+}
+
+/// Recall, the call log, the providers' wires, deletion, and documented errors.
+async fn recall_calls_and_the_providers_wires(app: &TestApp, id: &str) {
     // Recall: a wire summary's conversation, searched and read.
     let kept: Value = app
         .compact(
@@ -187,10 +206,12 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
         StatusCode::NO_CONTENT
     );
     // Errors are documented and shaped as documented too.
-    app.session(&id).await;
+    app.session(id).await;
     app.compact(&json!({"prompt": 5})).await;
+}
 
-    // Every documented operation answered through the router, with each of its success statuses.
+/// Every documented operation answered through the router, with each of its success statuses.
+fn every_operation_answered(app: &TestApp) {
     let checked = app.checked();
     for (method, route, status) in crate::service::conformance::documented() {
         if (200..300).contains(&status) {
@@ -206,7 +227,10 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     ] {
         assert!(checked.contains(&(method.into(), route.into(), status)));
     }
+}
 
+/// Tags on every operation, path parameters as the templates say, every `$ref` resolved.
+fn the_document_holds_together(doc: &Value) {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, operation) in item.as_object().unwrap() {
             assert!(
@@ -231,7 +255,7 @@ async fn every_documented_operation_answers_as_its_documentation_says() {
     // Every $ref names a schema that exists.
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     let mut refs = Vec::new();
-    collect_refs(&doc, &mut refs);
+    collect_refs(doc, &mut refs);
     assert!(!refs.is_empty());
     for reference in refs {
         let name = reference
