@@ -113,7 +113,16 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     let (revoked, revoked_id) = key(&store, "alice").await;
     store.revoke_key(&revoked_id, now_ms()).await.unwrap();
 
-    // The agent compacts through the remoteEndpoint wire (the key in the path, as it sends it).
+    let id = compacts_and_is_kept(&app, &alice).await;
+    let (seq, expected) = the_rust_sdk_searches_and_reads(&app, &alice, &id).await;
+    no_one_else_finds_it(&app, (&alice, &bob, &revoked), &id).await;
+    rest_reads_the_same(&app, (&alice, &bob), &id, seq, &expected).await;
+    the_typescript_sdk_reads_the_same(&app, &alice, &expected).await;
+}
+
+/// The agent compacts through the remoteEndpoint wire (the key in the path, as it sends it); the
+/// conversation is kept once, and the summary names it. The conversation's recall id.
+async fn compacts_and_is_kept(app: &TestApp, alice: &str) -> String {
     // As JavaScript writes it: the half emoji pi's truncation left is a lone-surrogate escape.
     let raw = json!({"systemPrompt": "Summarize.", "prompt": prompt()})
         .to_string()
@@ -135,7 +144,7 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
 
     // Kept write-behind: the conversation is searchable within moments of the answer.
     crate::support::eventually("the conversation kept", || async {
-        let (_, found) = get(&app, &alice, &format!("/v1/recall/search?q={NEEDLE}")).await;
+        let (_, found) = get(app, alice, &format!("/v1/recall/search?q={NEEDLE}")).await;
         (!found["hits"].as_array()?.is_empty()).then_some(())
     })
     .await;
@@ -172,8 +181,13 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     );
     assert_ne!(chained["recallId"], id.as_str());
 
-    // The official Rust SDK: initialize, list the tools, search, read.
-    let client = mcp(&app.url, &alice).await.unwrap();
+    id
+}
+
+/// The official Rust SDK: initialize, list the tools, search, read, filter. The hit's turn and
+/// its text as stored.
+async fn the_rust_sdk_searches_and_reads(app: &TestApp, alice: &str, id: &str) -> (i64, String) {
+    let client = mcp(&app.url, alice).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names.len(), 4);
@@ -187,7 +201,7 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     let found = call(&client, "recall_search", json!({"query": NEEDLE})).await;
     let hits = found["hits"].as_array().unwrap();
     assert_eq!(hits.len(), 1, "{found}");
-    assert_eq!(hits[0]["recallId"], id.as_str());
+    assert_eq!(hits[0]["recallId"], id);
     assert_eq!(hits[0]["role"], "tool");
     let snippet = hits[0]["snippet"].as_str().unwrap().to_lowercase();
     assert!(snippet.contains("[zebra"), "the word is marked: {snippet}");
@@ -232,14 +246,20 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     );
     client.cancel().await.unwrap();
 
+    (seq, expected)
+}
+
+/// The secret is neither stored nor found; another tenant finds nothing and cannot read it; a
+/// revoked key is refused at the door.
+async fn no_one_else_finds_it(app: &TestApp, (alice, bob, revoked): (&str, &str, &str), id: &str) {
     // The secret is neither stored nor found.
-    let client = mcp(&app.url, &alice).await.unwrap();
+    let client = mcp(&app.url, alice).await.unwrap();
     let secret = call(&client, "recall_search", json!({"query": SECRET})).await;
     assert_eq!(secret["hits"].as_array().unwrap().len(), 0);
     client.cancel().await.unwrap();
 
     // Another tenant finds nothing and cannot read it.
-    let client = mcp(&app.url, &bob).await.unwrap();
+    let client = mcp(&app.url, bob).await.unwrap();
     let theirs = call(&client, "recall_search", json!({"query": NEEDLE})).await;
     assert_eq!(theirs["hits"].as_array().unwrap().len(), 0);
     let refused = client
@@ -252,36 +272,46 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
     client.cancel().await.unwrap();
 
     // A revoked key is refused at the door.
-    assert!(mcp(&app.url, &revoked).await.is_err());
+    assert!(mcp(&app.url, revoked).await.is_err());
     let raw = reqwest::Client::new()
         .post(format!("{}/mcp", app.url))
-        .bearer_auth(&revoked)
+        .bearer_auth(revoked)
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
         .send()
         .await
         .unwrap();
     assert_eq!(raw.status(), StatusCode::UNAUTHORIZED);
+}
 
-    // The REST equivalents (through `send`: checked against the documentation).
+/// The REST equivalents (through `send`: checked against the documentation).
+async fn rest_reads_the_same(
+    app: &TestApp,
+    (alice, bob): (&str, &str),
+    id: &str,
+    seq: i64,
+    expected: &str,
+) {
     let (_, rest) = get(
-        &app,
-        &alice,
+        app,
+        alice,
         &format!("/v1/recall/search?q={NEEDLE}&path=vendor"),
     )
     .await;
     assert_eq!(rest["hits"][0]["seq"].as_i64(), Some(seq));
     let (_, page) = get(
-        &app,
-        &alice,
+        app,
+        alice,
         &format!("/v1/recall/{id}/turns?from={seq}&limit=1"),
     )
     .await;
-    assert_eq!(page["turns"][0]["text"].as_str(), Some(expected.as_str()));
+    assert_eq!(page["turns"][0]["text"].as_str(), Some(expected));
     assert_eq!(page["total"], 5);
-    let (status, _) = get(&app, &bob, &format!("/v1/recall/{id}/turns")).await;
+    let (status, _) = get(app, bob, &format!("/v1/recall/{id}/turns")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
 
-    // The reference TypeScript SDK, from npm, does the same in a node script.
+/// The reference TypeScript SDK, from npm, does the same in a node script.
+async fn the_typescript_sdk_reads_the_same(app: &TestApp, alice: &str, expected: &str) {
     let (node, modules) = crate::support::node_with_mcp_sdk();
     let output = tokio::process::Command::new(node)
         .arg(concat!(
@@ -290,7 +320,7 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         ))
         .env("MCP_SDK_MODULES", modules)
         .env("COMPACTD_URL", &app.url)
-        .env("COMPACTD_KEY", &alice)
+        .env("COMPACTD_KEY", alice)
         .env("NEEDLE", NEEDLE)
         .output()
         .await
@@ -305,5 +335,5 @@ async fn an_agent_gets_back_what_compaction_dropped(store: Arc<dyn Store>) {
         answer["tools"],
         json!(["handoff", "read_thread", "recall_read", "recall_search"])
     );
-    assert_eq!(answer["text"].as_str(), Some(expected.as_str()));
+    assert_eq!(answer["text"].as_str(), Some(expected));
 }
