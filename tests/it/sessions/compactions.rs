@@ -39,7 +39,20 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     let response = app.compact_session(id, &json!({})).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let body = json(response).await;
-    let received = fake.received();
+    the_calls_ran_in_parallel(&fake.received(), &body, &plan, ANSWER);
+    the_entry_is_in_pis_shape(&body["entry"], &plan, &old_leaf);
+    the_summary_holds_what_the_gate_appended(&body);
+    it_is_stored_as_the_leaf(&app, id, &body).await;
+}
+
+/// The history and the split turn's prefix were summarized at once, each as pi's prompts say, then
+/// repaired once each (the answer keeps no anchor).
+fn the_calls_ran_in_parallel(
+    received: &[crate::support::upstream::Received],
+    body: &Value,
+    plan: &Value,
+    answer: Duration,
+) {
     // The two summaries, then a repair request for each (the answer keeps no anchor).
     assert_eq!(received.len(), 4);
     assert_eq!(body["summarizerCalls"], 4);
@@ -47,7 +60,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     // only narrows the margin), the order that a sequence of calls cannot have.
     let gap = received[1].at.duration_since(received[0].at);
     assert!(
-        gap < ANSWER,
+        gap < answer,
         "history and prefix ran in parallel: {gap:?} apart"
     );
     let prompts = Prompts::builtin();
@@ -79,8 +92,10 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         max_tokens.contains(&13_107) && max_tokens.contains(&8_192),
         "{max_tokens:?}"
     );
+}
 
-    let entry = &body["entry"];
+/// The entry is pi's, key for key: its id, parent, cut, tokens and file lists.
+fn the_entry_is_in_pis_shape(entry: &Value, plan: &Value, old_leaf: &str) {
     let keys: Vec<&str> = entry
         .as_object()
         .unwrap()
@@ -116,6 +131,12 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         entry["details"],
         json!({"readFiles": plan["readFiles"], "modifiedFiles": plan["modifiedFiles"]})
     );
+}
+
+/// Each part as the model wrote it, with what it left out appended by the fidelity gate; the
+/// usage of the four calls; the gate's report.
+fn the_summary_holds_what_the_gate_appended(body: &Value) {
+    let entry = &body["entry"];
     let summary = entry["summary"].as_str().unwrap();
     // Each part as the model wrote it, with what it left out appended by the fidelity gate: the
     // user's earlier messages under its Goal, the latest request in Critical Context.
@@ -165,8 +186,12 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
         "critical anchors are never forgotten: {}",
         body["forgotten"]
     );
+}
 
-    // Stored: the entry is the new leaf, and the context now starts with its summary.
+/// Stored: the entry is the new leaf, the context starts with its summary, the history lists it,
+/// and there is nothing more to compact.
+async fn it_is_stored_as_the_leaf(app: &TestApp, id: &str, body: &Value) {
+    let entry_id = body["entry"]["id"].as_str().unwrap();
     let stored = app.entries(id).await.text().await.unwrap();
     assert_eq!(
         stored.lines().last().unwrap(),
