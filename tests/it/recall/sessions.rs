@@ -102,6 +102,16 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
     let alice = key(&store, "alice").await;
     let bob = key(&store, "bob").await;
 
+    let (session, leaf) = upload_a_session(&app, &alice).await;
+    let (recall, compacted) = compacted_with_its_recall_named(&app, &alice, &session).await;
+    found_by_the_session_alone(&app, (&alice, &bob), &session, &recall).await;
+    compacted_again_into_the_same_recall(&app, &alice, (&session, &leaf, &compacted), &recall)
+        .await;
+    deleted_with_the_session(&app, &alice, &session, &recall).await;
+}
+
+/// A session whose tool output runs past what the summarizer sees; its id and leaf.
+async fn upload_a_session(app: &TestApp, alice: &str) -> (String, String) {
     let header = json!({"type": "session", "version": 3, "id": "blobs", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"});
     let mut messages = vec![
         user("Verify the vendored blobs."),
@@ -115,28 +125,47 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
     messages.extend(work(0, ""));
     let (body, leaf) = lines(0, None, messages);
     let (status, uploaded) = send(
-        &app,
+        app,
         app.client
             .post(format!("{}/v1/sessions", app.url))
             .header("content-type", "application/x-ndjson")
             .body(format!("{header}\n{body}")),
-        &alice,
+        alice,
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{uploaded}");
     let session = uploaded["id"].as_str().unwrap().to_owned();
 
-    // The compaction names the session's recall, in its answer and on the summary's last line
-    // before the file lists (which stay last, where pi reads them).
-    let first = compact(&app, &alice, &session).await;
+    (session, leaf)
+}
+
+/// The compaction names the session's recall, in its answer and on the summary's last line
+/// before the file lists (which stay last, where pi reads them). The recall id, and the
+/// compaction's entry.
+async fn compacted_with_its_recall_named(
+    app: &TestApp,
+    alice: &str,
+    session: &str,
+) -> (String, String) {
+    let first = compact(app, alice, session).await;
     let recall = first["recallId"].as_str().unwrap().to_owned();
     let summary = first["entry"]["summary"].as_str().unwrap();
     let footer = format!("recall_search in compactd (MCP at /mcp), id {recall}\n\n<read-files>");
     assert!(summary.contains(&footer), "{summary}");
     assert!(summary.ends_with("</read-files>"), "{summary}");
 
-    // Found by the session's id, past the 2,000 characters the summarizer saw; read back whole.
-    let client = mcp(&app.url, &alice).await.unwrap();
+    (recall, first["entry"]["id"].as_str().unwrap().to_owned())
+}
+
+/// Found by the session's id, past the 2,000 characters the summarizer saw; read back whole; the
+/// secret nowhere; no other session's or tenant's search finds it.
+async fn found_by_the_session_alone(
+    app: &TestApp,
+    (alice, bob): (&str, &str),
+    session: &str,
+    recall: &str,
+) {
+    let client = mcp(&app.url, alice).await.unwrap();
     let found = call(
         &client,
         "recall_search",
@@ -181,30 +210,36 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
     assert_eq!(elsewhere["hits"].as_array().unwrap().len(), 0);
     client.cancel().await.unwrap();
     let (_, theirs) = send(
-        &app,
+        app,
         app.client
             .get(format!("{}/v1/recall/search?q={NEEDLE}", app.url)),
-        &bob,
+        bob,
     )
     .await;
     assert_eq!(theirs["hits"].as_array().unwrap().len(), 0);
+}
 
-    // More work, compacted again: the same recall, with the newly summarized entries added.
-    let leaf_now = first["entry"]["id"].as_str().unwrap().to_owned();
+/// More work, compacted again: the same recall, with the newly summarized entries added.
+async fn compacted_again_into_the_same_recall(
+    app: &TestApp,
+    alice: &str,
+    (session, leaf, leaf_now): (&str, &str, &str),
+    recall: &str,
+) {
     assert_ne!(leaf_now, leaf);
-    let (more, _) = lines(100, Some(leaf_now), work(1, LATER));
+    let (more, _) = lines(100, Some(leaf_now.to_owned()), work(1, LATER));
     let (status, _) = send(
-        &app,
+        app,
         app.client
             .post(format!("{}/v1/sessions/{session}/entries", app.url))
             .header("content-type", "application/x-ndjson")
             .body(more),
-        &alice,
+        alice,
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    let second = compact(&app, &alice, &session).await;
-    assert_eq!(second["recallId"], recall.as_str());
+    let second = compact(app, alice, session).await;
+    assert_eq!(second["recallId"], recall);
     let second_summary = second["entry"]["summary"].as_str().unwrap();
     assert_eq!(
         second_summary.matches("recall_search in compactd").count(),
@@ -212,12 +247,12 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
     );
     for word in [NEEDLE, LATER] {
         let (_, found) = send(
-            &app,
+            app,
             app.client.get(format!(
                 "{}/v1/recall/search?q={word}&session={session}",
                 app.url
             )),
-            &alice,
+            alice,
         )
         .await;
         assert!(
@@ -225,7 +260,7 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
                 .as_array()
                 .unwrap()
                 .iter()
-                .all(|h| h["recallId"] == recall.as_str()),
+                .all(|h| h["recallId"] == recall),
             "{found}"
         );
         assert!(
@@ -233,29 +268,31 @@ async fn a_sessions_compacted_entries_are_searchable_until_it_is_deleted(store: 
             "{word}: {found}"
         );
     }
+}
 
-    // Deleted with the session.
+/// Deleted with the session: found no more, read no more.
+async fn deleted_with_the_session(app: &TestApp, alice: &str, session: &str, recall: &str) {
     let (status, _) = send(
-        &app,
+        app,
         app.client
             .delete(format!("{}/v1/sessions/{session}", app.url)),
-        &alice,
+        alice,
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (_, gone) = send(
-        &app,
+        app,
         app.client
             .get(format!("{}/v1/recall/search?q={NEEDLE}", app.url)),
-        &alice,
+        alice,
     )
     .await;
     assert_eq!(gone["hits"].as_array().unwrap().len(), 0);
     let (status, _) = send(
-        &app,
+        app,
         app.client
             .get(format!("{}/v1/recall/{recall}/turns", app.url)),
-        &alice,
+        alice,
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
