@@ -62,7 +62,14 @@ async fn a_long_history_is_paged_and_never_starves_health(database_url: &str) {
     let id = uploaded["id"].as_str().unwrap().to_owned();
     assert_eq!(uploaded["compactions"], COMPACTIONS);
 
-    // The history, a page at a time, each compaction with the one it replaced.
+    pages_of_the_history(&client, &base, &id).await;
+    the_consoles_pages(&client, &base, &id).await;
+    health_answers_under_the_heaviest_requests(&client, &base, &id, &body).await;
+    drop(served);
+}
+
+/// The history, a page at a time, each compaction with the one it replaced.
+async fn pages_of_the_history(client: &reqwest::Client, base: &str, id: &str) {
     let page: Value = client
         .get(format!("{base}/v1/sessions/{id}/compactions?limit=100"))
         .send()
@@ -107,16 +114,18 @@ async fn a_long_history_is_paged_and_never_starves_health(database_url: &str) {
     assert_eq!(last_items.len(), 10, "{last}");
     assert_eq!(last_items[9]["entryId"], format!("c{}", COMPACTIONS - 1));
     assert_eq!(last["nextCursor"], Value::Null);
+}
 
-    // The console: the session page lists the latest compactions; a compaction's page shows the
-    // one before it.
-    let (status, page) = get(&client, format!("{base}/ui/sessions/{id}")).await;
+/// The console: the session page lists the latest compactions; a compaction's page shows the
+/// one before it.
+async fn the_consoles_pages(client: &reqwest::Client, base: &str, id: &str) {
+    let (status, page) = get(client, format!("{base}/ui/sessions/{id}")).await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("The latest 50 of"), "{page}");
     assert!(page.contains(&format!("/compactions/c{}\"", COMPACTIONS - 1)));
     let middle = COMPACTIONS / 2;
     let (status, page) = get(
-        &client,
+        client,
         format!("{base}/ui/sessions/{id}/compactions/c{middle}"),
     )
     .await;
@@ -125,13 +134,25 @@ async fn a_long_history_is_paged_and_never_starves_health(database_url: &str) {
         page.contains(&format!("/compactions/c{}\"", middle - 1)),
         "{page}"
     );
+}
 
-    // The heaviest requests at once: whole-page renders, thousand-compaction pages, plans of the
-    // whole file. Meanwhile /healthz is asked again and again.
+/// The heaviest requests at once: whole-page renders, thousand-compaction pages, plans of the
+/// whole file. Meanwhile /healthz is asked again and again, and answers without waiting for them.
+async fn health_answers_under_the_heaviest_requests(
+    client: &reqwest::Client,
+    base: &str,
+    id: &str,
+    body: &str,
+) {
     let heavy_started = Instant::now();
     let mut heavy = Vec::new();
     for n in 0..6 {
-        let (client, base, id, body) = (client.clone(), base.clone(), id.clone(), body.clone());
+        let (client, base, id, body) = (
+            client.clone(),
+            base.to_owned(),
+            id.to_owned(),
+            body.to_owned(),
+        );
         heavy.push(tokio::spawn(async move {
             let response = match n % 3 {
                 0 => client.get(format!("{base}/ui/sessions/{id}")).send(),
@@ -152,7 +173,7 @@ async fn a_long_history_is_paged_and_never_starves_health(database_url: &str) {
     }
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let prober = {
-        let (client, base, done) = (client.clone(), base.clone(), done.clone());
+        let (client, base, done) = (client.clone(), base.to_owned(), done.clone());
         tokio::spawn(async move {
             let mut latencies = Vec::new();
             while !done.load(std::sync::atomic::Ordering::Acquire) {
@@ -183,7 +204,6 @@ async fn a_long_history_is_paged_and_never_starves_health(database_url: &str) {
         slowest * 10 < heavy_took,
         "/healthz took {slowest:?} while the heavy requests took {heavy_took:?}"
     );
-    drop(served);
 }
 
 #[tokio::test]
