@@ -55,7 +55,19 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
     config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
     let app = TestApp::with_store(config, store.clone()).await;
 
-    // Alice's agents compact at the gateway, and a pi-family agent at the remote endpoint.
+    compact_as_alices_agents_and_bobs(&app, &provider, alice, bob).await;
+    alices_pages_hold_each_call_once(&app, alice).await;
+    bob_sees_his_own_and_the_metrics_count_all(&app, alice, bob).await;
+}
+
+/// Alice's agents compact at the gateway, and a pi-family agent at the remote endpoint, twice
+/// for her and once for Bob.
+async fn compact_as_alices_agents_and_bobs(
+    app: &TestApp,
+    provider: &Provider,
+    alice: &str,
+    bob: &str,
+) {
     let base = format!("{}/k/{alice}", app.url);
     for fixture in [
         "sessions/claude-code-2.1.332",
@@ -79,10 +91,14 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
         provider.received().await.is_empty(),
         "every compaction was compactd's"
     );
+}
 
+/// Alice's calls, two at a time, newest first, each once, with their agent, wire, sizes and the
+/// gate's finding, and no text.
+async fn alices_pages_hold_each_call_once(app: &TestApp, alice: &str) {
     // The calls are written behind: wait until the log has them all.
     eventually("alice's five calls", || async {
-        let calls = page(&app, alice, "?limit=500").await;
+        let calls = page(app, alice, "?limit=500").await;
         (calls["calls"].as_array()?.len() == 5).then_some(())
     })
     .await;
@@ -90,7 +106,7 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
     let mut seen = Vec::new();
     let mut query = "?limit=2".to_owned();
     loop {
-        let page = page(&app, alice, &query).await;
+        let page = page(app, alice, &query).await;
         let calls = page["calls"].as_array().unwrap();
         assert!(calls.len() <= 2);
         seen.extend(calls.iter().cloned());
@@ -139,11 +155,15 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
         );
         assert!(call.get("prompt").is_none() && call.get("summary").is_none());
     }
+}
 
+/// Bob sees his one call, none of Alice's; the metrics count by agent and wire; a bad cursor is
+/// named.
+async fn bob_sees_his_own_and_the_metrics_count_all(app: &TestApp, alice: &str, bob: &str) {
     // Bob sees his one call, none of Alice's (the log is written in the background: once it is
     // there).
     let bobs = eventually("bob's call", || async {
-        let bobs = page(&app, bob, "").await["calls"].as_array()?.clone();
+        let bobs = page(app, bob, "").await["calls"].as_array()?.clone();
         (!bobs.is_empty()).then_some(bobs)
     })
     .await;
