@@ -43,8 +43,27 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
     store.create_key(&record).await.unwrap();
     let app =
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
-    let url = |path: &str| format!("{}{path}", app.url);
 
+    the_wires_leave_a_row_each(&app, store.as_ref(), &key).await;
+    let (id, leaf) = a_session_compaction_leaves_a_row_a_part(&app, store.as_ref(), &key).await;
+    let all = a_branch_summary_leaves_its_row(&app, store.as_ref(), &key, (&id, &leaf)).await;
+    let upstream_calls: i64 = all.iter().map(|r| r.input_tokens / 120).sum();
+    assert_eq!(
+        fake.received().len() as i64,
+        upstream_calls,
+        "every upstream call is in a row"
+    );
+    // Texts stay out of the log unless COMPACTD_STORE_TEXT is set, and other tenants see nothing.
+    assert!(
+        all.iter()
+            .all(|r| r.prompt.is_none() && r.summary.is_none())
+    );
+    assert!(store.calls("", None, 10).await.unwrap().is_empty());
+}
+
+/// The remote endpoint and the chat wire: a row each, with the model, sizes and usage.
+async fn the_wires_leave_a_row_each(app: &TestApp, store: &dyn Store, key: &str) {
+    let url = |path: &str| format!("{}{path}", app.url);
     let answered = app
         .post(&format!("/k/{key}/v1/compact"), &compact_body(PROMPT))
         .await;
@@ -58,7 +77,7 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         )
         .await;
     assert_eq!(answered.status(), StatusCode::OK);
-    let wires = rows(&*store, "team-a", 2).await;
+    let wires = rows(store, "team-a", 2).await;
     for (row, endpoint) in wires.iter().zip(["/v1/compact", "/v1/chat/completions"]) {
         assert_eq!(row.endpoint, endpoint);
         assert_eq!(row.purpose, "prompt");
@@ -70,12 +89,21 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         assert_eq!(row.summary_bytes, answer("logged").len() as i64);
         assert!(row.prompt_bytes >= PROMPT.len() as i64, "{row:?}");
     }
+}
 
+/// A session compaction: a row for each part (the history and the split turn's prefix), adding
+/// up to the compaction's own record. The session's id and its leaf before.
+async fn a_session_compaction_leaves_a_row_a_part(
+    app: &TestApp,
+    store: &dyn Store,
+    key: &str,
+) -> (String, String) {
+    let url = |path: &str| format!("{}{path}", app.url);
     let uploaded: Value = app
         .send(
             app.client
                 .post(url("/v1/sessions"))
-                .bearer_auth(&key)
+                .bearer_auth(key)
                 .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
                 .body(crate::fixture("large-session.jsonl")),
         )
@@ -89,13 +117,13 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         .send(
             app.client
                 .post(url(&format!("/v1/sessions/{id}/compactions")))
-                .bearer_auth(&key)
+                .bearer_auth(key)
                 .json(&json!({})),
         )
         .await;
     assert_eq!(compacted.status(), StatusCode::CREATED);
     let compacted: Value = compacted.json().await.unwrap();
-    let after_compaction = rows(&*store, "team-a", 4).await;
+    let after_compaction = rows(store, "team-a", 4).await;
     let mut parts: Vec<(&str, &str)> = after_compaction[2..]
         .iter()
         .map(|r| (r.endpoint.as_str(), r.purpose.as_str()))
@@ -128,11 +156,22 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         "every upstream call is in a row"
     );
 
+    (id, leaf)
+}
+
+/// A branch summary: its row, under its session. Every row so far.
+async fn a_branch_summary_leaves_its_row(
+    app: &TestApp,
+    store: &dyn Store,
+    key: &str,
+    (id, leaf): (&str, &str),
+) -> Vec<compactd_store::CallRecord> {
+    let url = |path: &str| format!("{}{path}", app.url);
     let entries = app
         .send(
             app.client
                 .get(url(&format!("/v1/sessions/{id}/entries")))
-                .bearer_auth(&key),
+                .bearer_auth(key),
         )
         .await
         .text()
@@ -143,31 +182,20 @@ async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
         .send(
             app.client
                 .post(url(&format!("/v1/sessions/{id}/branch-summaries")))
-                .bearer_auth(&key)
+                .bearer_auth(key)
                 .json(&json!({"targetId": target["id"], "fromLeafId": leaf})),
         )
         .await;
     assert_eq!(branch.status(), StatusCode::CREATED);
-    let all = rows(&*store, "team-a", 5).await;
+    let all = rows(store, "team-a", 5).await;
     let row = &all[4];
     assert_eq!(
         (row.endpoint.as_str(), row.purpose.as_str()),
         ("branch_summary", "branch")
     );
-    assert_eq!(row.session_id.as_deref(), Some(id.as_str()));
+    assert_eq!(row.session_id.as_deref(), Some(id));
     assert_eq!(row.model.as_deref(), Some("openai:gpt-test"));
-    let upstream_calls: i64 = all.iter().map(|r| r.input_tokens / 120).sum();
-    assert_eq!(
-        fake.received().len() as i64,
-        upstream_calls,
-        "every upstream call is in a row"
-    );
-    // Texts stay out of the log unless COMPACTD_STORE_TEXT is set, and other tenants see nothing.
-    assert!(
-        all.iter()
-            .all(|r| r.prompt.is_none() && r.summary.is_none())
-    );
-    assert!(store.calls("", None, 10).await.unwrap().is_empty());
+    all
 }
 
 async fn a_failed_call_leaves_a_row_too(store: Arc<dyn Store>) {
