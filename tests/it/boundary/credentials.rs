@@ -78,12 +78,25 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
 ) {
     let (app, provider, keys) = keyed_gateway(store, &["fleet"]).await;
     let key = keys[0].0.clone();
-    let bearer = format!("Bearer {key}");
-    let claude = first_turn("claude-code-2.1.330");
-    let codex = first_turn("codex-0.169.0-custom-provider");
-    let opencode = first_turn("opencode-1.18.33");
-    let keyed = format!("{}/k/{key}", app.url);
+    the_providers_credential_goes_on_alone(&app, &provider, &key).await;
+    one_header_for_both_is_refused_unless_compactd_answers(&app, &provider, &key).await;
+}
 
+/// The recorded first turns of Claude Code, Codex and OpenCode.
+fn first_turns() -> [Recorded; 3] {
+    [
+        first_turn("claude-code-2.1.330"),
+        first_turn("codex-0.169.0-custom-provider"),
+        first_turn("opencode-1.18.33"),
+    ]
+}
+
+/// Whichever header carried compactd's key, the provider gets its own credential and never
+/// compactd's.
+async fn the_providers_credential_goes_on_alone(app: &TestApp, provider: &Provider, key: &str) {
+    let bearer = format!("Bearer {key}");
+    let [claude, codex, opencode] = first_turns();
+    let keyed = format!("{}/k/{key}", app.url);
     // Anthropic's wire: the provider's key is in x-api-key, compactd's in Authorization.
     let cases: Vec<(&str, reqwest::RequestBuilder, &str)> = vec![
         (
@@ -98,7 +111,7 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
             "messages, compactd's key in X-Compactd-Key",
             claude
                 .request(&app.client, &app.url)
-                .header("x-compactd-key", &key)
+                .header("x-compactd-key", key)
                 .header("x-api-key", "sk-ant-provider"),
             "sk-ant-provider",
         ),
@@ -106,7 +119,7 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
             "responses, compactd's key in X-Compactd-Key",
             codex
                 .request(&app.client, &app.url)
-                .header("x-compactd-key", &key)
+                .header("x-compactd-key", key)
                 .header("authorization", "Bearer sk-openai-provider"),
             "Bearer sk-openai-provider",
         ),
@@ -121,7 +134,7 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
             "chat completions, compactd's key in the URL and again as a header",
             opencode
                 .request(&app.client, &keyed)
-                .header("x-compactd-key", &key)
+                .header("x-compactd-key", key)
                 .header("authorization", "Bearer sk-openai-provider"),
             "Bearer sk-openai-provider",
         ),
@@ -144,12 +157,23 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
             "{what}: the provider's credential goes on: {values:?}"
         );
         assert!(
-            !format!("{values:?} {}", last.url).contains(&key),
+            !format!("{values:?} {}", last.url).contains(key),
             "{what}: compactd's key reached the provider: {values:?}"
         );
         assert!(!last.headers.contains_key("x-compactd-key"), "{what}");
     }
+}
 
+/// OpenAI's wires carry both credentials in one header: compactd's key there leaves none for the
+/// provider, and the request is refused, never forwarded; a compaction, compactd's to answer, is
+/// answered.
+async fn one_header_for_both_is_refused_unless_compactd_answers(
+    app: &TestApp,
+    provider: &Provider,
+    key: &str,
+) {
+    let bearer = format!("Bearer {key}");
+    let [claude, codex, opencode] = first_turns();
     // OpenAI's wires carry both credentials in one header: compactd's key there leaves none for
     // the provider, and the request is refused, never forwarded with it or without it.
     let before = provider.received().await.len();
@@ -169,7 +193,7 @@ async fn a_compactd_key_never_reaches_the_provider_whichever_header_carried_it(
             message.contains("X-Compactd-Key") && message.contains("/k/"),
             "{message}"
         );
-        assert!(!message.contains(&key));
+        assert!(!message.contains(key));
     }
     // Anthropic's wire with nothing but compactd's key in Authorization: the same.
     let response = app
