@@ -213,8 +213,27 @@ async fn a_model_reads_the_thread_in_a_few_steps_within_the_budget(store: Arc<dy
         response["citations"],
         json!(["e02002", "e00000", "e02003", "e02004"])
     );
-    let prompts: Vec<String> = fake
-        .received()
+    each_step_within_the_budget_shows_what_it_asked(&fake.received());
+    // A model that only ever asks: four calls, then the ranked quotes.
+    let response: Value = app
+        .send(read("What did the renderer's m17 split into?"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(response["answeredBy"], "extractive", "{response:#}");
+    assert_eq!(fake.received().len(), 3 + 4);
+    assert!(response["citations"][0].as_str().unwrap().starts_with('e'));
+
+    a_recall_id_is_a_thread_too(store, &keys, &id).await;
+}
+
+/// Each step's prompt stays within the budget, holds the question, and shows what the steps
+/// before it asked for and found.
+fn each_step_within_the_budget_shows_what_it_asked(
+    received: &[crate::support::upstream::Received],
+) {
+    let prompts: Vec<String> = received
         .iter()
         .map(|r| {
             r.body["messages"]
@@ -247,19 +266,11 @@ async fn a_model_reads_the_thread_in_a_few_steps_within_the_budget(store: Arc<dy
         "{}",
         prompts[2]
     );
+}
 
-    // A model that only ever asks: four calls, then the ranked quotes.
-    let response: Value = app
-        .send(read("What did the renderer's m17 split into?"))
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(response["answeredBy"], "extractive", "{response:#}");
-    assert_eq!(fake.received().len(), 3 + 4);
-    assert!(response["citations"][0].as_str().unwrap().starts_with('e'));
-
-    // A recall id: compacted without the model, then read by the ranked quotes of its turns.
+/// A recall id: compacted without the model, then read by the ranked quotes of its turns; not by
+/// another tenant.
+async fn a_recall_id_is_a_thread_too(store: Arc<dyn Store>, keys: &[String], id: &str) {
     let extractive = TestApp::handlers_with_store(crate::support::config(), store);
     let compacted: Value = extractive
         .send(
