@@ -173,38 +173,7 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
     if std::env::var_os("HANDOFF_REPORT").is_some() {
         println!("{}", serde_json::to_string_pretty(&draft).unwrap());
     }
-    assert!(prompt.starts_with(goal), "the goal first:\n{prompt}");
-    assert_eq!(draft["draftedBy"], "extractive");
-    let named: Vec<&str> = draft["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
-    for file in PARSER {
-        assert!(named.contains(&file), "{file} missing: {named:?}");
-        assert!(prompt.contains(file), "{prompt}");
-    }
-    for file in BILLING {
-        assert!(
-            !named.contains(&file),
-            "{file} is the other feature's: {named:?}"
-        );
-        assert!(!prompt.contains(file), "{prompt}");
-        assert!(
-            draft["leftOut"]["files"]
-                .as_array()
-                .unwrap()
-                .contains(&json!(file))
-        );
-    }
-    assert!(
-        prompt.contains(RULE),
-        "the rule is still in force:\n{prompt}"
-    );
-    assert!(prompt.contains(ERROR), "the open error:\n{prompt}");
-    assert!(prompt.contains("cargo test -p parser") && !prompt.contains("cargo test -p billing"));
-    assert!(draft["leftOut"]["requests"].as_u64().unwrap() >= (LAST / 2) as u64);
+    the_draft_holds_one_feature(&draft, prompt);
 
     // The new session: its header names the old one, its one entry is the prompt.
     assert_eq!(draft["parentSession"], id.as_str());
@@ -273,6 +242,43 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
         .map(str::to_owned)
         .unwrap_or_else(|| first[0]["text"].as_str().unwrap().to_owned());
     assert_eq!(text, prompt);
+}
+
+/// The draft: the goal first, the feature's files, the rule in force and the open error, none of
+/// the other feature's (listed as left out), the feature's test command only.
+fn the_draft_holds_one_feature(draft: &Value, prompt: &str) {
+    assert!(prompt.starts_with(GOAL), "the goal first:\n{prompt}");
+    assert_eq!(draft["draftedBy"], "extractive");
+    let named: Vec<&str> = draft["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for file in PARSER {
+        assert!(named.contains(&file), "{file} missing: {named:?}");
+        assert!(prompt.contains(file), "{prompt}");
+    }
+    for file in BILLING {
+        assert!(
+            !named.contains(&file),
+            "{file} is the other feature's: {named:?}"
+        );
+        assert!(!prompt.contains(file), "{prompt}");
+        assert!(
+            draft["leftOut"]["files"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(file))
+        );
+    }
+    assert!(
+        prompt.contains(RULE),
+        "the rule is still in force:\n{prompt}"
+    );
+    assert!(prompt.contains(ERROR), "the open error:\n{prompt}");
+    assert!(prompt.contains("cargo test -p parser") && !prompt.contains("cargo test -p billing"));
+    assert!(draft["leftOut"]["requests"].as_u64().unwrap() >= (LAST / 2) as u64);
 }
 
 /// Behind a model: it is sent the goal, what compactd found for it and the goal's turns (none of
