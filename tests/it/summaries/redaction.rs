@@ -135,12 +135,21 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
     let summary = compacted["entry"]["summary"].as_str().unwrap();
     assert!(summary.contains("[REDACTED:"), "{summary}");
 
-    // Stable placeholders: the AWS key appears twice in the conversation and once in the model's
-    // answer, always as the same name.
+    placeholders_are_stable(&fake.received(), &compacted, &secrets, &app).await;
+}
+
+/// Stable placeholders: the AWS key appears twice in the conversation and once in the model's
+/// answer, always as the same name; every family's rule named; every redaction counted.
+async fn placeholders_are_stable(
+    received: &[crate::support::upstream::Received],
+    compacted: &Value,
+    secrets: &[Sample],
+    app: &TestApp,
+) {
+    let summary = compacted["entry"]["summary"].as_str().unwrap();
     // (The history and the split turn's prefix are summarized in parallel: either may arrive
     // first. The key is in the history.)
-    let prompts: Vec<String> = fake
-        .received()
+    let prompts: Vec<String> = received
         .iter()
         .map(|r| {
             r.body["messages"][1]["content"]
@@ -164,7 +173,7 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
         summary.contains("[REDACTED:aws-access-token:1]"),
         "{summary}"
     );
-    for sample in &secrets {
+    for sample in secrets {
         assert!(
             prompts
                 .iter()
