@@ -18,9 +18,14 @@
 //! at each turn with everything so far, a compaction once it reaches 80 % of a 128,000-token
 //! window (a local model's), the summary carried on as Claude Code carries it. Each turn takes
 //! TURN_SECS (0.3 by default: an agent's own model is not instant) before the next.
+//!
+//! Other sessions (a held-out set): `REPLAY_SESSIONS=a.jsonl,b.jsonl` names the pi session files
+//! to play instead of the two long ones (any format version), `REPLAY_RECORDED=x.jsonl,…` the
+//! recorded agent requests (as `scripts/agents.sh record` writes them) instead of the six.
 
 mod stored;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use compactd::config::ServeConfig;
@@ -30,6 +35,7 @@ use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+/// The recorded agent sessions replayed unless `REPLAY_RECORDED` names others.
 const FIXTURES: [&str; 6] = [
     "claude-code-2.1.330",
     "codex-0.169.0-custom-provider",
@@ -38,13 +44,45 @@ const FIXTURES: [&str; 6] = [
     "sessions/codex-custom-provider-0.171.0",
     "sessions/codex-openai-provider-0.171.0",
 ];
+/// The pi sessions replayed unless `REPLAY_SESSIONS` names others.
 const LONG_SESSIONS: [&str; 2] = ["large-session.jsonl", "before-compaction.jsonl"];
 /// A local model's window, as compactd knows it (any model it does not list).
 const LOCAL_MODEL: &str = "qwen3-coder-30b";
 const WINDOW_BYTES: usize = 128_000 * 4;
 
-fn root() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The files a comma-separated environment variable names, or else `defaults`.
+fn files(variable: &str, defaults: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
+    match std::env::var(variable) {
+        Ok(list) if !list.trim().is_empty() => list.split(',').map(PathBuf::from).collect(),
+        _ => defaults.collect(),
+    }
+}
+
+/// The recorded agent sessions: `REPLAY_RECORDED` (files as `scripts/agents.sh record` writes
+/// them), or the six of tests/fixtures/agent-requests/.
+fn recorded_files() -> Vec<PathBuf> {
+    let dir = root().join("tests/fixtures/agent-requests");
+    files(
+        "REPLAY_RECORDED",
+        FIXTURES.iter().map(|f| dir.join(format!("{f}.jsonl"))),
+    )
+}
+
+/// The pi sessions: `REPLAY_SESSIONS` (pi session files, any version), or the two long real
+/// ones of tests/fixtures/.
+fn session_files() -> Vec<PathBuf> {
+    let dir = root().join("tests/fixtures");
+    files("REPLAY_SESSIONS", LONG_SESSIONS.iter().map(|f| dir.join(f)))
+}
+
+/// A file's name, for what is printed.
+fn name(file: &Path) -> String {
+    file.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
 /// The summarizing model: an OpenAI chat endpoint that answers after `delay`.
@@ -174,13 +212,7 @@ async fn send(
     })
 }
 
-async fn recorded(
-    client: &reqwest::Client,
-    url: &str,
-    fixture: &str,
-    turn: Duration,
-) -> Vec<Waited> {
-    let file = root().join(format!("tests/fixtures/agent-requests/{fixture}.jsonl"));
+async fn recorded(client: &reqwest::Client, url: &str, file: &Path, turn: Duration) -> Vec<Waited> {
     let mut waited = Vec::new();
     for line in std::fs::read_to_string(file).unwrap().lines() {
         let r: Value = serde_json::from_str(line).unwrap();
@@ -210,8 +242,8 @@ async fn recorded(
 }
 
 /// A pi session's messages in Anthropic's form.
-fn anthropic_messages(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(root().join("tests/fixtures").join(file)).unwrap();
+fn anthropic_messages(file: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(file).unwrap();
     let mut out = Vec::new();
     for line in text.lines() {
         let entry: Value = serde_json::from_str(line).unwrap();
@@ -280,13 +312,13 @@ fn claude_instruction() -> Value {
 async fn long_session(
     client: &reqwest::Client,
     url: &str,
-    file: &str,
+    file: &Path,
     turn: Duration,
     bare: bool,
 ) -> Vec<Waited> {
     let mut headers = vec![(
         "x-claude-code-session-id".to_owned(),
-        format!("long-{file}"),
+        format!("long-{}", name(file)),
     )];
     if bare {
         headers.clear();
@@ -355,16 +387,16 @@ async fn main() {
         // The recorded sessions are tens of kilobytes: prepared past 2 % of the window.
         if !only_long {
             let url = compactd(&model, &provider, prepare, 0.02).await;
-            for fixture in FIXTURES {
-                waited.extend(recorded(&client, &url, fixture, turn).await);
+            for file in recorded_files() {
+                waited.extend(recorded(&client, &url, &file, turn).await);
             }
         }
         let recorded_count = waited.len();
         let url = compactd(&model, &provider, prepare, 0.6).await;
-        for file in LONG_SESSIONS {
+        for file in session_files() {
             let replayed = match stored {
-                true => stored::stored_session(&client, &url, file, turn).await,
-                false => long_session(&client, &url, file, turn, bare).await,
+                true => stored::stored_session(&client, &url, &file, turn).await,
+                false => long_session(&client, &url, &file, turn, bare).await,
             };
             waited.extend(replayed);
         }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Waited, root, used};
+use super::{Waited, used};
 
 /// A long real pi session played as pi with compactd's extension plays it, against a local
 /// model's window (128,000 tokens, `reserveTokens` 16,384): its entries appended one at a time
@@ -17,7 +17,7 @@ use super::{Waited, root, used};
 pub(crate) async fn stored_session(
     client: &reqwest::Client,
     url: &str,
-    file: &str,
+    file: &std::path::Path,
     turn: Duration,
 ) -> Vec<Waited> {
     const WINDOW: i64 = 128_000;
@@ -29,7 +29,7 @@ pub(crate) async fn stored_session(
             .body(body)
     };
     // The file as pi writes it today (migrated: each entry with its id and parent).
-    let fixture = std::fs::read(root().join("tests/fixtures").join(file)).unwrap();
+    let fixture = std::fs::read(file).unwrap();
     let scratch: Value = ndjson(String::from_utf8(fixture).unwrap())
         .send()
         .await
@@ -99,7 +99,8 @@ pub(crate) async fn stored_session(
             });
             let last = waited.last().unwrap();
             println!(
-                "    {file}: a compaction in {:.2} s, {} ({})",
+                "    {}: a compaction in {:.2} s, {} ({})",
+                super::name(file),
                 last.seconds,
                 if last.prepared {
                     "from a prepared summary"
