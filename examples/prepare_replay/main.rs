@@ -23,6 +23,7 @@
 //! to play instead of the two long ones (any format version), `REPLAY_RECORDED=x.jsonl,…` the
 //! recorded agent requests (as `scripts/agents.sh record` writes them) instead of the six.
 
+mod kept;
 mod stored;
 
 use std::path::{Path, PathBuf};
@@ -158,6 +159,10 @@ async fn compactd(model: &MockServer, provider: &MockServer, prepare: bool, shar
 struct Waited {
     seconds: f64,
     prepared: bool,
+    /// What its summary kept, where the replay knows what it must.
+    kept: Option<kept::Kept>,
+    /// The answer's body.
+    answer: String,
 }
 
 async fn used(client: &reqwest::Client, url: &str) -> f64 {
@@ -201,7 +206,7 @@ async fn send(
     let started = Instant::now();
     let response = request.send().await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
-    response.bytes().await.unwrap();
+    let answer = response.text().await.unwrap();
     let seconds = started.elapsed().as_secs_f64();
     if !compaction {
         return None;
@@ -209,6 +214,8 @@ async fn send(
     Some(Waited {
         seconds,
         prepared: used(client, url).await > before,
+        kept: None,
+        answer,
     })
 }
 
@@ -244,50 +251,50 @@ async fn recorded(client: &reqwest::Client, url: &str, file: &Path, turn: Durati
 /// A pi session's messages in Anthropic's form.
 fn anthropic_messages(file: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(file).unwrap();
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let entry: Value = serde_json::from_str(line).unwrap();
-        if entry["type"] != "message" {
-            continue;
-        }
-        let message = &entry["message"];
-        let blocks = message["content"].as_array().cloned().unwrap_or_default();
-        let text_of = |blocks: &[Value]| -> String {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        match message["role"].as_str() {
-            Some("user") => {
-                let text = match &message["content"] {
-                    Value::String(s) => s.clone(),
-                    _ => text_of(&blocks),
-                };
-                out.push(json!({"role": "user", "content": text}));
-            }
-            Some("assistant") => {
-                let content: Vec<Value> = blocks
-                    .iter()
-                    .filter_map(|b| match b["type"].as_str() {
-                        Some("text") => Some(json!({"type": "text", "text": b["text"]})),
-                        Some("toolCall") => Some(json!({"type": "tool_use", "id": b["id"],
-                            "name": b["name"], "input": b["arguments"]})),
-                        _ => None,
-                    })
-                    .collect();
-                if !content.is_empty() {
-                    out.push(json!({"role": "assistant", "content": content}));
-                }
-            }
-            Some("toolResult") => out.push(json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": message["toolCallId"],
-                 "content": text_of(&blocks)}]})),
-            _ => {}
-        }
+    (text.lines())
+        .filter_map(|line| anthropic_message(&serde_json::from_str(line).unwrap()))
+        .collect()
+}
+
+/// A pi session entry's message in Anthropic's form, if it is one.
+fn anthropic_message(entry: &Value) -> Option<Value> {
+    if entry["type"] != "message" {
+        return None;
     }
-    out
+    let message = &entry["message"];
+    let blocks = message["content"].as_array().cloned().unwrap_or_default();
+    let text_of = |blocks: &[Value]| -> String {
+        blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    match message["role"].as_str()? {
+        "user" => {
+            let text = match &message["content"] {
+                Value::String(s) => s.clone(),
+                _ => text_of(&blocks),
+            };
+            Some(json!({"role": "user", "content": text}))
+        }
+        "assistant" => {
+            let content: Vec<Value> = blocks
+                .iter()
+                .filter_map(|b| match b["type"].as_str() {
+                    Some("text") => Some(json!({"type": "text", "text": b["text"]})),
+                    Some("toolCall") => Some(json!({"type": "tool_use", "id": b["id"],
+                        "name": b["name"], "input": b["arguments"]})),
+                    _ => None,
+                })
+                .collect();
+            (!content.is_empty()).then(|| json!({"role": "assistant", "content": content}))
+        }
+        "toolResult" => Some(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": message["toolCallId"],
+             "content": text_of(&blocks)}]})),
+        _ => None,
+    }
 }
 
 /// Claude Code's compaction instruction, as recorded.
@@ -338,8 +345,12 @@ async fn long_session(
             let mut messages = history.clone();
             messages.push(instruction.clone());
             let body = json!({"model": LOCAL_MODEL, "max_tokens": 20000, "messages": messages});
+            let expected = kept::Expected::of(&history);
             let answer = send(client, url, "/v1/messages", &headers, &body, true).await;
-            waited.extend(answer);
+            waited.extend(answer.map(|waited| Waited {
+                kept: Some(expected.kept_by(&kept::answer_text(&waited.answer))),
+                ..waited
+            }));
             // Carried on as Claude Code carries a summary: one user message, then the work.
             history = vec![json!({"role": "user", "content":
                 "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n(the summary)"})];
@@ -424,6 +435,16 @@ async fn main() {
                 seconds.last().copied().unwrap_or(f64::NAN),
                 prepared,
             );
+            let checked: Vec<kept::Kept> = group.iter().filter_map(|w| w.kept).collect();
+            if !checked.is_empty() {
+                println!(
+                    "    kept: the latest request verbatim in {} of {}; the changed files {} of {}",
+                    checked.iter().filter(|k| k.latest).count(),
+                    checked.len(),
+                    checked.iter().map(|k| k.files).sum::<usize>(),
+                    checked.iter().map(|k| k.of_files).sum::<usize>(),
+                );
+            }
         }
     }
 }

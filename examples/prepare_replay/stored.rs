@@ -93,9 +93,12 @@ pub(crate) async fn stored_session(
                 .unwrap();
             assert!(response.status().is_success(), "{}", response.status());
             let compacted: Value = response.json().await.unwrap();
+            // pi keeps the latest turns as they are: its summary is of what came before them.
             waited.push(Waited {
                 seconds: started.elapsed().as_secs_f64(),
                 prepared: used(client, url).await > before,
+                kept: None,
+                answer: String::new(),
             });
             let last = waited.last().unwrap();
             println!(

@@ -28,7 +28,11 @@ pub(super) fn checkpoint(
             .or_else(|| previous.and_then(ledger::latest_of_summary));
         checkpoint.critical_context(facts, latest.as_deref(), latest_chars);
     }
-    checkpoint.fit(critical_context, budget)
+    // What the earlier summary kept as its critical context (the files it changed, its errors)
+    // is carried even when these instructions ask for no such section (Claude Code's): a
+    // summary prepared ahead and merged would lose its part's changed files.
+    let carried_critical = !checkpoint.critical.lines.is_empty();
+    checkpoint.fit(critical_context || carried_critical, budget)
 }
 
 /// The sections of a checkpoint summary, filled one group at a time.

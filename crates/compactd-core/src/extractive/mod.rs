@@ -198,6 +198,26 @@ mod tests {
         );
     }
 
+    /// Instructions that ask for no Critical Context (Claude Code's, say) still get the earlier
+    /// summary's: its changed files and errors are the part of the work it stands for.
+    #[test]
+    fn a_previous_summarys_critical_context_is_carried_whatever_the_instructions_ask() {
+        let previous = "## Goal\nShip v2\n\n## Critical Context\n- Files modified: src/early.rs, docs/plan.md\n- Error: E0308 in src/early.rs";
+        let prompt = format!(
+            "<conversation>\n{CONVERSATION}\n</conversation>\n\n<previous-summary>\n{previous}\n</previous-summary>\n\nUpdate the summary: ## Goal, ## Progress, ## Next Steps"
+        );
+        let text = run(&prompt, 4000);
+        assert!(text.contains("src/early.rs, docs/plan.md"), "{text}");
+        assert!(text.contains("E0308 in src/early.rs"), "{text}");
+        let without = format!(
+            "<conversation>\n{CONVERSATION}\n</conversation>\n\nSummarize: ## Goal, ## Progress, ## Next Steps"
+        );
+        assert!(
+            !run(&without, 4000).contains("## Critical Context"),
+            "none asked, none carried"
+        );
+    }
+
     #[test]
     fn branch_and_turn_prefix_and_short_formats_follow_the_instructions() {
         let branch = run(
