@@ -224,14 +224,16 @@ pub(crate) fn after_turn(
     let pace_key = header_key.clone().or_else(|| {
         reading::opening(plain).map(|hash| (who.tenant.clone(), format!("opening:{hash:016x}")))
     });
+    let (tokens, rate, seen) = match &pace_key {
+        Some(key) => {
+            let turn = (preparer.pace).observe(key.clone(), bytes, std::time::Instant::now());
+            (turn.tokens, turn.rate, turn.seen)
+        }
+        None => ((bytes as f64 / BYTES_PER_TOKEN) as u64, 0.0, false),
+    };
     // A session its agent names by no header is one only once seen again: a request made once
     // (a script's, an SDK's) is not prepared for when idle.
-    let ongoing =
-        header_key.is_some() || (pace_key.as_ref()).is_some_and(|key| preparer.pace.seen(key));
-    let (tokens, rate) = match &pace_key {
-        Some(key) => (preparer.pace).observe(key.clone(), bytes, std::time::Instant::now()),
-        None => ((bytes as f64 / BYTES_PER_TOKEN) as u64, 0.0),
-    };
+    let ongoing = header_key.is_some() || seen;
     let tap = (pace_key.clone()).map(|key| UsageTap::new(preparer.clone(), key, bytes));
     let standing = Standing {
         tokens,

@@ -39,6 +39,16 @@ struct Growth {
     bytes_per_token: Option<f64>,
 }
 
+/// A turn as [`Pace::observe`] notes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Observed {
+    pub(super) tokens: u64,
+    /// Tokens a second, smoothed.
+    pub(super) rate: f64,
+    /// A turn of the session was seen before (lately, on this replica).
+    pub(super) seen: bool,
+}
+
 /// The sessions' growth and the replica's preparation time.
 #[derive(Debug)]
 pub(super) struct Pace {
@@ -59,19 +69,18 @@ impl Pace {
     }
 
     /// Notes a turn of `session` of `bytes` at `now`: its tokens (at the session's bytes a token
-    /// once its provider reported them, compactd's four before), and its growth in tokens a
-    /// second (0 until two turns were seen, and again after it shrank: a compaction starts it
-    /// afresh). One read of the session's record.
-    pub(super) fn observe(
-        &self,
-        session: (String, String),
-        bytes: u64,
-        now: Instant,
-    ) -> (u64, f64) {
+    /// once its provider reported them, compactd's four before), its growth in tokens a second
+    /// (0 until two turns were seen, and again after it shrank: a compaction starts it afresh),
+    /// and whether a turn of it was seen before. One read of the session's record.
+    pub(super) fn observe(&self, session: (String, String), bytes: u64, now: Instant) -> Observed {
         let last = self.sessions.get(&session);
         let bytes_per_token = last.and_then(|last| last.bytes_per_token);
         let tokens = (bytes as f64 / bytes_per_token.unwrap_or(super::BYTES_PER_TOKEN)) as u64;
-        (tokens, self.grew(session, last, tokens, now, 0.0))
+        Observed {
+            tokens,
+            rate: self.grew(session, last, tokens, now, 0.0),
+            seen: last.is_some(),
+        }
     }
 
     /// Notes that `session` holds `tokens` at `now` as its agent counts them (a stored pi
@@ -150,11 +159,6 @@ impl Pace {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |before| {
                 Some((WEIGHT * latest + (1.0 - WEIGHT) * before as f64) as u64)
             });
-    }
-
-    /// Whether a turn of `session` was seen (lately, on this replica).
-    pub(super) fn seen(&self, session: &(String, String)) -> bool {
-        self.sessions.contains_key(session)
     }
 
     /// How long a preparation takes, in seconds.

@@ -105,17 +105,15 @@ fn the_pace_is_smoothed_and_a_compaction_starts_it_afresh() {
     let start = std::time::Instant::now();
     let at = |s: f64| start + std::time::Duration::from_secs_f64(s);
     // Four bytes a token until the provider says otherwise.
-    assert_eq!(
-        pace.observe(session.clone(), 40_000, at(0.0)),
-        (10_000, 0.0)
-    );
-    assert_eq!(
-        pace.observe(session.clone(), 80_000, at(10.0)),
-        (20_000, 1_000.0)
-    );
-    let (_, smoothed) = pace.observe(session.clone(), 160_000, at(20.0));
+    let once = pace.observe(session.clone(), 40_000, at(0.0));
+    assert_eq!((once.tokens, once.rate), (10_000, 0.0));
+    assert!(!once.seen);
+    let second = pace.observe(session.clone(), 80_000, at(10.0));
+    assert_eq!((second.tokens, second.rate), (20_000, 1_000.0));
+    assert!(second.seen);
+    let smoothed = pace.observe(session.clone(), 160_000, at(20.0)).rate;
     assert!(smoothed > 1_000.0 && smoothed < 2_000.0, "{smoothed}");
-    assert_eq!(pace.observe(session, 20_000, at(21.0)).1, 0.0, "shrank");
+    assert_eq!(pace.observe(session, 20_000, at(21.0)).rate, 0.0, "shrank");
     let first = pace.takes();
     pace.took(std::time::Duration::from_secs(10));
     assert!(pace.takes() < first && pace.takes() > 10.0);
@@ -201,8 +199,9 @@ fn a_reported_size_restates_the_session_without_growth() {
     pace.calibrate(&session, 2.0);
     assert_eq!(pace.bytes_per_token(&session), Some(2.0));
     let later = start + std::time::Duration::from_secs(10);
+    let restated = pace.observe(session, 200_000, later);
     assert_eq!(
-        pace.observe(session, 200_000, later),
+        (restated.tokens, restated.rate),
         (100_000, 0.0),
         "measured by its provider, and no growth"
     );

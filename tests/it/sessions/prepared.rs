@@ -75,6 +75,25 @@ async fn appended(app: &TestApp, name: &str, query: &str) -> (String, Vec<String
     (id, lines)
 }
 
+/// Fixture `name` as pi writes it today (migrated), stored without its last entry: the stored
+/// session's id, that entry's line, and the whole session's context tokens.
+async fn all_but_its_last_entry(app: &TestApp, name: &str) -> (String, String, u64) {
+    let migrated = json(app.upload(fixture(name)).await).await;
+    let tokens = migrated["contextTokens"].as_u64().unwrap();
+    let text = app
+        .entries(migrated["id"].as_str().unwrap())
+        .await
+        .text()
+        .await
+        .unwrap();
+    let (head, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let id = json(app.upload(format!("{head}\n")).await).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (id, last.to_owned(), tokens)
+}
+
 async fn a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew(
     store: Arc<dyn Store>,
 ) {
@@ -170,21 +189,9 @@ async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
     config.gateway.prepare_idle = std::time::Duration::from_secs(1);
     let app = TestApp::with_store(config, store).await;
     let (name, keep) = SESSIONS[0];
-    let migrated = json(app.upload(fixture(name)).await).await;
-    let tokens = migrated["contextTokens"].as_u64().unwrap();
+    let (id, last, tokens) = all_but_its_last_entry(&app, name).await;
     // One turn (no pace yet: prepared at the share) that leaves the session at 45 % of the
     // window: past half the share, short of it.
-    let text = app
-        .entries(migrated["id"].as_str().unwrap())
-        .await
-        .text()
-        .await
-        .unwrap();
-    let (head, last) = text.trim_end().rsplit_once('\n').unwrap();
-    let id = json(app.upload(format!("{head}\n")).await).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     let window = tokens * 100 / 45;
     let path = format!("/v1/sessions/{id}/entries?contextWindow={window}&keepRecentTokens={keep}");
     assert_eq!(
@@ -217,18 +224,7 @@ async fn a_compaction_during_the_preparation_waits_for_it(store: Arc<dyn Store>)
     let model = FakeUpstream::start(vec![], slow).await;
     let app = TestApp::with_store(prepare_config(&model), store).await;
     let (name, keep) = SESSIONS[0];
-    let migrated = json(app.upload(fixture(name)).await).await;
-    let text = app
-        .entries(migrated["id"].as_str().unwrap())
-        .await
-        .text()
-        .await
-        .unwrap();
-    let (head, last) = text.trim_end().rsplit_once('\n').unwrap();
-    let id = json(app.upload(format!("{head}\n")).await).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (id, last, _) = all_but_its_last_entry(&app, name).await;
     let path = format!("/v1/sessions/{id}/entries?contextWindow=200000&keepRecentTokens={keep}");
     assert_eq!(
         app.post_raw(&path, format!("{last}\n")).await.status(),
