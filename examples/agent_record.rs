@@ -12,9 +12,9 @@
 //! AGENT is `claude-code`, `codex-custom-provider`, `codex-openai-provider` or `opencode`; BIN_DIR
 //! holds the agent's binary (`claude`, `codex`, `opencode`).
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../tests/it/support/model_provider.rs"]
-mod model_provider;
+#[allow(dead_code, unreachable_pub, unused_imports)]
+#[path = "../tests/it/support/fake_provider/mod.rs"]
+mod fake_provider;
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/it/support/agent_scenario.rs"]
@@ -26,7 +26,7 @@ mod agent_player;
 
 /// The suite's helpers where they name each other (`crate::support::…`).
 mod support {
-    pub(crate) use super::{agent_scenario, model_provider};
+    pub(crate) use super::{agent_scenario, fake_provider};
 }
 
 use std::path::PathBuf;
@@ -36,11 +36,10 @@ use compactd::config::ServeConfig;
 use compactd::http::AppState;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use wiremock::MockServer;
 
 use agent_player::Player;
 use agent_scenario::{Agent, Expected, answer_text, compaction_item, handed_over, session};
-use model_provider::{ModelProvider, Received};
+use fake_provider::{FakeProvider, Received};
 
 /// What the agent's key is: a dummy, which the fixture shows as `***`.
 const AGENT_KEY: &str = "sk-agent-own-key-for-the-provider";
@@ -70,13 +69,13 @@ fn fixture_line(r: &Received) -> Value {
 }
 
 /// compactd as the gateway before `provider`, extractive, on a socket of its own.
-async fn compactd(provider: &MockServer) -> String {
+async fn compactd(provider: &str) -> String {
     let mut config = ServeConfig::defaults();
     config.storage.database_url = Some(compactd::config::Secret::new("sqlite::memory:"));
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = provider.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", provider.uri()).parse().unwrap();
+    config.gateway.openai_upstream = format!("{provider}/v1").parse().unwrap();
     config.validate().unwrap();
     let state = AppState::from_config(&config).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -126,7 +125,9 @@ fn read_fixture(file: &str) -> Vec<Received> {
                     .flatten()
                     .map(|(n, v)| (n.clone(), v.as_str().unwrap_or_default().to_owned()))
                     .collect(),
+                bytes: serde_json::to_vec(&v["body"]).unwrap(),
                 body: v["body"].clone(),
+                at: std::time::Instant::now(),
                 reply_kind: match v["reply_kind"].as_str() {
                     Some("summary") => "summary",
                     Some("compaction_item") => "compaction_item",
@@ -146,13 +147,8 @@ async fn record(agent: &str, bin: &str, version: &str, out: &str) -> Vec<Receive
         .find(|a| a.name() == agent)
         .unwrap_or_else(|| panic!("unknown agent {agent}"));
     let steps = session();
-    let provider = ModelProvider::recording();
-    let server = MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(provider.clone())
-        .mount(&server)
-        .await;
-    let player = Player::new(agent, &PathBuf::from(bin), &server.uri(), AGENT_KEY);
+    let provider = FakeProvider::recording().await;
+    let player = Player::new(agent, &PathBuf::from(bin), &provider.url, AGENT_KEY);
     player.play(&provider, &steps, true).await;
     let recorded = provider.received();
     let file = PathBuf::from(out).join(format!("{}-{version}.jsonl", agent.name()));
@@ -173,13 +169,8 @@ async fn record(agent: &str, bin: &str, version: &str, out: &str) -> Vec<Receive
 /// The recorded requests through compactd, in order; 1 when anything is missing.
 async fn replay(recorded: &[Received]) -> i32 {
     let steps = session();
-    let upstream = ModelProvider::default();
-    let behind = MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(upstream.clone())
-        .mount(&behind)
-        .await;
-    let url = compactd(&behind).await;
+    let upstream = FakeProvider::agents().await;
+    let url = compactd(&upstream.url).await;
     let client = reqwest::Client::new();
     let mut problems = 0;
     let mut previous: Option<String> = None;

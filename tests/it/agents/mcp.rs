@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::support::TestApp;
 use crate::support::agent_player::Player;
 use crate::support::agent_scenario::Agent;
-use crate::support::model_provider::{Answer, ModelProvider, Scripted};
+use crate::support::fake_provider::{Answer, FakeProvider, Scripted};
 
 on_both_backends!(claude_code_and_opencode_connect_to_compactds_mcp_server);
 
@@ -70,17 +70,6 @@ async fn connect(player: &Player, url: &str, key: &str) -> &'static str {
             "compactd_"
         }
     }
-}
-
-/// The fake model provider the agents talk to, and its server.
-async fn provider() -> (ModelProvider, wiremock::MockServer) {
-    let provider = ModelProvider::default();
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(provider.clone())
-        .mount(&server)
-        .await;
-    (provider, server)
 }
 
 async fn claude_code_and_opencode_connect_to_compactds_mcp_server(store: Arc<dyn Store>) {
@@ -147,7 +136,7 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
     let app = TestApp::with_store(crate::support::config(), store).await;
     let (file, _) = crate::threads::read::session();
     let thread = crate::threads::read::upload(&app, &keys[0], file).await;
-    let (provider, server) = provider().await;
+    let provider = FakeProvider::agents().await;
     let url = format!("{}/mcp", app.url);
     let goal = "Move the job queue to Redis streams";
     let question = "Which backend does the job queue use?";
@@ -169,7 +158,7 @@ async fn claude_code_and_opencode_call_read_thread_and_handoff(pool: sqlx::Sqlit
         }
     };
     for (n, agent) in [Agent::ClaudeCode, Agent::OpenCode].into_iter().enumerate() {
-        let player = Player::new(agent, &agents_bin(), &server.uri(), "sk-fake-provider");
+        let player = Player::new(agent, &agents_bin(), &provider.url, "sk-fake-provider");
         let prefix = connect(&player, &url, &keys[0]).await;
         let call = |tool: &str, arguments: serde_json::Value| Scripted {
             answer: Answer::Call {
@@ -243,12 +232,12 @@ async fn agents_behind_the_gateway_hand_off_their_own_thread(pool: sqlx::SqliteP
     let store: Arc<dyn Store> =
         Arc::new(compactd_store::SqliteStore::from_pool(pool).await.unwrap());
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
-    let (provider, server) = provider().await;
+    let provider = FakeProvider::agents().await;
     let mut config = crate::support::config();
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
     let app = TestApp::with_store(config, store).await;
     let url = format!("{}/mcp", app.url);
     let gateway = format!("{}/k/{}", app.url, keys[0]);

@@ -9,11 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use wiremock::MockServer;
 
 use crate::support::TestApp;
 use crate::support::gateway::{MODEL_SUMMARY, summarizer_model};
-use crate::support::model_provider::ModelProvider;
 use compactd_testkit::agents_bin;
 
 /// oh-my-pi in RPC mode: commands in on stdin, frames out on stdout, one JSON a line.
@@ -119,39 +117,35 @@ fn scratch_with(url: &str, anthropic: &str, compaction: &str) -> PathBuf {
     root
 }
 
-async fn provider() -> (MockServer, ModelProvider) {
-    let provider = MockServer::start().await;
-    let answers = ModelProvider::default();
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(answers.clone())
-        .mount(&provider)
-        .await;
-    (provider, answers)
-}
-
 /// compactd's gateway in front of the fake provider, its own summaries by its fake model.
-async fn compactd() -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
+async fn compactd() -> (
+    TestApp,
+    crate::support::FakeProvider,
+    crate::support::FakeProvider,
+) {
     compactd_with(summarizer_model().await, None).await
 }
 
 /// [`compactd`] with its summaries by `model`, preparing sessions' summaries ahead past `share`
 /// of their window.
 async fn compactd_with(
-    model: crate::support::FakeUpstream,
+    model: crate::support::FakeProvider,
     share: Option<f64>,
-) -> (TestApp, crate::support::FakeUpstream, ModelProvider) {
-    let (server, provider) = provider().await;
+) -> (
+    TestApp,
+    crate::support::FakeProvider,
+    crate::support::FakeProvider,
+) {
+    let provider = crate::support::FakeProvider::agents().await;
     let mut config = crate::support::chain_config(&model, "openai:compactd-summarizer", false);
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
-    config.gateway.codex_upstream = server.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
+    config.gateway.codex_upstream = provider.url.parse().unwrap();
     if let Some(share) = share {
         config.gateway.prepare_at = share;
     }
-    // The server's requests go to the provider while it runs.
-    std::mem::forget(server);
     (TestApp::spawn(config).await, model, provider)
 }
 
@@ -276,10 +270,10 @@ async fn oh_my_pi_on_an_anthropic_route_gets_its_compaction_from_compactd() {
 /// extractive summarizer's merge, no model call while oh-my-pi waits).
 async fn compacts_from_prepared() -> String {
     use crate::gateway::prepare::{prepared_outcome, settled};
-    use crate::support::model_provider::{Answer, Scripted};
+    use crate::support::fake_provider::{Answer, Scripted};
     // compactd's model writes the sections it is asked for (pi's, as oh-my-pi asks for them).
     let written = "## Goal\nPREPARED BY COMPACTD'S MODEL: the user asked what calc.py does.";
-    let model = crate::support::FakeUpstream::start(vec![], crate::support::Reply::openai(written));
+    let model = crate::support::FakeProvider::start(vec![], crate::support::Reply::openai(written));
     let (app, model, provider) = compactd_with(model.await, Some(0.001)).await;
     let root = scratch(&app.url);
     let call = |name: &str, arguments: Value| Scripted {
@@ -350,9 +344,9 @@ async fn oh_my_pis_native_openai_compaction_is_answered_from_the_summary_prepare
 {
     compactd_testkit::needs!(Agents);
     use crate::gateway::prepare::{prepared_outcome, settled};
-    use crate::support::model_provider::{Answer, Scripted};
+    use crate::support::fake_provider::{Answer, Scripted};
     let written = "## Goal\nPREPARED BY COMPACTD'S MODEL: the user asked what calc.py does.";
-    let model = crate::support::FakeUpstream::start(vec![], crate::support::Reply::openai(written));
+    let model = crate::support::FakeProvider::start(vec![], crate::support::Reply::openai(written));
     let (app, model, provider) = compactd_with(model.await, Some(0.001)).await;
     let root = scratch(&app.url);
     provider.script([Scripted {

@@ -12,11 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use wiremock::MockServer;
 
 use crate::support::gateway::MODEL_SUMMARY;
-use crate::support::model_provider::ModelProvider;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 use compactd_testkit::agents_bin;
 
 /// pi in RPC mode: commands in on stdin, events and responses out on stdout, one JSON a line.
@@ -92,7 +90,7 @@ impl Pi {
 
 /// A scratch repository, home and pi agent directory whose model is the fake `provider`, with
 /// compaction keeping little, so that a short session has something to summarize.
-fn scratch(provider: &MockServer) -> std::path::PathBuf {
+fn scratch(provider: &FakeProvider) -> std::path::PathBuf {
     let root = std::env::temp_dir().join(format!(
         "compactd-pi-{}-{:x}",
         std::process::id(),
@@ -107,7 +105,7 @@ fn scratch(provider: &MockServer) -> std::path::PathBuf {
     )
     .unwrap();
     let models = json!({"providers": {"fake": {
-        "baseUrl": format!("{}/v1", provider.uri()), "api": "openai-completions", "apiKey": "dummy",
+        "baseUrl": format!("{}/v1", provider.url), "api": "openai-completions", "apiKey": "dummy",
         "models": [{"id": "fake-model", "contextWindow": 200000, "maxTokens": 4000}]
     }}});
     std::fs::write(root.join("agent/models.json"), models.to_string()).unwrap();
@@ -117,30 +115,19 @@ fn scratch(provider: &MockServer) -> std::path::PathBuf {
     root
 }
 
-async fn provider() -> MockServer {
-    let provider = MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(ModelProvider::default())
-        .mount(&provider)
-        .await;
+fn bodies(provider: &FakeProvider) -> Vec<String> {
     provider
-}
-
-async fn bodies(provider: &MockServer) -> Vec<String> {
-    provider
-        .received_requests()
-        .await
-        .unwrap_or_default()
+        .received()
         .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .map(|r| String::from_utf8_lossy(&r.bytes).into_owned())
         .collect()
 }
 
 #[tokio::test]
 async fn pi_compacts_through_the_extension_with_compactds_summary() {
     compactd_testkit::needs!(Agents);
-    let provider = provider().await;
-    let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
+    let provider = FakeProvider::agents().await;
+    let model = FakeProvider::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
     let app = TestApp::spawn(chain_config(&model, "openai:compactd-summarizer", false)).await;
     let root = scratch(&provider);
     let mut pi = Pi::start(&root, &app.url);
@@ -151,7 +138,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
     let summary = compacted["data"]["summary"].as_str().unwrap();
     assert!(summary.contains("SUMMARY BY COMPACTD'S MODEL"), "{summary}");
     assert!(!model.received().is_empty(), "compactd's model wrote it");
-    let asked_pi_model = bodies(&provider).await;
+    let asked_pi_model = bodies(&provider);
     assert!(
         asked_pi_model.iter().all(|b| !b.contains("<conversation>")),
         "pi's own model was not asked to summarize"
@@ -164,7 +151,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
     // The next turn carries compactd's summary to pi's model.
     let before = asked_pi_model.len();
     pi.prompt("And what about subtraction?").await;
-    let next = bodies(&provider).await;
+    let next = bodies(&provider);
     assert!(
         next[before..]
             .iter()
@@ -230,8 +217,8 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
 #[tokio::test]
 async fn pi_compacts_at_once_from_the_summary_compactd_prepared_while_it_worked() {
     compactd_testkit::needs!(Agents);
-    let provider = provider().await;
-    let model = FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
+    let provider = FakeProvider::agents().await;
+    let model = FakeProvider::start(vec![], Reply::openai(MODEL_SUMMARY)).await;
     let mut config = chain_config(&model, "openai:compactd-summarizer", false);
     // A share the short session passes (pi's model has a 200,000-token window).
     config.gateway.prepare_at = 0.0001;
@@ -266,7 +253,7 @@ async fn pi_compacts_at_once_from_the_summary_compactd_prepared_while_it_worked(
 #[tokio::test]
 async fn with_compactd_down_pi_compacts_by_itself() {
     compactd_testkit::needs!(Agents);
-    let provider = provider().await;
+    let provider = FakeProvider::agents().await;
     let gone = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -278,7 +265,7 @@ async fn with_compactd_down_pi_compacts_by_itself() {
     let compacted = pi.compact().await;
     assert_eq!(compacted["success"], true, "{compacted}");
     // pi's own summarization: its model was asked, and answered.
-    let asked = bodies(&provider).await;
+    let asked = bodies(&provider);
     assert!(asked.iter().any(|b| b.contains("<conversation>")));
 }
 
@@ -302,7 +289,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 #[tokio::test]
 async fn pi_hands_off_to_a_new_session_through_the_extension() {
     compactd_testkit::needs!(Agents);
-    let provider = provider().await;
+    let provider = FakeProvider::agents().await;
     let app = TestApp::spawn(crate::support::config()).await;
     let root = scratch(&provider);
     let mut pi = Pi::start(&root, &app.url);
@@ -346,9 +333,9 @@ async fn pi_hands_off_to_a_new_session_through_the_extension() {
     assert_ne!(after, before, "a new session");
 
     // The user sends the prompt: the new session's first message, and all its model is told.
-    let asked_before = bodies(&provider).await.len();
+    let asked_before = bodies(&provider).len();
     pi.prompt(&edited).await;
-    let asked = bodies(&provider).await;
+    let asked = bodies(&provider);
     let first_turn = &asked[asked_before..];
     assert!(
         first_turn

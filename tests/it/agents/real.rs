@@ -18,14 +18,13 @@ use std::sync::{Arc, Mutex};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
-use wiremock::MockServer;
 
 use crate::support::TestApp;
 use crate::support::agent_player::Player;
 use crate::support::agent_scenario::{
     Agent, Expected, Step, answer_text, compaction_item, handed_over, session,
 };
-use crate::support::model_provider::{ModelProvider, decoded};
+use crate::support::fake_provider::{FakeProvider, decoded};
 
 /// What the agents' key is (a dummy the provider checks it receives).
 const AGENT_KEY: &str = "sk-agent-own-key-for-the-provider";
@@ -49,13 +48,13 @@ struct Exchange {
 #[derive(Clone)]
 struct Tap {
     to: String,
-    provider: ModelProvider,
+    provider: FakeProvider,
     exchanges: Arc<Mutex<Vec<Exchange>>>,
     client: reqwest::Client,
 }
 
 impl Tap {
-    async fn start(to: &str, provider: &ModelProvider) -> (String, Tap) {
+    async fn start(to: &str, provider: &FakeProvider) -> (String, Tap) {
         let tap = Tap {
             to: to.to_owned(),
             provider: provider.clone(),
@@ -119,8 +118,7 @@ async fn relay(
 /// the tap before compactd, and the agent set up to talk to the tap.
 struct Rig {
     _app: TestApp,
-    _server: MockServer,
-    provider: ModelProvider,
+    provider: FakeProvider,
     tap: Tap,
     player: Player,
 }
@@ -128,24 +126,18 @@ struct Rig {
 impl Rig {
     async fn start(agent: Agent) -> Rig {
         let bin = compactd_testkit::agents_bin();
-        let provider = ModelProvider::default();
-        let server = MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::any())
-            .respond_with(provider.clone())
-            .mount(&server)
-            .await;
+        let provider = FakeProvider::agents().await;
         let mut config = crate::support::config();
         config.gateway.enabled = true;
-        config.gateway.anthropic_upstream = server.uri().parse().unwrap();
+        config.gateway.anthropic_upstream = provider.url.parse().unwrap();
         config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-        config.gateway.openai_upstream = format!("{}/v1", server.uri()).parse().unwrap();
+        config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
         config.summarizers.stages.recall_footer = true;
         let app = TestApp::spawn(config).await;
         let (url, tap) = Tap::start(&app.url, &provider).await;
         let player = Player::new(agent, &bin, &url, AGENT_KEY);
         Rig {
             _app: app,
-            _server: server,
             provider,
             tap,
             player,
@@ -162,7 +154,7 @@ struct Served {
 
 /// What compactd answered an exchange with, if it served a compaction: the summary the agent
 /// got (for Codex's sealed item, what compactd expanded it to in the provider's next request).
-fn served(exchange: &Exchange, provider: &ModelProvider) -> Option<Served> {
+fn served(exchange: &Exchange, provider: &FakeProvider) -> Option<Served> {
     if let Some(item) = compaction_item(&exchange.answer) {
         let sealed = item["encrypted_content"].as_str()?;
         if !sealed.starts_with("compactd.") {

@@ -9,8 +9,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::support::FakeProvider;
 use crate::support::TestApp;
-use crate::support::gateway::{Provider, gateway_config, summarizer_model};
+use crate::support::gateway::{gateway_config, summarizer_model};
 
 /// Runs `scripts/sdk/<script>` with `job` on stdin (and the client's own provider key, which
 /// compactd passes on); its JSON report.
@@ -61,7 +62,7 @@ fn responses_conversation() -> Value {
 async fn openais_sdk_compacts_through_compactd_and_carries_the_item_into_the_next_turn() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let job = json!({
         "base_url": format!("{}/v1", app.url),
@@ -85,10 +86,10 @@ async fn openais_sdk_compacts_through_compactd_and_carries_the_item_into_the_nex
     );
 
     // The provider saw only the next turn, with compactd's summary in place of the item.
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 1, "the provider never saw the compaction");
-    assert_eq!(seen[0].url.path(), "/v1/responses");
-    let next: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(seen[0].path.as_str(), "/v1/responses");
+    let next: Value = serde_json::from_slice(&seen[0].bytes).unwrap();
     let text = next["input"].to_string();
     assert!(!text.contains("compactd.v2."), "{text}");
     for kept in [
@@ -131,7 +132,7 @@ fn messages_conversation() -> Value {
 async fn anthropics_sdk_compacts_on_demand_through_compactd_and_the_block_opens_in_the_next_turn() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let job = json!({
         "base_url": app.url,
@@ -174,10 +175,10 @@ async fn anthropics_sdk_compacts_on_demand_through_compactd_and_the_block_opens_
     assert!(events.contains(&json!("compaction")), "{events:?}");
 
     // The provider saw only the next turn, with the summary in place of compactd's block.
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 1, "the provider never saw a compaction");
-    assert_eq!(seen[0].url.path(), "/v1/messages");
-    let next: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(seen[0].path.as_str(), "/v1/messages");
+    let next: Value = serde_json::from_slice(&seen[0].bytes).unwrap();
     let text = next["messages"].to_string();
     assert!(
         !text.contains("compactd.v2.") && !text.contains("\"compaction\""),
@@ -231,7 +232,7 @@ fn long_output() -> String {
 async fn anthropics_sdk_gets_the_compact_edit_served_by_compactd_before_the_upstreams_reply() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut messages = messages_conversation();
     messages[4]["content"][0]["content"] = json!(long_output());
@@ -265,10 +266,10 @@ async fn anthropics_sdk_gets_the_compact_edit_served_by_compactd_before_the_upst
 
     // The upstream answered the compacted requests (whole, streamed, the next turn), never the
     // paused one, and never saw the edit or compactd's block.
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 3, "{}", seen.len());
     for request in &seen {
-        let body = String::from_utf8_lossy(&request.body);
+        let body = String::from_utf8_lossy(&request.bytes);
         assert!(
             !body.contains("compact_20260112") && !body.contains("compactd.v2."),
             "{body}"
@@ -279,7 +280,7 @@ async fn anthropics_sdk_gets_the_compact_edit_served_by_compactd_before_the_upst
             "the long output was compacted away"
         );
     }
-    let next: Value = serde_json::from_slice(&seen[2].body).unwrap();
+    let next: Value = serde_json::from_slice(&seen[2].bytes).unwrap();
     assert!(next.to_string().contains("Go on."));
 }
 
@@ -287,7 +288,7 @@ async fn anthropics_sdk_gets_the_compact_edit_served_by_compactd_before_the_upst
 async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut input = responses_conversation();
     input[3]["output"] = json!(long_output());
@@ -308,10 +309,10 @@ async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
     assert_eq!(report["sequence_in_order"], true);
     assert_eq!(report["next_items"], json!(["message"]));
 
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 3);
     for request in &seen {
-        let body = String::from_utf8_lossy(&request.body);
+        let body = String::from_utf8_lossy(&request.bytes);
         assert!(
             !body.contains("compact_threshold") && !body.contains("compactd.v2."),
             "{body}"
@@ -323,7 +324,7 @@ async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
         );
     }
     // The next turn: what the item stood for dropped, its summary, the reply and the new words.
-    let next: Value = serde_json::from_slice(&seen[2].body).unwrap();
+    let next: Value = serde_json::from_slice(&seen[2].bytes).unwrap();
     assert_eq!(next["input"].as_array().unwrap().len(), 3, "{next}");
 }
 
@@ -331,7 +332,7 @@ async fn openais_sdk_gets_context_management_compaction_served_by_compactd() {
 async fn anthropics_sdk_gets_the_clearing_edits_applied_by_compactd_for_an_upstream_without_them() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     // The fake provider is not Anthropic's API: `auto` would choose compactd too.
     config.gateway.context_edits = compactd::config::ContextEdits::Compactd;
@@ -380,10 +381,10 @@ async fn anthropics_sdk_gets_the_clearing_edits_applied_by_compactd_for_an_upstr
     assert_eq!(kinds("streamed_applied"), expected, "{report}");
 
     // The upstream got the conversation cleared and no edit it would have to know.
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 2);
     for request in &seen {
-        let body = String::from_utf8_lossy(&request.body);
+        let body = String::from_utf8_lossy(&request.bytes);
         assert!(!body.contains("context_management"), "{body}");
         assert!(
             !body.contains("OLD LEXER OUTPUT") && !body.contains("THOUGHT t1"),
@@ -407,7 +408,7 @@ async fn anthropics_sdk_gets_the_clearing_edits_applied_by_compactd_for_an_upstr
 async fn the_agents_sdks_compaction_session_is_served_by_compactd() {
     compactd_testkit::needs!(Sdks);
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let job = json!({"base_url": app.url, "model": "gpt-5.2"});
     let report = tokio::task::spawn_blocking(move || run_sdk("openai_agents_compact.py", &job))
@@ -419,13 +420,13 @@ async fn the_agents_sdks_compaction_session_is_served_by_compactd() {
     assert_eq!(kept.last().unwrap(), "compaction", "{report}");
     assert_eq!(report["sealed"][0], "compactd.v2.", "{report}");
     assert!(!model.received().is_empty(), "compactd's model wrote it");
-    let seen = provider.received().await;
-    let paths: Vec<&str> = seen.iter().map(|r| r.url.path()).collect();
+    let seen = provider.received();
+    let paths: Vec<&str> = seen.iter().map(|r| r.path.as_str()).collect();
     assert!(
         !paths.contains(&"/v1/responses/compact"),
         "the provider never compacted: {paths:?}"
     );
-    let last = String::from_utf8_lossy(&seen.last().unwrap().body).into_owned();
+    let last = String::from_utf8_lossy(&seen.last().unwrap().bytes).into_owned();
     assert!(last.contains("SUMMARY BY COMPACTD"), "{last}");
     assert!(!last.contains("compactd.v2."), "{last}");
 }

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config,
+    FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config,
 };
 
 async fn store() -> Arc<dyn Store> {
@@ -306,7 +306,7 @@ async fn each_key_has_a_request_rate_and_a_summarization_cap() {
         StatusCode::OK
     );
 
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai(&answer("slow")).after(Duration::from_millis(800)),
     )

@@ -13,7 +13,7 @@ use compactd_store::Store;
 use serde_json::{Value, json};
 
 use crate::support::browser::Driver;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 on_both_backends!(web_pages_on_other_sites_cannot_use_a_loopback_compactd);
 
@@ -104,7 +104,7 @@ const results = {};
 
 async fn web_pages_on_other_sites_cannot_use_a_loopback_compactd(store: Arc<dyn Store>) {
     compactd_testkit::needs!(Browser);
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     // Loopback, no key: anyone on this machine may call it, as on a developer's laptop.
     let app =
         TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;

@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, config, secs};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, compact_body, config, secs};
 
 #[tokio::test]
 async fn health_answers_past_the_connection_cap_of_half_open_connections() {
@@ -49,7 +49,7 @@ async fn health_answers_past_the_connection_cap_of_half_open_connections() {
 async fn a_connection_with_a_request_in_flight_is_not_closed_for_another() {
     // One slot; a summarization is in flight on it (the upstream answers after a pause). A new
     // client waits for the slot instead of cutting the busy connection off.
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![Reply::openai("## Goal\nfix src/lib.rs").after(Duration::from_millis(1500))],
         Reply::openai("## Goal\nfix src/lib.rs"),
     )

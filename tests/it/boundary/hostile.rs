@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config, secs,
+    FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config, secs,
 };
 
 /// Sends `request` on a new connection and reads the answer until the server closes it (or
@@ -177,11 +177,11 @@ async fn errors_the_http_layer_makes_are_json_too() {
 
 #[tokio::test]
 async fn upstream_redirects_are_not_followed() {
-    let elsewhere = FakeUpstream::start(vec![], Reply::openai("stolen")).await;
+    let elsewhere = FakeProvider::start(vec![], Reply::openai("stolen")).await;
     let redirect = |path: &str| {
         Reply::json(307, json!({})).with_header("location", &format!("{}{path}", elsewhere.url))
     };
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![redirect("/v1/chat/completions"), redirect("/v1/messages")],
         Reply::json(500, json!({})),
     )
@@ -205,7 +205,7 @@ async fn upstream_redirects_are_not_followed() {
 #[tokio::test]
 async fn upstream_answers_are_read_only_up_to_a_bound() {
     let huge = "x".repeat(compactd::summarizer::MAX_UPSTREAM_BYTES + 1024);
-    let fake = FakeUpstream::start(vec![], Reply::openai(&huge)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&huge)).await;
     let mut config = chain_config(&fake, "openai:m", true);
     config.summarizers.max_retries = 0;
     let app = TestApp::spawn(config).await;
@@ -225,7 +225,7 @@ async fn upstream_answers_are_read_only_up_to_a_bound() {
 async fn blank_summaries_are_failed_attempts_never_answers() {
     for blank in ["", "  \n\t", "\u{200B}\u{200D}\n\u{FEFF} ", "\u{0}\u{0}"] {
         let fake =
-            FakeUpstream::start(vec![Reply::openai(blank)], Reply::openai(&answer("real"))).await;
+            FakeProvider::start(vec![Reply::openai(blank)], Reply::openai(&answer("real"))).await;
         let app = TestApp::spawn(chain_config(&fake, "openai:m", false)).await;
         let body: Value = app
             .compact(&compact_body(PROMPT))
@@ -243,7 +243,7 @@ on_both_backends!(nul_characters_are_stored_or_refused_the_same_on_both_backends
 async fn nul_characters_are_stored_or_refused_the_same_on_both_backends(store: Arc<dyn Store>) {
     // The model writes NUL into its summaries; the extractive summarizer quotes tool output that
     // holds one.
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix\u{0} it")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nfix\u{0} it")).await;
     let app = TestApp::with_store(chain_config(&fake, "openai:m", false), store.clone()).await;
     let extractive = TestApp::with_store(config(), store).await;
     // NUL in tool output, in an unknown entry type, and in the user's words: stored byte for
@@ -305,7 +305,7 @@ async fn nul_characters_are_stored_or_refused_the_same_on_both_backends(store: A
 
 #[tokio::test]
 async fn concurrent_compactions_of_one_leaf_wait_for_it_instead_of_spending_the_key_cap() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nonce").after(Duration::from_millis(400)),
     )

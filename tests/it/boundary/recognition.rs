@@ -8,10 +8,11 @@ use std::io::Write;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::FakeProvider;
 use crate::support::TestApp;
 use crate::support::gateway::{
-    Provider, Recorded, codex_trigger_and_next, compaction_item, gateway_config, recorded,
-    summarizer_model, with_item,
+    Recorded, codex_trigger_and_next, compaction_item, gateway_config, recorded, summarizer_model,
+    with_item,
 };
 
 /// What users write that holds compactd's markers, none of them a compaction: tags in a schema,
@@ -77,7 +78,7 @@ fn plain_chat(system: &str, user: &str) -> Vec<u8> {
 #[tokio::test]
 async fn ordinary_turns_that_mention_every_marker_reach_the_provider_byte_for_byte() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut sent = 0;
     for turn in ordinary_turns() {
@@ -101,9 +102,9 @@ async fn ordinary_turns_that_mention_every_marker_reach_the_provider_byte_for_by
                 "{}: {text}",
                 turn.fixture
             );
-            let seen = provider.received().await.pop().unwrap();
+            let seen = provider.received().pop().unwrap();
             assert!(
-                seen.body == body,
+                seen.bytes == body,
                 "{}: changed on the way: {text}",
                 turn.fixture
             );
@@ -125,12 +126,12 @@ async fn ordinary_turns_that_mention_every_marker_reach_the_provider_byte_for_by
                 .unwrap();
             assert_eq!(response.status(), StatusCode::OK, "{text}");
             response.bytes().await.unwrap();
-            let seen = provider.received().await.pop().unwrap();
-            assert!(seen.body == body, "{system} / {text}");
+            let seen = provider.received().pop().unwrap();
+            assert!(seen.bytes == body, "{system} / {text}");
             sent += 1;
         }
     }
-    assert_eq!(provider.received().await.len(), sent);
+    assert_eq!(provider.received().len(), sent);
     assert!(
         model.received().is_empty(),
         "compactd's model was never asked"
@@ -154,7 +155,7 @@ async fn ordinary_turns_that_mention_every_marker_reach_the_provider_byte_for_by
             .unwrap()
             .contains("SUMMARY BY COMPACTD")
     );
-    assert_eq!(provider.received().await.len(), sent, "not forwarded");
+    assert_eq!(provider.received().len(), sent, "not forwarded");
 }
 
 /// A `Content-Encoding` as a test applies it.
@@ -179,7 +180,7 @@ fn brotli(bytes: &[u8]) -> Vec<u8> {
 #[tokio::test]
 async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they_came() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let encodings: [(&str, Encode); 3] = [("gzip", gzip), ("zstd", zstd), ("br", brotli)];
     for fixture in [
@@ -194,7 +195,7 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
             .find(|r| !r.compaction && r.method == "POST")
             .unwrap();
         for (name, encode) in encodings {
-            let forwarded = provider.received().await.len();
+            let forwarded = provider.received().len();
             let response = compaction
                 .request_with_body(&app.client, &app.url, encode(&compaction.body_bytes()))
                 .header("content-encoding", name)
@@ -207,11 +208,7 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
                 body.contains("SUMMARY BY COMPACTD"),
                 "{fixture} {name}: {body}"
             );
-            assert_eq!(
-                provider.received().await.len(),
-                forwarded,
-                "{fixture} {name}"
-            );
+            assert_eq!(provider.received().len(), forwarded, "{fixture} {name}");
 
             let compressed = encode(&turn.body_bytes());
             let response = turn
@@ -222,12 +219,12 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
                 .unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             response.bytes().await.unwrap();
-            let seen = provider.received().await.pop().unwrap();
+            let seen = provider.received().pop().unwrap();
             assert!(
-                seen.body == compressed,
+                seen.bytes == compressed,
                 "{fixture} {name}: forwarded as it came"
             );
-            assert_eq!(seen.headers["content-encoding"], name);
+            assert_eq!(seen.header("content-encoding"), Some(name));
         }
     }
 
@@ -251,9 +248,9 @@ async fn compressed_compactions_are_recognized_and_compressed_turns_pass_as_they
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     response.bytes().await.unwrap();
-    let seen = provider.received().await.pop().unwrap();
-    assert!(!seen.headers.contains_key("content-encoding"));
-    let seen: Value = serde_json::from_slice(&seen.body).expect("sent plain");
+    let seen = provider.received().pop().unwrap();
+    assert!(seen.header("content-encoding").is_none());
+    let seen: Value = serde_json::from_slice(&seen.bytes).expect("sent plain");
     assert!(seen.to_string().contains("SUMMARY BY COMPACTD"));
     assert!(!seen.to_string().contains("compactd.v2."));
 

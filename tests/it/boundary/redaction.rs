@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::summaries::redaction::line;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, config, tenant_keys};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, config, tenant_keys};
 
 on_both_backends!(
     a_handoff_draft_is_redacted_wherever_it_goes,
@@ -199,7 +199,7 @@ async fn a_handoff_drafted_by_a_model_is_redacted_in_every_field(store: Arc<dyn 
     // A model that echoes a secret it remembers, and names no file (the gate and the draft
     // complete it).
     let (echoed, _, _) = secrets(3);
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai(&format!("{GOAL}.\n\nUse {echoed} for the registry.")),
     )
@@ -241,7 +241,7 @@ async fn secrets_in_structured_tool_arguments_reach_no_model_and_land_nowhere(
 ) {
     let (_, discord, heroku) = secrets(4);
     // The model echoes its prompt back: whatever it was sent lands in the entry.
-    let fake = FakeUpstream::start(vec![], Reply::echo_openai()).await;
+    let fake = FakeProvider::start(vec![], Reply::echo_openai()).await;
     let app =
         TestApp::with_store(chain_config(&fake, "openai:gpt-test", true), store.clone()).await;
     let key = &tenant_keys(store.as_ref(), &["alice"]).await[0];

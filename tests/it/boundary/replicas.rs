@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::binary::Served;
-use crate::support::{FakeUpstream, PROMPT, Reply, answer, compact_body};
+use crate::support::{FakeProvider, PROMPT, Reply, answer, compact_body};
 
 async fn cached_rows(url: &str) -> i64 {
     let pool = sqlx::PgPool::connect(url).await.unwrap();
@@ -25,7 +25,7 @@ async fn replicas_on_postgres_share_the_summary_cache_once_the_row_lands() {
     compactd_testkit::needs!(Postgres);
     let url = crate::sessions::crash::postgres_url("replicas").await;
     let url = url.as_str();
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("shared"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("shared"))).await;
     let model_url = format!("{}/v1", fake.url);
     let env = [
         ("DATABASE_URL", url),

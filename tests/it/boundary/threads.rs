@@ -11,7 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::recall::endpoint::mcp;
-use crate::support::gateway::{Provider, gateway_config, summarizer_model};
+use crate::support::FakeProvider;
+use crate::support::gateway::{gateway_config, summarizer_model};
 use crate::support::{TestApp, tenant_keys};
 
 on_both_backends!(
@@ -78,7 +79,7 @@ async fn the_latest_request_of_an_agent_session_wins_and_tenants_keep_their_own(
     store: Arc<dyn Store>,
 ) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.http.listen = "0.0.0.0:0".parse().unwrap();
     config.http.max_body_bytes = 1 << 20;

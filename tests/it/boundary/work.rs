@@ -165,9 +165,9 @@ async fn a_huge_handoff_answers_by_the_deadline_and_the_service_stays_up(store: 
 async fn a_model_asking_forty_searches_a_step_gets_a_few_and_the_service_stays_up(
     store: Arc<dyn Store>,
 ) {
-    use crate::support::upstream::{FakeUpstream, Reply};
+    use crate::support::fake_provider::{FakeProvider, Reply};
     let asks: String = (0..40).map(|i| format!("SEARCH: k{i}q turn\n")).collect();
-    let fake = FakeUpstream::start(vec![], Reply::openai(&asks)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&asks)).await;
     let mut config = crate::support::chain_config(&fake, "openai:gpt-test", true);
     config.http.max_body_bytes = 64 << 20;
     let app = TestApp::with_store(config, store.clone()).await;

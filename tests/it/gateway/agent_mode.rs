@@ -3,55 +3,19 @@
 //! compactd asks for it (compactd's prompt, not the agent's tools and system blocks), and through
 //! every stage; compactd's configured model is not asked.
 
-use serde_json::{Value, json};
-use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+use serde_json::Value;
 
-use crate::support::TestApp;
 use crate::support::gateway::{
     FIXTURES, agent_of, events, gateway_config, recorded, streamed_text, summarizer_model,
 };
+use crate::support::{FakeProvider, Reply, TestApp};
 
 const AGENT_MODEL_SUMMARY: &str = "## Objective\nWRITTEN BY THE AGENT'S OWN MODEL about calc.py";
-
-/// A provider that answers a summarization in each wire, streamed.
-struct Summarizes;
-
-impl Respond for Summarizes {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body = if request.url.path().ends_with("/messages") {
-            [
-                json!({"type": "message_start", "message": {"id": "msg_a", "type": "message", "role": "assistant",
-                    "model": "claude-opus-5-5", "content": [], "usage": {"input_tokens": 900, "output_tokens": 1}}}),
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": AGENT_MODEL_SUMMARY}}),
-                json!({"type": "content_block_stop", "index": 0}),
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 20}}),
-                json!({"type": "message_stop"}),
-            ]
-            .iter()
-            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-            .collect::<String>()
-        } else {
-            let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "agent-model",
-                "choices": [{"index": 0, "delta": {"content": AGENT_MODEL_SUMMARY}, "finish_reason": "stop"}]});
-            let usage = json!({"id": "c", "object": "chat.completion.chunk", "choices": [],
-                "usage": {"prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920}});
-            format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
-        };
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
-    }
-}
 
 #[tokio::test]
 async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_credentials() {
     let model = summarizer_model().await;
-    let provider = crate::support::gateway::Provider {
-        server: MockServer::start().await,
-    };
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(Summarizes)
-        .mount(&provider.server)
-        .await;
+    let provider = FakeProvider::start(vec![], Reply::Says(AGENT_MODEL_SUMMARY)).await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.summarizer = compactd::config::GatewaySummarizer::Agent;
     let app = TestApp::spawn(config).await;
@@ -60,7 +24,7 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
             .into_iter()
             .find(|r| r.compaction)
             .unwrap();
-        let before = provider.received().await.len();
+        let before = provider.received().len();
         let response = compaction
             .request(&app.client, &app.url)
             .send()
@@ -68,9 +32,9 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
             .unwrap();
         assert_eq!(response.status(), reqwest::StatusCode::OK, "{fixture}");
         let body = response.text().await.unwrap();
-        let asked = provider.received().await;
+        let asked = provider.received();
         let call = &asked[before];
-        let sent: Value = serde_json::from_slice(&call.body).unwrap();
+        let sent: Value = serde_json::from_slice(&call.bytes).unwrap();
         let agent_body = compaction.body.as_ref().unwrap();
         // The agent's model, asked by compactd: not the agent's request passed on.
         assert_eq!(sent["model"], agent_body["model"], "{fixture}");
@@ -83,14 +47,10 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
             "{fixture}: the history is summarized"
         );
         // With the agent's own credentials, as it sent them.
-        let credential = |name: &str| {
-            call.headers
-                .get(name)
-                .map(|v| v.to_str().unwrap().to_owned())
-        };
+        let credential = |name: &str| call.header(name).map(str::to_owned);
         match agent_of(fixture) {
             "claude-code" => {
-                assert_eq!(call.url.path(), "/v1/messages");
+                assert_eq!(call.path.as_str(), "/v1/messages");
                 assert_eq!(credential("x-api-key").as_deref(), Some("***"));
                 let beta = compaction
                     .headers
@@ -102,7 +62,7 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
                 );
             }
             _ => {
-                assert_eq!(call.url.path(), "/v1/chat/completions");
+                assert_eq!(call.path.as_str(), "/v1/chat/completions");
                 assert_eq!(credential("authorization").as_deref(), Some("Bearer ***"));
             }
         }
@@ -134,13 +94,7 @@ async fn in_agent_mode_the_agents_own_model_writes_the_summary_with_its_own_cred
 #[tokio::test]
 async fn in_agent_mode_compactds_anthropic_version_goes_when_the_agent_sends_none() {
     let model = summarizer_model().await;
-    let provider = crate::support::gateway::Provider {
-        server: MockServer::start().await,
-    };
-    wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(Summarizes)
-        .mount(&provider.server)
-        .await;
+    let provider = FakeProvider::start(vec![], Reply::Says(AGENT_MODEL_SUMMARY)).await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.summarizer = compactd::config::GatewaySummarizer::Agent;
     config.summarizers.anthropic_version = "2099-01-01".into();
@@ -158,7 +112,6 @@ async fn in_agent_mode_compactds_anthropic_version_goes_when_the_agent_sends_non
         .await
         .unwrap();
     assert_eq!(response.status(), reqwest::StatusCode::OK);
-    let asked = provider.received().await;
-    let version = asked[0].headers.get("anthropic-version").unwrap();
-    assert_eq!(version.to_str().unwrap(), "2099-01-01");
+    let asked = provider.received();
+    assert_eq!(asked[0].header("anthropic-version"), Some("2099-01-01"));
 }

@@ -8,10 +8,10 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::TestApp;
+use crate::support::fake_provider::FakeProvider;
 use crate::support::gateway::{
-    MODEL_SUMMARY, Provider, Recorded, gateway_config, recorded, streamed_text, summarizer_model,
+    MODEL_SUMMARY, Recorded, gateway_config, recorded, streamed_text, summarizer_model,
 };
-use crate::support::upstream::FakeUpstream;
 
 /// The recordings of Claude Code: by hand (2.1.330), and a whole session (2.1.332).
 const CLAUDE_CODE: [&str; 2] = ["claude-code-2.1.330", "sessions/claude-code-2.1.332"];
@@ -39,9 +39,9 @@ fn with_lone_surrogate(recorded: &Recorded, without: &[&str]) -> Vec<u8> {
 
 /// compactd applying the clearing edits itself (the fake provider is not Anthropic's API: `auto`
 /// would choose the same); the summarizer's model is held with them.
-async fn compactd_applying_edits() -> (Provider, TestApp, FakeUpstream) {
+async fn compactd_applying_edits() -> (FakeProvider, TestApp, FakeProvider) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.context_edits = compactd::config::ContextEdits::Compactd;
     let app = TestApp::spawn(config).await;
@@ -75,8 +75,8 @@ async fn a_turn_whose_edits_clear_nothing_reaches_the_provider_as_written_but_fo
             turn.fixture,
             turn.seq
         );
-        let received = provider.received().await;
-        let seen = &received.last().unwrap().body;
+        let received = provider.received();
+        let seen = &received.last().unwrap().bytes;
         assert!(
             *seen == with_lone_surrogate(turn, &["context_management"]),
             "{} seq {}: the provider got another body ({} bytes, its edits {})",
@@ -111,8 +111,5 @@ async fn a_compaction_holding_a_lone_surrogate_is_answered_by_compactd() {
         streamed_text(&compaction, &body).contains(MODEL_SUMMARY),
         "{body}"
     );
-    assert!(
-        provider.received().await.is_empty(),
-        "the provider was not asked"
-    );
+    assert!(provider.received().is_empty(), "the provider was not asked");
 }

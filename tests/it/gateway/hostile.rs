@@ -17,10 +17,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::support::binary::Served;
+use crate::support::fake_provider::provider_answer;
 use crate::support::gateway::{
-    FIXTURES, MODEL_SUMMARY, Provider, gateway_config, provider_answer, recorded, summarizer_model,
+    FIXTURES, MODEL_SUMMARY, gateway_config, recorded, summarizer_model,
 };
-use crate::support::{FakeUpstream, Reply, TestApp};
+use crate::support::{FakeProvider, Reply, TestApp};
 
 /// How long a test waits for what must happen before it calls it a failure.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -105,7 +106,7 @@ async fn the_first_byte_of_a_stream_reaches_the_agent_while_the_provider_still_w
     })
     .await;
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = upstream.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
@@ -140,7 +141,7 @@ async fn an_agent_that_hangs_up_cancels_the_providers_request() {
     })
     .await;
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = upstream.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
@@ -159,9 +160,9 @@ async fn an_agent_that_hangs_up_cancels_the_providers_request() {
 
 #[tokio::test]
 async fn a_provider_that_hangs_ends_in_a_502_naming_it() {
-    let hanging = FakeUpstream::start(vec![], Reply::Hang(Duration::from_secs(60))).await;
+    let hanging = FakeProvider::start(vec![], Reply::Hang(Duration::from_secs(60))).await;
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.anthropic_upstream = hanging.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
@@ -183,7 +184,7 @@ async fn a_provider_that_hangs_ends_in_a_502_naming_it() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_before_anything_goes_upstream() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.http.max_body_bytes = 64 * 1024;
     let app = TestApp::spawn(config).await;
@@ -200,17 +201,17 @@ async fn oversized_bodies_are_refused_before_anything_goes_upstream() {
     assert!(
         error.to_string().contains("COMPACTD_MAX_BODY_BYTES") || error["error"]["code"].is_string()
     );
-    assert!(provider.received().await.is_empty());
+    assert!(provider.received().is_empty());
 }
 
 #[tokio::test]
 async fn only_the_configured_upstream_is_ever_called_whatever_the_request_names() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
-    let elsewhere = Provider::start().await;
+    let provider = FakeProvider::wires().await;
+    let elsewhere = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let turn = claude_turn();
-    let other = elsewhere.server.address().to_string();
+    let other = elsewhere.url.trim_start_matches("http://").to_owned();
     // Headers that name another host, as some proxies honour them.
     let named = turn
         .request(&app.client, &app.url)
@@ -237,21 +238,21 @@ async fn only_the_configured_upstream_is_ever_called_whatever_the_request_names(
         .unwrap()
         .unwrap();
     assert!(
-        elsewhere.received().await.is_empty(),
+        elsewhere.received().is_empty(),
         "nothing reached a host a request named"
     );
-    assert!(!provider.received().await.is_empty());
+    assert!(!provider.received().is_empty());
 }
 
 #[tokio::test]
 async fn when_compactd_cannot_summarize_the_agents_own_compaction_goes_to_the_provider() {
     // compactd's only model is down and there is no extractive fallback.
-    let down = FakeUpstream::start(
+    let down = FakeProvider::start(
         vec![],
         Reply::json(500, json!({"error": {"message": "down"}})),
     )
     .await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&down, &provider)).await;
     for fixture in FIXTURES {
         let compaction = recorded(fixture)
@@ -270,9 +271,9 @@ async fn when_compactd_cannot_summarize_the_agents_own_compaction_goes_to_the_pr
             provider_answer(&compaction.path_and_query),
             "{fixture}"
         );
-        let seen = provider.received().await.pop().unwrap();
+        let seen = provider.received().pop().unwrap();
         assert!(
-            seen.body == compaction.body_bytes(),
+            seen.bytes == compaction.body_bytes(),
             "{fixture}: the agent's own request, unchanged"
         );
     }
@@ -285,7 +286,7 @@ async fn when_compactd_cannot_summarize_the_agents_own_compaction_goes_to_the_pr
 #[tokio::test]
 async fn a_key_in_the_url_admits_the_agent_and_is_not_passed_on() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     // Beyond loopback, where a key is the only way in.
     config.http.listen = "0.0.0.0:0".parse().unwrap();
@@ -301,8 +302,8 @@ async fn a_key_in_the_url_admits_the_agent_and_is_not_passed_on() {
     let keyed = format!("{}/k/{key}", app.url);
     let response = turn.request(&app.client, &keyed).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let seen = provider.received().await.pop().unwrap();
-    assert_eq!(seen.url.path(), "/v1/messages");
+    let seen = provider.received().pop().unwrap();
+    assert_eq!(seen.path.as_str(), "/v1/messages");
     assert!(
         !format!("{seen:?}").contains(&key),
         "the compactd key stays with compactd"
@@ -329,7 +330,7 @@ async fn a_key_in_the_url_admits_the_agent_and_is_not_passed_on() {
 #[tokio::test]
 async fn with_the_gateway_off_its_routes_do_not_exist() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.enabled = false;
     let app = TestApp::spawn(config).await;
@@ -343,13 +344,13 @@ async fn with_the_gateway_off_its_routes_do_not_exist() {
             .unwrap();
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
     }
-    assert!(provider.received().await.is_empty());
+    assert!(provider.received().is_empty());
 }
 
 #[tokio::test]
 async fn no_credential_the_agent_sends_reaches_the_log() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     // A port nothing listens on (wiremock's servers live on in a pool when dropped).
     let gone = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -362,10 +363,7 @@ async fn no_credential_the_agent_sends_reaches_the_log() {
         ("DATABASE_URL", &database_url),
         ("COMPACTD_LOG", "debug"),
         ("COMPACTD_GATEWAY", "on"),
-        (
-            "COMPACTD_GATEWAY_ANTHROPIC_UPSTREAM",
-            &provider.server.uri(),
-        ),
+        ("COMPACTD_GATEWAY_ANTHROPIC_UPSTREAM", &provider.url),
         (
             "COMPACTD_GATEWAY_OPENAI_UPSTREAM",
             &format!("http://{gone}/v1"),
@@ -396,12 +394,12 @@ async fn no_credential_the_agent_sends_reaches_the_log() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
-    let seen = provider.received().await;
+    let seen = provider.received();
     let keys: Vec<&str> = seen[0]
         .headers
-        .get_all("x-api-key")
         .iter()
-        .map(|v| v.to_str().unwrap())
+        .filter(|(name, _)| name.eq_ignore_ascii_case("x-api-key"))
+        .map(|(_, value)| value.as_str())
         .collect();
     assert!(
         keys.contains(&SECRET),

@@ -10,16 +10,18 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::gateway::{
-    FIXTURES, MODEL_SUMMARY, Provider, Recorded, gateway_config, recorded, streamed_text,
-    summarizer_model,
+    FIXTURES, MODEL_SUMMARY, Recorded, gateway_config, recorded, streamed_text, summarizer_model,
 };
-use crate::support::{FakeUpstream, TestApp};
+use crate::support::{FakeProvider, TestApp};
 
 /// A share every recorded turn passes (their bodies hold the agents' system prompts and tools,
 /// 40 kB and more) but that the agents' small side requests do not.
 const LOW_SHARE: f64 = 0.02;
 
-pub(crate) fn config(model: &FakeUpstream, provider: &Provider) -> compactd::config::ServeConfig {
+pub(crate) fn config(
+    model: &FakeProvider,
+    provider: &FakeProvider,
+) -> compactd::config::ServeConfig {
     let mut config = gateway_config(model, provider);
     config.gateway.prepare_at = LOW_SHARE;
     config
@@ -61,7 +63,7 @@ async fn recorded_sessions_get_their_compactions_answered_from_the_prepared_summ
     let mut answered_at_once = 0;
     for fixture in FIXTURES {
         let model = summarizer_model().await;
-        let provider = Provider::start().await;
+        let provider = FakeProvider::wires().await;
         let app = TestApp::spawn(config(&model, &provider)).await;
         let mut prepared_since_compaction = false;
         for recorded in recorded(fixture) {
@@ -178,7 +180,7 @@ pub(crate) async fn post_as(app: &TestApp, session: &str, body: &Value) -> (Stat
 async fn the_answer_merges_what_came_after_the_prepared_part_and_a_changed_prefix_takes_the_normal_path()
  {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(config(&model, &provider)).await;
     let early = messages("Now add a regression test for unary minus.");
     post_as(&app, "s1", &claude_turn(&early)).await;
@@ -245,7 +247,7 @@ async fn the_answer_merges_what_came_after_the_prepared_part_and_a_changed_prefi
 #[tokio::test]
 async fn a_tenant_that_turned_it_off_gets_no_work_done_ahead() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = config(&model, &provider);
     // The anonymous tenant, as the setting names it.
     config.gateway.prepare_off_tenants = vec!["-".into()];
@@ -263,7 +265,7 @@ async fn a_tenant_that_turned_it_off_gets_no_work_done_ahead() {
 #[tokio::test]
 async fn responses_compact_is_answered_from_the_prepared_summary() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(config(&model, &provider)).await;
     let mut input = vec![
         json!({"role": "user", "content": "Always run cargo fmt. Fix the lexer in src/lexer.rs."}),
@@ -310,8 +312,8 @@ async fn responses_compact_is_answered_from_the_prepared_summary() {
 async fn a_compaction_during_the_preparation_waits_for_it_instead_of_starting_over() {
     use crate::support::Reply;
     let slow = Reply::openai(MODEL_SUMMARY).after(Duration::from_millis(800));
-    let model = FakeUpstream::start(vec![], slow).await;
-    let provider = Provider::start().await;
+    let model = FakeProvider::start(vec![], slow).await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(config(&model, &provider)).await;
     let early = messages("Now add a regression test for unary minus.");
     post_as(&app, "s1", &claude_turn(&early)).await;
@@ -341,7 +343,7 @@ pub(crate) fn local_turn(kib: usize) -> Value {
 #[tokio::test]
 async fn a_session_growing_fast_is_prepared_before_the_share() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.prepare_at = 0.6;
     let app = TestApp::spawn(config).await;
@@ -389,7 +391,7 @@ async fn a_session_growing_fast_is_prepared_before_the_share() {
 #[tokio::test]
 async fn an_unknown_models_window_is_the_configured_one() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.prepare_at = 0.6;
     config.summarizers.context_window = std::num::NonZeroU64::new(32_768).unwrap();
@@ -423,7 +425,7 @@ async fn reporting_provider(tokens: u64) -> wiremock::MockServer {
 #[tokio::test]
 async fn the_size_the_provider_reports_is_the_sessions_measure() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.prepare_at = 0.6;
     let body = local_turn(200);

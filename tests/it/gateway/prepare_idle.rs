@@ -9,15 +9,16 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::prepare::{claude_compaction, local_turn, post_as, prepared_outcome, settled};
+use crate::support::FakeProvider;
 use crate::support::TestApp;
-use crate::support::gateway::{Provider, gateway_config, summarizer_model};
+use crate::support::gateway::{gateway_config, summarizer_model};
 
 const PREPARED: &str = r#"compactd_prepared_summaries_total{outcome="prepared"}"#;
 
 /// Sessions idle after `idle` past half of a 60 % share.
-async fn idle_app(idle: Duration) -> (crate::support::FakeUpstream, Provider, TestApp) {
+async fn idle_app(idle: Duration) -> (crate::support::FakeProvider, FakeProvider, TestApp) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.prepare_at = 0.6;
     config.gateway.prepare_idle = idle;

@@ -13,8 +13,8 @@ use serde_json::json;
 use crate::gateway::prepare::{
     claude_compaction, claude_turn, config, messages, post_as, prepared_outcome, settled,
 };
-use crate::support::gateway::{Provider, summarizer_model};
-use crate::support::{TestApp, eventually};
+use crate::support::gateway::summarizer_model;
+use crate::support::{FakeProvider, TestApp, eventually};
 
 on_both_backends!(a_preparation_is_spend_of_its_own_and_stops_at_half_the_budget);
 
@@ -44,7 +44,7 @@ async fn two_replicas(
 compactd_testkit::postgres_test! {
     async fn a_summary_prepared_by_one_replica_answers_the_compaction_at_another(pool: sqlx::PgPool) {
         let model = summarizer_model().await;
-        let provider = Provider::start().await;
+        let provider = FakeProvider::wires().await;
         let (_, one, two) = two_replicas(pool, config(&model, &provider)).await;
 
         let early = messages("Now add a regression test for unary minus.");
@@ -66,11 +66,11 @@ compactd_testkit::postgres_test! {
 
 compactd_testkit::postgres_test! {
     async fn a_compaction_at_another_replica_waits_for_the_preparation_under_way(pool: sqlx::PgPool) {
-        use crate::support::{FakeUpstream, Reply};
+        use crate::support::{FakeProvider, Reply};
         let slow = Reply::openai(crate::support::gateway::MODEL_SUMMARY)
             .after(Duration::from_millis(1500));
-        let model = FakeUpstream::start(vec![], slow).await;
-        let provider = Provider::start().await;
+        let model = FakeProvider::start(vec![], slow).await;
+        let provider = FakeProvider::wires().await;
         let (store, one, two) = two_replicas(pool, config(&model, &provider)).await;
 
         let early = messages("Now add a regression test for unary minus.");
@@ -130,7 +130,7 @@ async fn figure(app: &TestApp, label: &str) -> String {
 
 async fn a_preparation_is_spend_of_its_own_and_stops_at_half_the_budget(store: Arc<dyn Store>) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = config(&model, &provider);
     config.summarizers.stages.cache_bytes = 0;
     let app = TestApp::with_store(config.clone(), store.clone()).await;

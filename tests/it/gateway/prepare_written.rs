@@ -7,8 +7,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::prepare::{claude_turn, config, messages, post_as, prepared_outcome, settled};
-use crate::support::gateway::Provider;
-use crate::support::{FakeUpstream, Reply, TestApp};
+
+use crate::support::{FakeProvider, Reply, TestApp};
 use compactd_core::transcript::{Dialect, write};
 use compactd_core::wire::Wire;
 
@@ -37,8 +37,8 @@ const TURN_PREFIX: &str = "Summarize this turn's prefix.\n\n## Original Request\
 
 #[tokio::test]
 async fn a_written_compaction_is_answered_from_the_prepared_summary_and_a_turn_prefix_leaves_it() {
-    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
-    let provider = Provider::start().await;
+    let model = FakeProvider::start(vec![], Reply::openai(WRITTEN)).await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(config(&model, &provider)).await;
     let conversation = messages("Now add a regression test for unary minus.");
     post_as(&app, "omp-1", &claude_turn(&conversation)).await;

@@ -6,10 +6,9 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::gateway::{
-    MODEL_SUMMARY, PROVIDER_COMPACTION, Provider, gateway_config, summarizer_model,
-};
-use crate::support::{FakeUpstream, Reply, TestApp};
+use crate::support::fake_provider::PROVIDER_COMPACTION;
+use crate::support::gateway::{MODEL_SUMMARY, gateway_config, summarizer_model};
+use crate::support::{FakeProvider, Reply, TestApp};
 
 /// A Responses conversation as a client compacts it: user turns, the model's answers, a tool call.
 fn conversation() -> Value {
@@ -28,7 +27,7 @@ fn conversation() -> Value {
 #[tokio::test]
 async fn responses_compact_is_answered_by_compactd_and_its_item_opens_in_the_next_turn() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let response = app
         .post(
@@ -60,7 +59,7 @@ async fn responses_compact_is_answered_by_compactd_and_its_item_opens_in_the_nex
     assert!(compacted["usage"]["input_tokens"].as_u64().unwrap() > 0);
     assert!(!model.received().is_empty(), "compactd's model wrote it");
     assert!(
-        provider.received().await.is_empty(),
+        provider.received().is_empty(),
         "the upstream never saw the compaction"
     );
 
@@ -75,8 +74,8 @@ async fn responses_compact_is_answered_by_compactd_and_its_item_opens_in_the_nex
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let seen = provider.received().await.pop().unwrap();
-    let seen: Value = serde_json::from_slice(&seen.body).unwrap();
+    let seen = provider.received().pop().unwrap();
+    let seen: Value = serde_json::from_slice(&seen.bytes).unwrap();
     assert!(!seen.to_string().contains("compactd.v2."), "{seen}");
     assert!(
         seen.to_string()
@@ -87,28 +86,28 @@ async fn responses_compact_is_answered_by_compactd_and_its_item_opens_in_the_nex
 #[tokio::test]
 async fn a_compaction_compactd_cannot_answer_is_the_upstreams() {
     // compactd's model is down: the upstream compacts, and its answer comes back as it wrote it.
-    let down = FakeUpstream::start(
+    let down = FakeProvider::start(
         vec![],
         Reply::json(500, json!({"error": {"message": "down"}})),
     )
     .await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&down, &provider)).await;
     let body = json!({"model": "gpt-5.2", "input": conversation()});
     let response = app.post("/v1/responses/compact", &body).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.text().await.unwrap(), PROVIDER_COMPACTION);
-    let seen = provider.received().await;
+    let seen = provider.received();
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].url.path(), "/v1/responses/compact");
+    assert_eq!(seen[0].path.as_str(), "/v1/responses/compact");
     assert_eq!(
-        serde_json::from_slice::<Value>(&seen[0].body).unwrap(),
+        serde_json::from_slice::<Value>(&seen[0].bytes).unwrap(),
         body
     );
 
     // History only the upstream can read goes to it without asking compactd's model.
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut theirs = conversation();
     theirs.as_array_mut().unwrap().insert(
@@ -120,13 +119,13 @@ async fn a_compaction_compactd_cannot_answer_is_the_upstreams() {
         json!({"model": "gpt-5.2", "previous_response_id": "resp_earlier"}),
         json!({"model": "gpt-5.2", "previous_response_id": "resp_earlier", "input": "and this"}),
     ] {
-        let before = provider.received().await.len();
+        let before = provider.received().len();
         let response = app.post("/v1/responses/compact", &body).await;
         assert_eq!(response.status(), StatusCode::OK, "{body}");
-        let seen = provider.received().await;
+        let seen = provider.received();
         assert_eq!(seen.len(), before + 1, "{body}");
         assert_eq!(
-            serde_json::from_slice::<Value>(&seen[before].body).unwrap(),
+            serde_json::from_slice::<Value>(&seen[before].bytes).unwrap(),
             body
         );
     }
@@ -141,7 +140,7 @@ async fn a_compaction_compactd_cannot_answer_is_the_upstreams() {
 #[tokio::test]
 async fn the_codex_paths_compact_and_forward_to_the_codex_upstream() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let body = json!({"model": "gpt-5.5", "input": conversation()});
     let response = app.post("/codex/responses/compact", &body).await;
@@ -152,7 +151,7 @@ async fn the_codex_paths_compact_and_forward_to_the_codex_upstream() {
         compacted["output"].as_array().unwrap().last().unwrap()["type"],
         "compaction"
     );
-    assert!(provider.received().await.is_empty());
+    assert!(provider.received().is_empty());
 
     let theirs = json!({"model": "gpt-5.5", "previous_response_id": "resp_earlier"});
     let response = app.post("/codex/responses/compact", &theirs).await;
@@ -160,8 +159,8 @@ async fn the_codex_paths_compact_and_forward_to_the_codex_upstream() {
     let turn = json!({"model": "gpt-5.5", "input": "hello", "stream": true});
     let response = app.post("/codex/responses", &turn).await;
     assert_eq!(response.status(), StatusCode::OK);
-    let seen = provider.received().await;
-    let paths: Vec<&str> = seen.iter().map(|r| r.url.path()).collect();
+    let seen = provider.received();
+    let paths: Vec<&str> = seen.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(paths, ["/codex/responses/compact", "/codex/responses"]);
     // The WebSocket handshake is told to use HTTP.
     let socket = app.get("/codex/responses").await;
@@ -171,7 +170,7 @@ async fn the_codex_paths_compact_and_forward_to_the_codex_upstream() {
 #[tokio::test]
 async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let cases: [(&str, StatusCode, &str); 3] = [
         ("{\"model\": ", StatusCode::BAD_REQUEST, "body"),
@@ -188,7 +187,7 @@ async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["param"], param, "{body}: {error}");
     }
-    assert!(provider.received().await.is_empty());
+    assert!(provider.received().is_empty());
     assert!(model.received().is_empty());
 }
 
@@ -197,7 +196,7 @@ async fn a_bad_compaction_request_is_a_4xx_naming_what_is_wrong() {
 #[tokio::test]
 async fn a_tenant_that_chose_the_providers_compaction_gets_it_byte_for_byte() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.gateway.native_tenants = vec!["-".into()];
     config.gateway.context_edits = compactd::config::ContextEdits::Compactd;
@@ -234,7 +233,7 @@ async fn a_tenant_that_chose_the_providers_compaction_gets_it_byte_for_byte() {
     ];
     for (path, body) in calls {
         let bytes = serde_json::to_vec(&body).unwrap();
-        let before = provider.received().await.len();
+        let before = provider.received().len();
         let response = app
             .client
             .post(format!("{}{path}", app.url))
@@ -244,9 +243,9 @@ async fn a_tenant_that_chose_the_providers_compaction_gets_it_byte_for_byte() {
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
-        let seen = provider.received().await;
+        let seen = provider.received();
         assert_eq!(seen.len(), before + 1, "{path}: {body}");
-        assert_eq!(seen[before].body, bytes, "{path}: byte for byte");
+        assert_eq!(seen[before].bytes, bytes, "{path}: byte for byte");
     }
     assert!(
         model.received().is_empty(),
@@ -267,7 +266,7 @@ async fn an_item_minted_for_one_upstream_opens_for_another() {
         .unwrap(),
     );
     let model = summarizer_model().await;
-    let first = Provider::start().await;
+    let first = FakeProvider::wires().await;
     let app = TestApp::with_store(gateway_config(&model, &first), store.clone()).await;
     let compacted: Value = app
         .post(
@@ -281,7 +280,7 @@ async fn an_item_minted_for_one_upstream_opens_for_another() {
     let mut input = compacted["output"].as_array().unwrap().clone();
     input.push(json!({"role": "user", "content": "Go on."}));
 
-    let second = Provider::start().await;
+    let second = FakeProvider::wires().await;
     let other = TestApp::with_store(gateway_config(&model, &second), store).await;
     let response = other
         .post(
@@ -290,9 +289,9 @@ async fn an_item_minted_for_one_upstream_opens_for_another() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    assert!(first.received().await.is_empty());
-    let seen = second.received().await;
-    let seen = String::from_utf8_lossy(&seen[0].body).into_owned();
+    assert!(first.received().is_empty());
+    let seen = second.received();
+    let seen = String::from_utf8_lossy(&seen[0].bytes).into_owned();
     assert!(!seen.contains("compactd.v2."), "{seen}");
     assert!(
         seen.contains(MODEL_SUMMARY.split('\n').nth(1).unwrap()),

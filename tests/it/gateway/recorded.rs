@@ -12,11 +12,13 @@ use compactd_store::{CallRecord, Store};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::FakeProvider;
 use crate::support::TestApp;
+use crate::support::fake_provider::provider_answer;
 use crate::support::gateway::{
-    FIXTURES, MODEL_SUMMARY, Provider, Recorded, agent_of, codex_trigger_and_next, compaction_item,
-    connection_header, events, gateway_config, provider_answer, recorded, streamed_text,
-    summarizer_model, with_item,
+    FIXTURES, MODEL_SUMMARY, Recorded, agent_of, codex_trigger_and_next, compaction_item,
+    connection_header, events, gateway_config, recorded, streamed_text, summarizer_model,
+    with_item,
 };
 
 on_both_backends!(
@@ -27,12 +29,12 @@ on_both_backends!(
 #[tokio::test]
 async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouched() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut passed = 0;
     for fixture in FIXTURES {
         for recorded in recorded(fixture).into_iter().filter(|r| !r.compaction) {
-            let before = provider.received().await.len();
+            let before = provider.received().len();
             let sent = recorded.body_bytes();
             let response = recorded
                 .request(&app.client, &app.url)
@@ -42,7 +44,7 @@ async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouc
             let status = response.status();
             let headers = response.headers().clone();
             let body = response.text().await.unwrap();
-            let received = provider.received().await;
+            let received = provider.received();
             if recorded.method == "GET" {
                 // Codex's WebSocket attempt: refused by compactd itself with the answer that makes
                 // Codex fall back to HTTP at once (a 404 it retries for seconds).
@@ -55,13 +57,9 @@ async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouc
             // The provider sees exactly what the agent sent: method, path, query, body, headers
             // (credentials included).
             assert_eq!(seen.method.as_str(), recorded.method);
-            let seen_path = match seen.url.query() {
-                Some(q) => format!("{}?{q}", seen.url.path()),
-                None => seen.url.path().to_owned(),
-            };
-            assert_eq!(seen_path, recorded.path_and_query);
+            assert_eq!(seen.path_and_query(), recorded.path_and_query);
             assert!(
-                seen.body == sent,
+                seen.bytes == sent,
                 "{fixture} seq {}: body changed",
                 recorded.seq
             );
@@ -70,7 +68,7 @@ async fn ordinary_requests_reach_the_provider_byte_for_byte_and_come_back_untouc
                 .iter()
                 .filter(|(n, _)| !connection_header(n))
             {
-                let got = seen.headers.get(name.as_str()).map(|v| v.to_str().unwrap());
+                let got = seen.header(name);
                 assert_eq!(
                     got,
                     Some(value.as_str()),
@@ -122,7 +120,7 @@ fn assert_summarized_history(recorded: &Recorded, sent: &Value) {
 #[tokio::test]
 async fn every_recorded_compaction_is_answered_by_compactd_in_the_agents_wire() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let mut answered = 0;
     for fixture in FIXTURES {
@@ -203,7 +201,7 @@ async fn every_recorded_compaction_is_answered_by_compactd_in_the_agents_wire() 
     // 8 recorded by hand, 4 + 6 + 6 + 4 in the recorded sessions.
     assert_eq!(answered, 28, "every compaction of the recordings");
     assert!(
-        provider.received().await.is_empty(),
+        provider.received().is_empty(),
         "no compaction reached the provider"
     );
 }
@@ -211,7 +209,7 @@ async fn every_recorded_compaction_is_answered_by_compactd_in_the_agents_wire() 
 #[tokio::test]
 async fn codex_gets_its_compaction_item_back_as_the_summary_and_a_forged_one_stays_opaque() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let (trigger, after) = codex_trigger_and_next();
     let body = trigger
@@ -232,8 +230,8 @@ async fn codex_gets_its_compaction_item_back_as_the_summary_and_a_forged_one_sta
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let seen = provider.received().await.pop().unwrap();
-    let seen: Value = serde_json::from_slice(&seen.body).unwrap();
+    let seen = provider.received().pop().unwrap();
+    let seen: Value = serde_json::from_slice(&seen.bytes).unwrap();
     let text = seen.to_string();
     assert!(
         !text.contains("compactd.v2."),
@@ -264,8 +262,8 @@ async fn codex_gets_its_compaction_item_back_as_the_summary_and_a_forged_one_sta
         .send()
         .await
         .unwrap();
-    let seen = provider.received().await.pop().unwrap();
-    assert!(seen.body == sent, "a forged item is passed on as it came");
+    let seen = provider.received().pop().unwrap();
+    assert!(seen.bytes == sent, "a forged item is passed on as it came");
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {
@@ -295,7 +293,7 @@ async fn rows(store: &dyn Store, tenant: &str, count: usize) -> Vec<CallRecord> 
 
 async fn every_fixture_compaction_is_logged_under_its_agent(store: Arc<dyn Store>) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::with_store(gateway_config(&model, &provider), store.clone()).await;
     let mut expected = Vec::new();
     for fixture in FIXTURES {
@@ -337,7 +335,7 @@ async fn every_fixture_compaction_is_logged_under_its_agent(store: Arc<dyn Store
 #[tokio::test]
 async fn a_claude_code_compaction_after_a_tool_call_keeps_the_tools_result() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let path = format!(
         "{}/tests/fixtures/agent-requests/claude-code-2.1.330-tool-history.json",
@@ -367,14 +365,14 @@ async fn a_claude_code_compaction_after_a_tool_call_keeps_the_tools_result() {
     assert!(call < result, "{conversation}");
     assert!(!conversation.contains("CRITICAL: Respond with TEXT ONLY"));
     assert!(instructions.contains("Your task is to create a detailed summary"));
-    assert!(provider.received().await.is_empty());
+    assert!(provider.received().is_empty());
 }
 
 /// With only the extractive summarizer behind it, OpenCode still gets its own template back.
 #[tokio::test]
 async fn opencodes_template_is_followed_by_the_extractive_summarizer() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.summarizers.models = vec!["extractive".parse().unwrap()];
     let app = TestApp::spawn(config).await;
@@ -413,7 +411,7 @@ async fn opencodes_template_is_followed_by_the_extractive_summarizer() {
 #[tokio::test]
 async fn opencodes_prior_summary_is_carried_into_the_next_one() {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     config.summarizers.models = vec!["extractive".parse().unwrap()];
     let app = TestApp::spawn(config).await;
@@ -443,7 +441,7 @@ async fn past_the_budget_every_compaction_goes_to_the_agents_provider_unsummariz
     store: Arc<dyn Store>,
 ) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     // Every request is summarized anew (a cached summary would answer at no cost).
     config.summarizers.stages.cache_bytes = 0;
@@ -462,7 +460,7 @@ async fn past_the_budget_every_compaction_goes_to_the_agents_provider_unsummariz
     for fixture in FIXTURES {
         let recorded = recorded(fixture);
         let compaction = recorded.iter().find(|r| r.compaction).unwrap();
-        let before = provider.received().await.len();
+        let before = provider.received().len();
         let response = compaction
             .request(&app.client, &app.url)
             .send()
@@ -475,7 +473,7 @@ async fn past_the_budget_every_compaction_goes_to_the_agents_provider_unsummariz
             provider_answer(&compaction.path_and_query),
             "{fixture}"
         );
-        assert_eq!(provider.received().await.len(), before + 1, "{fixture}");
+        assert_eq!(provider.received().len(), before + 1, "{fixture}");
         forwarded += 1;
     }
     assert_eq!(model.received().len(), asked, "compactd's model was asked");

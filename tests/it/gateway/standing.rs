@@ -11,21 +11,21 @@
 use serde_json::{Value, json};
 
 use crate::summaries::standing_chain::{LOSSY, assert_rules_carried, user_turns};
-use crate::support::gateway::{Provider, Recorded, recorded, streamed_text};
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::gateway::{Recorded, recorded, streamed_text};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 /// What the agent's model said after each turn.
 const RESPONSE_TEXT: &str = "Done. I split the module and ran the tests; all of them pass.";
 
 /// compactd as the gateway, summarizing with `spec` (`extractive`, or the lossy model).
-async fn gateway(spec: &str) -> (TestApp, FakeUpstream, Provider) {
-    let model = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
-    let provider = Provider::start().await;
+async fn gateway(spec: &str) -> (TestApp, FakeProvider, FakeProvider) {
+    let model = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
+    let provider = FakeProvider::wires().await;
     let mut config = chain_config(&model, spec, false);
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
     (TestApp::spawn(config).await, model, provider)
 }
 
@@ -162,7 +162,7 @@ async fn rules_survive(fixture: &'static str, seq: u64, spec: &str) {
     let summary = six_agent_compactions(&app, &template, body).await;
     assert_rules_carried(&summary);
     assert!(
-        provider.received().await.is_empty(),
+        provider.received().is_empty(),
         "compactd answered every compaction"
     );
     if spec != "extractive" {

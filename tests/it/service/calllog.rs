@@ -10,7 +10,7 @@ use compactd_store::{CallRecord, Store, now_ms};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body};
+use crate::support::{FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body};
 
 on_both_backends!(
     every_caller_leaves_a_true_row,
@@ -38,7 +38,7 @@ async fn rows(store: &dyn Store, tenant: &str, count: usize) -> Vec<CallRecord> 
 }
 
 async fn every_caller_leaves_a_true_row(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("logged"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("logged"))).await;
     let (key, record) = new_key("team-a", None, now_ms());
     store.create_key(&record).await.unwrap();
     let app =
@@ -199,7 +199,7 @@ async fn a_branch_summary_leaves_its_row(
 }
 
 async fn a_failed_call_leaves_a_row_too(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::json(
             500,

@@ -12,7 +12,8 @@ use compactd_store::{Store, now_ms};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::support::gateway::{Provider, recorded};
+use crate::support::FakeProvider;
+use crate::support::gateway::recorded;
 use crate::support::{PROMPT, TestApp, compact_body, config, eventually};
 
 on_both_backends!(the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire);
@@ -47,12 +48,12 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
         keys.push(key);
     }
     let (alice, bob) = (&keys[0], &keys[1]);
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = config();
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
     let app = TestApp::with_store(config, store.clone()).await;
 
     compact_as_alices_agents_and_bobs(&app, &provider, alice, bob).await;
@@ -64,7 +65,7 @@ async fn the_call_log_pages_each_tenants_compactions_with_their_agent_and_wire(
 /// for her and once for Bob.
 async fn compact_as_alices_agents_and_bobs(
     app: &TestApp,
-    provider: &Provider,
+    provider: &FakeProvider,
     alice: &str,
     bob: &str,
 ) {
@@ -88,7 +89,7 @@ async fn compact_as_alices_agents_and_bobs(
         assert_eq!(response.status(), StatusCode::OK);
     }
     assert!(
-        provider.received().await.is_empty(),
+        provider.received().is_empty(),
         "every compaction was compactd's"
     );
 }

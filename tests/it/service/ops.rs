@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::owned_pg::OwnedPostgres;
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, chain_config, compact_body, config, metric_sample, secs,
+    FakeProvider, PROMPT, Reply, TestApp, chain_config, compact_body, config, metric_sample, secs,
 };
 
 async fn wait_for(app: &TestApp, path: &str, status: StatusCode, within: Duration) -> Value {
@@ -88,7 +88,7 @@ async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
 /// The value of one sample line of a Prometheus exposition, `0` when absent.
 #[tokio::test]
 async fn metrics_count_requests_upstream_calls_tokens_and_fallbacks() {
-    let fake = FakeUpstream::start(vec![], Reply::json(500, json!({}))).await;
+    let fake = FakeProvider::start(vec![], Reply::json(500, json!({}))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
     assert_eq!(
         app.compact(&compact_body(PROMPT)).await.status(),
@@ -169,7 +169,7 @@ async fn metrics_count_requests_upstream_calls_tokens_and_fallbacks() {
 
 #[tokio::test]
 async fn metrics_count_compactions_savings_and_rejections() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nshort").after(Duration::from_millis(300)),
     )

@@ -4,18 +4,18 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, PROMPT, Reply, TestApp, chain_config, compact_body, config};
+use crate::support::{FakeProvider, PROMPT, Reply, TestApp, chain_config, compact_body, config};
 
 #[tokio::test]
 async fn every_documented_operation_answers_as_its_documentation_says() {
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nDocumented.")).await;
-    let provider = crate::support::gateway::Provider::start().await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nDocumented.")).await;
+    let provider = crate::support::FakeProvider::wires().await;
     let mut config = chain_config(&fake, "openai:gpt-test", true);
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
-    config.gateway.codex_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
+    config.gateway.codex_upstream = provider.url.parse().unwrap();
     let app = TestApp::spawn(config).await;
     let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));

@@ -6,7 +6,7 @@ use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, compact_body, config};
 
 on_both_backends!(
     pins_hold_their_limit_and_uniqueness_under_concurrent_adds,
@@ -90,7 +90,7 @@ async fn pins_hold_their_limit_and_uniqueness_under_concurrent_adds(store: Arc<d
 /// answered by the extractive summarizer and say so.
 async fn a_budget_with_one_token_left_lets_one_call_through(store: Arc<dyn Store>) {
     // The model takes a moment, so the eight overlap.
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai(&crate::support::answer("done")).after(std::time::Duration::from_millis(300)),
     )
@@ -167,7 +167,7 @@ async fn budgets_follow_the_setting_when_the_store_is_down(
     close: impl AsyncFnOnce(),
 ) {
     use compactd::config::WhenStoreDown;
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     store.set_budget("", Some(1_000_000), 1).await.unwrap();
     let app_with = |when| {
         let mut config = chain_config(&fake, "openai:gpt-test", true);

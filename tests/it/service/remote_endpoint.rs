@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config, secs,
+    FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body, config, secs,
 };
 
 pub async fn json_of(response: reqwest::Response) -> Value {
@@ -25,7 +25,7 @@ pub async fn json_of(response: reqwest::Response) -> Value {
 
 #[tokio::test]
 async fn compact_answers_with_the_openai_summary_model_and_usage() {
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("ship it"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("ship it"))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
 
     let response = app
@@ -59,7 +59,7 @@ async fn compact_answers_with_the_openai_summary_model_and_usage() {
 
 #[tokio::test]
 async fn compact_speaks_the_anthropic_messages_api() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::anthropic(&["## Goal\nfix src/lib.rs", "part two"]),
     )
@@ -89,7 +89,7 @@ async fn compact_speaks_the_anthropic_messages_api() {
 
 #[tokio::test]
 async fn past_the_queue_requests_get_429_with_retry_after() {
-    let fake = FakeUpstream::start(vec![], Reply::Hang(Duration::from_secs(3))).await;
+    let fake = FakeProvider::start(vec![], Reply::Hang(Duration::from_secs(3))).await;
     let mut config = chain_config(&fake, "openai:gpt-test", true);
     config.summarizers.max_concurrent = std::num::NonZeroUsize::new(1).unwrap();
     config.summarizers.max_queue = 1;
@@ -130,7 +130,7 @@ async fn past_the_queue_requests_get_429_with_retry_after() {
 
 #[tokio::test]
 async fn max_tokens_defaults_and_caps() {
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("ok"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("ok"))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let short = "<conversation>\n[User]: x\n</conversation>\n\n<previous-summary>\n## Goal\ny\n</previous-summary>\n\nIn 2-3 sentences, describe the changes as a pull request would.";
     for (body, expected) in [
@@ -157,7 +157,7 @@ async fn max_tokens_defaults_and_caps() {
 
 #[tokio::test]
 async fn chat_completions_answers_as_an_openai_completion() {
-    let fake = FakeUpstream::start(vec![], Reply::openai("the summary of part A part B")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("the summary of part A part B")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let request = json!({"model": "claude-sonnet-4-5", "stream": false, "max_tokens": 900, "messages": [
         {"role": "system", "content": "SYS"},
@@ -201,7 +201,7 @@ async fn chat_completions_answers_as_an_openai_completion() {
 #[tokio::test]
 async fn chat_completions_streams_openai_chunks() {
     let summary = answer(&"x".repeat(2500)) + "😀 end";
-    let fake = FakeUpstream::start(vec![], Reply::openai(&summary)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&summary)).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app
         .chat(&json!({"stream": true, "messages": [{"role": "user", "content": PROMPT}]}))

@@ -9,12 +9,12 @@ use serde_json::json;
 
 use crate::service::remote_endpoint::json_of;
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, secs,
+    FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body, secs,
 };
 
 #[tokio::test]
 async fn a_429_is_retried_after_the_time_it_asks_for() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![
             Reply::json(
                 429,
@@ -56,7 +56,7 @@ async fn server_errors_resets_garbage_and_empty_completions_are_retried() {
             ),
         ),
     ] {
-        let fake = FakeUpstream::start(vec![failure], Reply::openai(&answer("recovered"))).await;
+        let fake = FakeProvider::start(vec![failure], Reply::openai(&answer("recovered"))).await;
         let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
         let response = app.compact(&compact_body(PROMPT)).await;
         assert_eq!(response.status(), StatusCode::OK, "{name}");
@@ -71,7 +71,7 @@ async fn server_errors_resets_garbage_and_empty_completions_are_retried() {
 
 #[tokio::test]
 async fn a_hang_past_the_first_token_timeout_is_cut_and_retried() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![Reply::Hang(Duration::from_secs(30))],
         Reply::openai(&answer("second try")),
     )
@@ -93,7 +93,7 @@ async fn a_hang_past_the_first_token_timeout_is_cut_and_retried() {
 #[tokio::test]
 async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
     // OpenAI always fails; Anthropic answers.
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![
             Reply::json(500, json!({})),
             Reply::json(500, json!({})),
@@ -122,7 +122,7 @@ async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
     );
 
     // Every model fails: the extractive summarizer still answers.
-    let fake = FakeUpstream::start(vec![], Reply::json(503, json!({}))).await;
+    let fake = FakeProvider::start(vec![], Reply::json(503, json!({}))).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", true)).await;
     let body = json_of(app.compact(&compact_body(PROMPT)).await).await;
     assert_eq!(body["model"], "extractive");
@@ -131,7 +131,7 @@ async fn the_chain_falls_back_to_the_next_model_and_finally_to_extractive() {
 
 #[tokio::test]
 async fn a_rejected_key_moves_on_without_retrying() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![Reply::json(
             401,
             json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}),
@@ -152,7 +152,7 @@ async fn a_rejected_key_moves_on_without_retrying() {
 
 #[tokio::test]
 async fn when_every_model_fails_the_client_gets_a_503_with_retry_after() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::json(500, json!({"error": {"message": "down"}})),
     )
@@ -175,7 +175,7 @@ async fn when_every_model_fails_the_client_gets_a_503_with_retry_after() {
 
 #[tokio::test]
 async fn the_overall_deadline_bounds_a_hanging_upstream() {
-    let fake = FakeUpstream::start(vec![], Reply::Hang(Duration::from_secs(60))).await;
+    let fake = FakeProvider::start(vec![], Reply::Hang(Duration::from_secs(60))).await;
     let mut config = chain_config(&fake, "openai:gpt-test", false);
     config.summarizers.deadline = secs(2.0);
     config.summarizers.first_token_timeout = secs(30.0);
@@ -216,7 +216,7 @@ async fn an_upstream_overflow_becomes_context_length_exceeded() {
         ("openai:gpt-test", openai_overflow),
         ("anthropic:claude-test", anthropic_overflow),
     ] {
-        let fake = FakeUpstream::start(vec![], reply).await;
+        let fake = FakeProvider::start(vec![], reply).await;
         let app = TestApp::spawn(chain_config(&fake, models, false)).await;
         let response = app.compact(&compact_body(PROMPT)).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{models}");
@@ -235,7 +235,7 @@ async fn an_upstream_overflow_becomes_context_length_exceeded() {
 async fn a_429_storm_ends_in_the_fallback_or_a_clear_error_within_the_deadline() {
     let storm = Reply::json(429, json!({"error": {"type": "rate_limit_error"}}))
         .with_header("retry-after", "1");
-    let fake = FakeUpstream::start(vec![], storm).await;
+    let fake = FakeProvider::start(vec![], storm).await;
     let mut config = chain_config(&fake, "openai:gpt-test", true);
     config.summarizers.deadline = secs(4.0);
     let app = TestApp::spawn(config).await;
@@ -287,7 +287,7 @@ async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
     );
 
     // Too long once: the model named its window, and the conversation is folded into it.
-    let fake = FakeUpstream::start(vec![overflow.clone()], Reply::openai("## Goal\nfolded")).await;
+    let fake = FakeProvider::start(vec![overflow.clone()], Reply::openai("## Goal\nfolded")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let body = json_of(app.compact(&compact_body(&prompt)).await).await;
     assert_eq!(body["model"], "openai:gpt-test");
@@ -332,7 +332,7 @@ async fn an_overflowing_prompt_is_folded_to_the_window_the_model_named() {
     );
 
     // Always too long: folded once more to the window it named, then the overflow error.
-    let fake = FakeUpstream::start(vec![], overflow).await;
+    let fake = FakeProvider::start(vec![], overflow).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app.compact(&compact_body(&prompt)).await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);

@@ -7,7 +7,7 @@ use compactd::http::{AppState, serve};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::support::{FakeUpstream, PROMPT, Reply, answer, chain_config, compact_body};
+use crate::support::{FakeProvider, PROMPT, Reply, answer, chain_config, compact_body};
 
 /// compactd served by `serve` with a shutdown trigger, for shutdown tests.
 async fn serve_with_shutdown(
@@ -35,7 +35,7 @@ async fn serve_with_shutdown(
 
 #[tokio::test]
 async fn shutdown_lets_a_request_in_flight_finish_and_refuses_new_ones() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai(&answer("finished")).after(Duration::from_millis(1500)),
     )
@@ -84,7 +84,7 @@ async fn shutdown_lets_a_request_in_flight_finish_and_refuses_new_ones() {
 
 #[tokio::test]
 async fn shutdown_gives_up_on_requests_after_the_grace_period() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai(&answer("too late")).after(Duration::from_secs(10)),
     )

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use compactd_core::transcript::estimate_tokens;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, secs};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, compact_body, secs};
 
 async fn summary_of(app: &TestApp, prompt: &str) -> Value {
     let response = app.compact(&compact_body(prompt)).await;
@@ -33,7 +33,7 @@ fn long_prompt(turns: usize) -> String {
 }
 
 fn timed(
-    fake: &FakeUpstream,
+    fake: &FakeProvider,
     models: &str,
     first_token: f64,
     idle: f64,
@@ -51,7 +51,7 @@ async fn a_model_that_keeps_writing_is_not_cut_off() {
     // limits, and is taken whole.
     let pieces: Vec<String> = (0..12).map(|i| format!("part{i} ")).collect();
     let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai_stream(&pieces, Duration::from_millis(400)),
     )
@@ -82,7 +82,7 @@ async fn a_model_that_stops_writing_is_cut_at_the_idle_limit_and_asked_again() {
         (Duration::from_secs(30), String::new()),
     ]);
     let never_starts = Reply::Stream(vec![(Duration::from_secs(30), String::new())]);
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![stalls, never_starts],
         Reply::openai_stream(&["## Goal\n", "done"], Duration::from_millis(10)),
     )
@@ -121,7 +121,7 @@ async fn reasoning_tokens_keep_a_model_alive() {
         Duration::from_millis(500),
         "data: {\"choices\":[{\"delta\":{\"content\":\"## Goal\\nthe answer\"}}]}\n\ndata: [DONE]\n\n".into(),
     ));
-    let fake = FakeUpstream::start(vec![], Reply::Stream(events)).await;
+    let fake = FakeProvider::start(vec![], Reply::Stream(events)).await;
     let app = TestApp::spawn(timed(&fake, "openai:m", 1.0, 1.0)).await;
     let body = summary_of(
         &app,
@@ -143,7 +143,7 @@ async fn errors_inside_a_stream_are_classified() {
         Duration::ZERO,
         "data: {\"error\":{\"message\":\"The server is overloaded\",\"type\":\"server_error\",\"code\":503}}\n\n".into(),
     )]);
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![openai_error],
         Reply::openai_stream(&["recovered"], Duration::ZERO),
     )
@@ -205,7 +205,7 @@ async fn errors_inside_a_stream_are_classified() {
         ),
         event("message_stop", json!({"type": "message_stop"})),
     ]);
-    let fake = FakeUpstream::start(vec![overloaded], answer).await;
+    let fake = FakeProvider::start(vec![overloaded], answer).await;
     let app = TestApp::spawn(timed(&fake, "anthropic:c", 5.0, 5.0)).await;
     let body = summary_of(
         &app,
@@ -222,7 +222,7 @@ async fn errors_inside_a_stream_are_classified() {
 }
 
 /// The prompts the fake received, by attempt.
-fn prompts(fake: &FakeUpstream) -> Vec<String> {
+fn prompts(fake: &FakeProvider) -> Vec<String> {
     fake.received()
         .iter()
         .map(|r| {
@@ -279,12 +279,8 @@ async fn every_servers_overflow_is_handled_as_an_overflow() {
     // are higher, as real tokenizers count code.
     let prompt = long_prompt(400);
     for (server, status, body, window) in cases {
-        let fake = FakeUpstream::start(
-            vec![Reply::Status {
-                status,
-                headers: vec![],
-                body: body.into(),
-            }],
+        let fake = FakeProvider::start(
+            vec![Reply::raw("application/json", body).with_status(status)],
             Reply::openai_stream(&["## Goal\nfitted"], Duration::ZERO),
         )
         .await;
@@ -337,7 +333,7 @@ async fn a_silent_stream_is_asked_again_without_streaming() {
         400,
         json!({"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 40000 tokens (39990 in the messages, 10 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}),
     );
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![silent, overflow],
         Reply::openai_stream(&["## Goal\nok"], Duration::ZERO),
     )
@@ -363,7 +359,7 @@ async fn a_silent_stream_is_asked_again_without_streaming() {
 
 #[tokio::test]
 async fn a_known_window_is_never_exceeded_and_options_are_sent() {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai_stream(&["## Goal\nsmall"], Duration::ZERO),
     )

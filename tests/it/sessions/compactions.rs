@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fixture;
 use crate::sessions::api::{json, upload, v3_session};
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 on_both_backends!(
     compaction_appends_a_pi_shaped_entry_from_parallel_calls,
@@ -27,7 +27,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     // be sent before the first one's answer.
     const ANSWER: Duration = Duration::from_millis(1200);
     let fake =
-        FakeUpstream::start(vec![], Reply::openai("## Goal\nSUMMARY PART").after(ANSWER)).await;
+        FakeProvider::start(vec![], Reply::openai("## Goal\nSUMMARY PART").after(ANSWER)).await;
     let app =
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let view = upload(&app, fixture("large-session.jsonl")).await;
@@ -48,7 +48,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
 /// The history and the split turn's prefix were summarized at once, each as pi's prompts say, then
 /// repaired once each (the answer keeps no anchor).
 fn the_calls_ran_in_parallel(
-    received: &[crate::support::upstream::Received],
+    received: &[crate::support::fake_provider::Received],
     body: &Value,
     plan: &Value,
     answer: Duration,
@@ -64,7 +64,7 @@ fn the_calls_ran_in_parallel(
         "history and prefix ran in parallel: {gap:?} apart"
     );
     let prompts = Prompts::builtin();
-    let prompt_of = |r: &crate::support::upstream::Received| {
+    let prompt_of = |r: &crate::support::fake_provider::Received| {
         r.body["messages"][1]["content"]
             .as_str()
             .unwrap()
@@ -228,7 +228,7 @@ async fn it_is_stored_as_the_leaf(app: &TestApp, id: &str, body: &Value) {
 }
 
 async fn a_failed_summarization_changes_nothing(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::json(500, json!({"error": {"message": "down"}})),
     )
@@ -259,7 +259,7 @@ fn view_without_extras(mut view: Value) -> Value {
 }
 
 async fn concurrent_compactions_of_one_leaf_make_one_entry(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nonce").after(Duration::from_millis(300)),
     )
@@ -314,7 +314,7 @@ async fn concurrent_compactions_of_one_leaf_make_one_entry(store: Arc<dyn Store>
 /// Two replicas (each with its own leaf locks) on one database compact the same leaf at once:
 /// both summarize, one append wins, and the other answers with the winner's entry.
 async fn replicas_racing_for_one_leaf_agree_on_one_entry(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nraced").after(Duration::from_millis(300)),
     )
@@ -363,7 +363,7 @@ async fn one_compaction_stored(app: &TestApp, store: &dyn Store, id: &str) {
 }
 
 async fn nothing_to_compact_is_a_409(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai("unused")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("unused")).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let view = upload(&app, v3_session(2, 10)).await;
     let id = view["id"].as_str().unwrap();

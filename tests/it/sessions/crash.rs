@@ -9,7 +9,7 @@ use compactd_testkit::synth;
 use serde_json::{Value, json};
 
 use crate::support::binary::Served;
-use crate::support::{FakeUpstream, Reply};
+use crate::support::{FakeProvider, Reply};
 
 fn start(database_url: &str, extra: &[(&str, &str)]) -> Served {
     let mut env = vec![("DATABASE_URL", database_url), ("COMPACTD_LOG", "error")];
@@ -93,7 +93,7 @@ async fn uploads_survive_kill_9(database_url: &str) {
 }
 
 async fn compaction_killed_mid_summary_stores_nothing(database_url: &str) {
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nlate").after(Duration::from_secs(30)),
     )

@@ -191,8 +191,8 @@ async fn a_pi15_session_is_compacted_as_pi_1_5_writes_it_and_pi_reads_it_back(
     store: std::sync::Arc<dyn compactd_store::Store>,
 ) {
     compactd_testkit::needs!(Agents);
-    use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
-    let model = FakeUpstream::start(
+    use crate::support::{FakeProvider, Reply, TestApp, chain_config};
+    let model = FakeProvider::start(
         vec![],
         Reply::openai("## Goal\nSUMMARY OF THE PI 1.5 SESSION"),
     )

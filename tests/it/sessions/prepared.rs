@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::fixture;
 use crate::gateway::prepare::{prepared_outcome, settled};
 use crate::sessions::api::json;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 on_both_backends!(
     a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew,
@@ -33,7 +33,7 @@ const APPENDED: usize = 6;
 /// compacts with (the pi 1.5 sample's history is short: under pi's default, nothing to summarize).
 const SESSIONS: [(&str, u64); 2] = [("large-session.jsonl", 20_000), ("pi15/s0000.jsonl", 2_000)];
 
-fn prepare_config(model: &FakeUpstream) -> compactd::config::ServeConfig {
+fn prepare_config(model: &FakeProvider) -> compactd::config::ServeConfig {
     let mut config = chain_config(model, "openai:gpt-test", false);
     // Every session here passes it: prepared on every append that grew the session enough.
     config.gateway.prepare_at = 0.01;
@@ -97,7 +97,7 @@ async fn all_but_its_last_entry(app: &TestApp, name: &str) -> (String, String, u
 async fn a_stored_sessions_compaction_is_answered_on_another_replica_from_the_summary_prepared_as_it_grew(
     store: Arc<dyn Store>,
 ) {
-    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let model = FakeProvider::start(vec![], Reply::openai(WRITTEN)).await;
     let writer = TestApp::with_store(prepare_config(&model), store.clone()).await;
     let other = TestApp::with_store(prepare_config(&model), store).await;
     for (n, session) in SESSIONS.into_iter().enumerate() {
@@ -140,7 +140,7 @@ async fn a_stored_sessions_compaction_is_answered_on_another_replica_from_the_su
 }
 
 async fn a_rewind_or_a_focus_takes_the_normal_path(store: Arc<dyn Store>) {
-    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let model = FakeProvider::start(vec![], Reply::openai(WRITTEN)).await;
     let app = TestApp::with_store(prepare_config(&model), store).await;
     let (id, lines) = grown(&app, SESSIONS[0]).await;
     let normal = |body: Value| {
@@ -170,7 +170,7 @@ async fn a_rewind_or_a_focus_takes_the_normal_path(store: Arc<dyn Store>) {
 /// Entries appended by a client that does not say its model's window (a script, not a live
 /// agent): nothing is summarized in the background.
 async fn a_script_appending_entries_spends_nothing_ahead(store: Arc<dyn Store>) {
-    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let model = FakeProvider::start(vec![], Reply::openai(WRITTEN)).await;
     let app = TestApp::with_store(prepare_config(&model), store).await;
     let (name, _) = SESSIONS[0];
     appended(&app, name, "keepRecentTokens=20000").await;
@@ -183,7 +183,7 @@ async fn a_script_appending_entries_spends_nothing_ahead(store: Arc<dyn Store>) 
 async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
     store: Arc<dyn Store>,
 ) {
-    let model = FakeUpstream::start(vec![], Reply::openai(WRITTEN)).await;
+    let model = FakeProvider::start(vec![], Reply::openai(WRITTEN)).await;
     let mut config = prepare_config(&model);
     config.gateway.prepare_at = 0.6;
     config.gateway.prepare_idle = std::time::Duration::from_secs(1);
@@ -221,7 +221,7 @@ async fn a_session_idle_past_half_the_share_is_prepared_and_answered_from_it(
 /// passed the share): it waits for that summary, most of the way there, rather than starting over.
 async fn a_compaction_during_the_preparation_waits_for_it(store: Arc<dyn Store>) {
     let slow = Reply::openai(WRITTEN).after(std::time::Duration::from_millis(1500));
-    let model = FakeUpstream::start(vec![], slow).await;
+    let model = FakeProvider::start(vec![], slow).await;
     let app = TestApp::with_store(prepare_config(&model), store).await;
     let (name, keep) = SESSIONS[0];
     let (id, last, _) = all_but_its_last_entry(&app, name).await;

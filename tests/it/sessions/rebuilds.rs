@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::fixture;
 use crate::sessions::api::{json, upload, v3_session};
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, config};
 
 on_both_backends!(
     branch_summaries_hang_where_pi_puts_them,
@@ -20,7 +20,7 @@ on_both_backends!(
 );
 
 async fn branch_summaries_hang_where_pi_puts_them(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nexplored branch")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nexplored branch")).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let text = v3_session(3, 20);
     let session = Session::parse(text.as_bytes(), ParseOptions::default()).unwrap();

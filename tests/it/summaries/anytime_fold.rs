@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, secs};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, secs};
 
 const MODEL_SUMMARY: &str = "## Goal\nMODEL-WRITTEN GOAL\n\n## Key Decisions\n- **MODEL-DECISION-7**: keep the parser streaming";
 
@@ -27,7 +27,7 @@ fn long_prompt() -> String {
 #[tokio::test]
 async fn a_fold_out_of_time_keeps_the_models_windows_and_finishes_extractively() {
     // Two windows answered at once, then a model that never answers again.
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![Reply::openai(MODEL_SUMMARY), Reply::openai(MODEL_SUMMARY)],
         Reply::Hang(Duration::from_secs(120)),
     )

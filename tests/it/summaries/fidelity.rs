@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::summaries::dialects::{oracle, recorded};
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, metric_sample};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, metric_sample};
 
 /// The anchors of an agent's prompt, read as compactd reads one.
 fn of_prompt(prompt: &str) -> Vec<Anchor> {
@@ -46,7 +46,7 @@ async fn a_lossy_summary_is_repaired_with_one_call_and_reported() {
     assert!(critical.len() > 10, "{critical:?}");
     // The repair answer restores the latest request only; compactd appends the rest.
     let repaired_answer = format!("{LOSSY}\n\n## Critical Context\n- {}", request.text);
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![Reply::openai(LOSSY), Reply::openai(&repaired_answer)],
         Reply::openai(LOSSY),
     )
@@ -145,7 +145,7 @@ async fn no_repair_call_when_the_model_kept_everything_critical() {
             13_107,
         ))
         .text;
-    let fake = FakeUpstream::start(vec![], Reply::openai(&complete)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&complete)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let body: Value = app.compact(&sample.request).await.json().await.unwrap();
     assert_eq!(body["summary"], complete, "passed through untouched");
@@ -192,7 +192,7 @@ async fn a_prompt_ten_times_the_window_is_folded_and_keeps_both_ends() {
         "{}",
         estimate_tokens(&prompt)
     );
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(
         &fake,
         &format!("openai:small@{window}"),
@@ -335,7 +335,7 @@ async fn the_whole_latest_request_survives_a_forgetful_model() {
     let prompt = format!(
         "<conversation>\n[User]: fix the parser in src/parser.rs\n\n[Assistant]: done\n\n[User]: {request}\n</conversation>\n\n## Critical Context"
     );
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app
         .compact(&json!({"systemPrompt": "You summarize.", "prompt": prompt}))

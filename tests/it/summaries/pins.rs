@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::summaries::fidelity::LOSSY;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 on_both_backends!(
     pins_survive_three_compactions_verbatim,
@@ -38,7 +38,7 @@ fn turns_after(parent: &str, round: usize, turns: usize) -> (String, String) {
 }
 
 async fn pins_survive_three_compactions_verbatim(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let header = json!({"type": "session", "version": 3, "id": "pinned", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"});
     let (turns, _) = turns_after("", 0, 10);

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::summaries::standing_chain::LOSSY;
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 #[derive(Deserialize)]
 struct Rule {
@@ -278,7 +278,7 @@ async fn rules_survive_six_compactions(models: &str) -> (usize, usize) {
     let looks = Looks::of(&negatives);
     let (mut lost, mut in_constraints, mut promoted) = (Vec::new(), 0, Vec::new());
     for (session, group) in rules.chunks(12).enumerate() {
-        let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+        let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
         let app = TestApp::handlers(chain_config(&fake, models, false)).await;
         let group: Vec<&Rule> = group.iter().collect();
         let summary = six_compactions(&app, &group, session, &looks).await;

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::summaries::rubric::{Must, report, violations};
 use crate::summaries::standing_chain::LOSSY;
-use crate::support::gateway::{Provider, events, gateway_config};
-use crate::support::{FakeUpstream, Reply, TestApp};
+use crate::support::gateway::{events, gateway_config};
+use crate::support::{FakeProvider, Reply, TestApp};
 
 /// One compaction of the corpus and what its summary must hold.
 struct Case {
@@ -213,8 +213,8 @@ async fn summarize(app: &TestApp, case: &Case) -> String {
 }
 
 async fn corpus_passes(extractive: bool) -> Tally {
-    let model = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
-    let provider = Provider::start().await;
+    let model = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     if extractive {
         config.summarizers.models = vec!["extractive".parse().unwrap()];

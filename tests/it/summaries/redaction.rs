@@ -9,7 +9,7 @@ use compactd_testkit::samples::{self, Sample};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body, metric_sample};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, compact_body, metric_sample};
 
 on_both_backends!(
     secrets_never_leave_and_never_land,
@@ -80,7 +80,7 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
         secrets[0].secret,
         samples::all(8)[5].secret
     );
-    let fake = FakeUpstream::start(vec![], Reply::openai(&echo)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&echo)).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let file = session_with(&secrets);
     let uploaded: Value = app.upload(file.clone()).await.json().await.unwrap();
@@ -141,7 +141,7 @@ async fn secrets_never_leave_and_never_land(store: Arc<dyn Store>) {
 /// Stable placeholders: the AWS key appears twice in the conversation and once in the model's
 /// answer, always as the same name; every family's rule named; every redaction counted.
 async fn placeholders_are_stable(
-    received: &[crate::support::upstream::Received],
+    received: &[crate::support::fake_provider::Received],
     compacted: &Value,
     secrets: &[Sample],
     app: &TestApp,
@@ -202,7 +202,7 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
         "<conversation>\n[User]: deploy with {}\n\n[Assistant tool calls]: bash(command=\"export GH={}\")\n</conversation>\n\n## Critical Context",
         github.secret, github.secret
     );
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\ndeploy")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\ndeploy")).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
     let answered: Value = app
         .compact(&compact_body(&prompt))
@@ -216,7 +216,7 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
     assert_eq!(sent.matches("[REDACTED:github-pat:1]").count(), 2);
 
     // COMPACTD_REDACT=false: the operator's choice, the text goes as it is.
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\ndeploy")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\ndeploy")).await;
     let mut config = chain_config(&fake, "openai:gpt-test", false);
     config.summarizers.stages.redact = false;
     let app = TestApp::handlers(config).await;
@@ -236,7 +236,7 @@ async fn the_agent_wire_is_redacted_and_can_be_turned_off() {
 /// and the console's pages.
 async fn secrets_as_tools_write_them_reach_no_model_no_summary_no_page(store: Arc<dyn Store>) {
     let shapes = samples::tool_shapes(21);
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nDeploy.")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nDeploy.")).await;
     let app =
         TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
     let mut lines = vec![

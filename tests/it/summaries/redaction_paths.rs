@@ -11,8 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::summaries::redaction::line;
-use crate::support::gateway::{Provider, gateway_config, recorded};
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config, compact_body};
+use crate::support::gateway::{gateway_config, recorded};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config, compact_body};
 
 on_both_backends!(a_session_compaction_and_a_branch_summary_send_and_store_no_secret);
 
@@ -80,7 +80,7 @@ fn assert_none_in(planted: &[(String, String)], places: &[(String, String)]) {
     }
 }
 
-fn model_calls(fake: &FakeUpstream) -> Vec<(String, String)> {
+fn model_calls(fake: &FakeProvider) -> Vec<(String, String)> {
     fake.received()
         .into_iter()
         .map(|r| (format!("a model call to {}", r.path), r.body.to_string()))
@@ -111,7 +111,7 @@ fn prompt_with(planted: &[(String, String)], filler: usize) -> String {
 async fn the_agent_wire_the_fold_and_the_repair_call_send_no_secret() {
     let planted = planted(52);
     // The model forgets the latest request, so the gate asks again (the repair call).
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nWork on it.")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nWork on it.")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:gpt-test", false)).await;
     let response = app.compact(&compact_body(&prompt_with(&planted, 0))).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -123,7 +123,7 @@ async fn the_agent_wire_the_fold_and_the_repair_call_send_no_secret() {
     assert_none_in(&planted, &places);
 
     // A window small enough that the same conversation is folded: every window's call.
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nfix src/lib.rs")).await;
     let app = TestApp::spawn(chain_config(&fake, "openai:small@4096", false)).await;
     let response = app.compact(&compact_body(&prompt_with(&planted, 40))).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -141,8 +141,8 @@ async fn the_agent_wire_the_fold_and_the_repair_call_send_no_secret() {
 #[tokio::test]
 async fn the_gateway_sends_no_secret_on_any_wire() {
     let planted = planted(53);
-    let model = FakeUpstream::start(vec![], Reply::openai("## Goal\nWork on it.")).await;
-    let provider = Provider::start().await;
+    let model = FakeProvider::start(vec![], Reply::openai("## Goal\nWork on it.")).await;
+    let provider = FakeProvider::wires().await;
     let app = TestApp::spawn(gateway_config(&model, &provider)).await;
     let all: String = planted
         .iter()
@@ -191,7 +191,7 @@ async fn the_gateway_sends_no_secret_on_any_wire() {
 
 async fn a_session_compaction_and_a_branch_summary_send_and_store_no_secret(store: Arc<dyn Store>) {
     let planted = planted(54);
-    let fake = FakeUpstream::start(vec![], Reply::openai("## Goal\nDeploy.")).await;
+    let fake = FakeProvider::start(vec![], Reply::openai("## Goal\nDeploy.")).await;
     let app =
         TestApp::with_store(chain_config(&fake, "openai:gpt-test", false), store.clone()).await;
     let mut lines = vec![

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use crate::summaries::standing_chain::LOSSY;
 use crate::support::agent_scenario::{Expected, FRAMING, session};
 use crate::support::gateway::{
-    Provider, agent_of, gateway_config, recorded, streamed_text, summarizer_model,
+    agent_of, gateway_config, recorded, streamed_text, summarizer_model,
 };
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 /// What a summary must hold: the latest request of its span and the files the span changed.
 #[derive(Default)]
@@ -210,7 +210,7 @@ async fn session_summaries_pass(models: &str) {
             let Some((latest, modified)) = planned(&text, keep) else {
                 continue;
             };
-            let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+            let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
             let app = TestApp::handlers(chain_config(&fake, models, false)).await;
             let uploaded = app.upload(text.clone()).await;
             assert_eq!(uploaded.status(), StatusCode::CREATED, "{name}");
@@ -254,7 +254,7 @@ async fn every_real_session_summary_passes_the_rubric_behind_a_lossy_model() {
 /// provider gets a sealed item), through the gateway.
 async fn agent_summaries_pass(extractive: bool) {
     let model = summarizer_model().await;
-    let provider = Provider::start().await;
+    let provider = FakeProvider::wires().await;
     let mut config = gateway_config(&model, &provider);
     if extractive {
         config.summarizers.models = vec!["extractive".parse().unwrap()];

@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeUpstream, PROMPT, Reply, TestApp, answer, chain_config, compact_body, metric_sample,
+    FakeProvider, PROMPT, Reply, TestApp, answer, chain_config, compact_body, metric_sample,
 };
 
 on_both_backends!(
@@ -32,7 +32,7 @@ async fn calls(store: &Arc<dyn Store>, n: usize) -> Vec<CallRecord> {
 }
 
 async fn the_same_request_is_summarized_once_across_replicas(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("cached"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("cached"))).await;
     let config = chain_config(&fake, "openai:gpt-test", false);
     // Two replicas on one database.
     let state = compactd::http::AppState::with_store(&config, store.clone()).unwrap();
@@ -79,7 +79,7 @@ async fn the_same_request_is_summarized_once_across_replicas(store: Arc<dyn Stor
 async fn a_fallback_summary_is_not_kept_for_the_retry() {
     // The model is down: the extractive summarizer answers, and the agent's retry asks the model
     // again instead of getting the fallback's summary from the cache.
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![
             Reply::json(500, json!({"error": {"message": "down"}})),
             Reply::json(500, json!({"error": {"message": "down"}})),
@@ -107,7 +107,7 @@ async fn a_fallback_summary_is_not_kept_for_the_retry() {
 }
 
 async fn a_spent_budget_gets_extractive_summaries(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(&answer("paid"))).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&answer("paid"))).await;
     let app =
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     // The fake's answers cost 127 tokens each: the budget allows one.
@@ -156,7 +156,7 @@ async fn a_compaction_loop_is_flagged_on_the_wire_and_in_the_history(store: Arc<
         "## Goal\nfix src/lib.rs\n\n## Progress\n{}",
         "- checked the parser and the tests again\n".repeat(10)
     );
-    let fake = FakeUpstream::start(vec![], Reply::openai(&long)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(&long)).await;
     let app =
         TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store.clone());
     let first: Value = app
@@ -263,7 +263,7 @@ async fn anthropic_requests_mark_the_stable_prefix_and_cached_tokens_are_recorde
             "usage": {"input_tokens": 300, "cache_read_input_tokens": 4000,
                 "cache_creation_input_tokens": 0, "output_tokens": 20}}),
     );
-    let fake = FakeUpstream::start(vec![], reply).await;
+    let fake = FakeProvider::start(vec![], reply).await;
     let app = TestApp::handlers(chain_config(&fake, "anthropic:claude-test", false)).await;
     let previous =
         "## Goal\nfix src/lib.rs\n- a fact worth keeping across compactions\n".repeat(120);

@@ -12,7 +12,7 @@ use compactd_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 on_both_backends!(
     rules_survive_six_session_compactions_with_the_extractive_summarizer,
@@ -163,14 +163,14 @@ async fn six_session_compactions(app: &TestApp) -> String {
 async fn rules_survive_six_session_compactions_with_the_extractive_summarizer(
     store: Arc<dyn Store>,
 ) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "extractive", false), store);
     assert_rules_carried(&six_session_compactions(&app).await);
     assert!(fake.received().is_empty());
 }
 
 async fn rules_survive_six_session_compactions_behind_a_lossy_model(store: Arc<dyn Store>) {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers_with_store(chain_config(&fake, "openai:gpt-test", false), store);
     let summary = six_session_compactions(&app).await;
     assert_rules_carried(&summary);
@@ -261,7 +261,7 @@ async fn six_wire_compactions(app: &TestApp, wire: Wire) -> String {
 #[tokio::test]
 async fn rules_survive_six_wire_compactions_with_the_extractive_summarizer() {
     for wire in [Wire::RemoteEndpoint, Wire::Chat] {
-        let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+        let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
         let app = TestApp::handlers(chain_config(&fake, "extractive", false)).await;
         assert_rules_carried(&six_wire_compactions(&app, wire).await);
     }
@@ -270,7 +270,7 @@ async fn rules_survive_six_wire_compactions_with_the_extractive_summarizer() {
 #[tokio::test]
 async fn rules_survive_six_wire_compactions_behind_a_lossy_model() {
     for wire in [Wire::RemoteEndpoint, Wire::Chat] {
-        let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+        let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
         let app = TestApp::handlers(chain_config(&fake, "openai:gpt-test", false)).await;
         let summary = six_wire_compactions(&app, wire).await;
         assert_rules_carried(&summary);

@@ -16,7 +16,7 @@ use compactd_core::transcript::{self, Dialect, Message, Role, ToolCall};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{FakeUpstream, Reply, TestApp, chain_config};
+use crate::support::{FakeProvider, Reply, TestApp, chain_config};
 
 /// What a forgetful model writes: the asked structure, none of the facts.
 const LOSSY: &str = "## Goal\nWork on the project.\n\n## Progress\n### Done\n- Some changes were made.\n\n## Next Steps\n1. Continue.\n\n## Critical Context\n- None.";
@@ -69,7 +69,7 @@ fn recorded_18_3() -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn every_recorded_dialect_keeps_its_edited_paths_and_latest_request() {
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
     let mut dialects = BTreeSet::new();
     let mut requests = 0;
@@ -237,7 +237,7 @@ fn without_gemma_quotes(messages: &[Message]) -> Vec<Message> {
 #[tokio::test]
 async fn a_generated_corpus_in_every_dialect_keeps_edited_paths_and_the_latest_request() {
     let prompts = Prompts::builtin();
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
     for seed in 0..12 {
         let messages = generated(seed, 3 + seed as usize % 5);
@@ -330,7 +330,7 @@ const LATEST: &str = "Also make the retry use exponential backoff, capped at 30 
 async fn a_structured_chat_conversation_keeps_every_edited_path_and_the_latest_request() {
     let body = json!({"model": "any", "messages": structured_chat()});
     // Behind a model that forgets everything.
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
     let response = app.chat(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -401,7 +401,7 @@ async fn a_requests_conversation_is_read_once_whatever_runs_on_it() {
     let conversation = turns.join("\n\n");
     let prompt = transcript::prompt::history_prompt(&prompts, &conversation, None, None);
     transcript::watch_reads(&opening);
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:small@4096", false)).await;
     let body = json!({"systemPrompt": prompts.system, "prompt": prompt});
     let response = app.compact(&body).await;
@@ -440,7 +440,7 @@ async fn an_unknown_dialect_is_read_generically_and_says_so() {
     let prompts = Prompts::builtin();
     let conversation = "USER >> please port src/net/tcp.rs to the new runtime\nBOT >> done, see src/net/tcp.rs\nUSER >> now add a test for the reconnect path";
     let prompt = transcript::prompt::history_prompt(&prompts, conversation, None, None);
-    let fake = FakeUpstream::start(vec![], Reply::openai(LOSSY)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(LOSSY)).await;
     let app = TestApp::handlers(chain_config(&fake, "openai:lossy", false)).await;
     let response = app
         .compact(&json!({"systemPrompt": prompts.system, "prompt": prompt}))

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::agent_scenario::{Agent, Step, label, script};
-use crate::support::model_provider::ModelProvider;
+use crate::support::fake_provider::FakeProvider;
 
 /// An agent set up in a scratch repository and home, talking to `base_url`.
 pub struct Player {
@@ -396,7 +396,7 @@ impl Player {
     /// Plays `steps` against `provider`'s script; each request the provider receives is labelled
     /// with its step. `recording`: the provider is reached directly, so each manual compaction's
     /// request is marked as one.
-    pub async fn play(&self, provider: &ModelProvider, steps: &[Step], recording: bool) {
+    pub async fn play(&self, provider: &FakeProvider, steps: &[Step], recording: bool) {
         for (index, step) in steps.iter().enumerate() {
             provider.set_step(&label(index, step));
             match step {

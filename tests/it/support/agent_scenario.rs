@@ -7,14 +7,15 @@
 //!
 //! The agent talks to `base_url`: compactd's gateway (`tests/it/agents/real.rs`) or the fake
 //! provider itself (`examples/agent_record.rs`, which records what a new release sends). The fake
-//! provider ([`crate::support::model_provider`]) answers each turn with the step's tool calls, and reports
-//! a spike of input tokens where the step says, so that the agent compacts on its own.
+//! provider ([`crate::support::fake_provider`], its `Reply::Agent`) answers each turn with the
+//! step's tool calls, and reports a spike of input tokens where the step says, so that the agent
+//! compacts on its own.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::model_provider::{Answer, Scripted};
+use crate::support::fake_provider::{Answer, Scripted};
 
 /// The agents a session is played with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

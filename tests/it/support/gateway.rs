@@ -1,12 +1,11 @@
 //! What the gateway's tests share: the recorded agent requests (`tests/fixtures/agent-requests/`),
-//! a provider that keeps what it received, compactd configured as the gateway before it, and
+//! compactd configured as the gateway before it, and
 //! readers of the streams the agents get.
 
 use compactd::config::ServeConfig;
 use serde_json::Value;
-use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{FakeUpstream, Reply, chain_config};
+use crate::support::{FakeProvider, Reply, chain_config};
 
 /// What compactd's own summarizer model writes: the agents' summaries must be this.
 pub const MODEL_SUMMARY: &str =
@@ -126,112 +125,20 @@ impl Recorded {
     }
 }
 
-/// The provider behind the gateway: answers each wire with a recognizable stream, and keeps
-/// every request it received (raw bytes and headers).
-pub struct Provider {
-    pub server: MockServer,
-}
-
-/// What the provider writes, per wire: the agent must get these bytes back exactly.
-pub fn provider_answer(path: &str) -> String {
-    if path.starts_with("/v1/messages") {
-        concat!(
-            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_p\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
-            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
-            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"PROVIDER SAYS OK \\ud83d\"}}\n\n",
-            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
-            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n",
-            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-        ).to_owned()
-    } else if path.starts_with("/v1/responses") {
-        concat!(
-            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_p\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
-            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_p\",\"output_index\":0,\"content_index\":0,\"delta\":\"PROVIDER SAYS OK\"}\n\n",
-            "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_p\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"total_tokens\":13}}}\n\n",
-        ).to_owned()
-    } else {
-        concat!(
-            "data: {\"id\":\"chatcmpl-p\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"PROVIDER SAYS OK\"},\"finish_reason\":null}]}\n\n",
-            "data: {\"id\":\"chatcmpl-p\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}\n\n",
-            "data: [DONE]\n\n",
-        ).to_owned()
-    }
-}
-
-/// What the provider answers a request that does not ask for a stream, per wire.
-pub fn provider_whole_answer(path: &str) -> Option<&'static str> {
-    if path.starts_with("/v1/messages") {
-        Some(
-            r#"{"id":"msg_p","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"PROVIDER SAYS OK"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}"#,
-        )
-    } else if path == "/v1/responses" {
-        Some(
-            r#"{"id":"resp_p","object":"response","created_at":1,"status":"completed","model":"gpt-5.2","output":[{"id":"msg_p","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"PROVIDER SAYS OK","annotations":[]}]}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}"#,
-        )
-    } else {
-        None
-    }
-}
-
-/// The provider's own answer to `POST /v1/responses/compact`.
-pub const PROVIDER_COMPACTION: &str = r#"{"id":"resp_p","object":"response.compaction","created_at":1,"output":[{"id":"cmp_p","type":"compaction","encrypted_content":"gAAAAB-provider"}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}"#;
-
-struct Answers;
-
-impl Respond for Answers {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        if request.method.as_str() == "GET" {
-            return ResponseTemplate::new(404).set_body_string("provider: no sockets here");
-        }
-        if request.url.path().ends_with("/count_tokens") {
-            return ResponseTemplate::new(200)
-                .set_body_raw(r#"{"input_tokens":2048}"#, "application/json");
-        }
-        if request.url.path().ends_with("/responses/compact") {
-            return ResponseTemplate::new(200)
-                .set_body_raw(PROVIDER_COMPACTION, "application/json");
-        }
-        let streams =
-            serde_json::from_slice::<Value>(&request.body).is_ok_and(|body| body["stream"] == true);
-        let path = request.url.path();
-        if !streams && let Some(whole) = provider_whole_answer(path) {
-            return ResponseTemplate::new(200).set_body_raw(whole, "application/json");
-        }
-        ResponseTemplate::new(200)
-            .insert_header("x-provider-request-id", "req_provider_1")
-            .set_body_raw(provider_answer(path), "text/event-stream")
-    }
-}
-
-impl Provider {
-    pub async fn start() -> Provider {
-        let server = MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::any())
-            .respond_with(Answers)
-            .mount(&server)
-            .await;
-        Provider { server }
-    }
-
-    pub async fn received(&self) -> Vec<Request> {
-        self.server.received_requests().await.unwrap_or_default()
-    }
-}
-
 /// compactd as the gateway in front of `provider`, its own summaries written by `model`.
-pub fn gateway_config(model: &FakeUpstream, provider: &Provider) -> ServeConfig {
+pub fn gateway_config(model: &FakeProvider, provider: &FakeProvider) -> ServeConfig {
     let mut config = chain_config(model, "openai:compactd-summarizer", false);
     config.gateway.enabled = true;
-    config.gateway.anthropic_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.anthropic_upstream = provider.url.parse().unwrap();
     config.gateway.context_edits = compactd::config::ContextEdits::Upstream;
-    config.gateway.openai_upstream = format!("{}/v1", provider.server.uri()).parse().unwrap();
-    config.gateway.codex_upstream = provider.server.uri().parse().unwrap();
+    config.gateway.openai_upstream = format!("{}/v1", provider.url).parse().unwrap();
+    config.gateway.codex_upstream = provider.url.parse().unwrap();
     config
 }
 
 /// compactd's model answering every summarization with [`MODEL_SUMMARY`].
-pub async fn summarizer_model() -> FakeUpstream {
-    FakeUpstream::start(vec![], Reply::openai(MODEL_SUMMARY)).await
+pub async fn summarizer_model() -> FakeProvider {
+    FakeProvider::start(vec![], Reply::openai(MODEL_SUMMARY)).await
 }
 
 /// The `data:` payloads of a server-sent event stream, as JSON (`[DONE]` left out).

@@ -1,5 +1,5 @@
-//! Test support: compactd on a real socket, and the settings tests start from. The fake LLM
-//! upstream is in `upstream.rs`.
+//! Test support: compactd on a real socket, and the settings tests start from. The one fake
+//! model provider is in `fake_provider/`.
 
 // Helpers only: what the tests share (fake providers, real agents' set-ups, the binary, the browser).
 pub mod agent_player;
@@ -7,11 +7,10 @@ pub mod agent_scenario;
 pub mod binary;
 pub mod browser;
 pub mod console_page;
+pub mod fake_provider;
 pub mod gateway;
-pub mod model_provider;
 pub mod owned_pg;
 pub mod pi15_sessions;
-pub mod upstream;
 mod verbs;
 
 use std::sync::{Arc, Mutex};
@@ -24,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-pub use crate::support::upstream::{FakeUpstream, Reply};
+pub use crate::support::fake_provider::{FakeProvider, Reply};
 
 /// How requests reach compactd.
 enum Transport {
@@ -251,7 +250,7 @@ pub fn config() -> ServeConfig {
 
 /// A configuration whose chain is the given models against `fake`, without the extractive
 /// fallback unless `extractive` is set.
-pub fn chain_config(fake: &FakeUpstream, models: &str, extractive: bool) -> ServeConfig {
+pub fn chain_config(fake: &FakeProvider, models: &str, extractive: bool) -> ServeConfig {
     let mut config = config();
     config.summarizers.models = models.split(',').map(|m| m.parse().unwrap()).collect();
     config.summarizers.extractive_fallback = extractive;

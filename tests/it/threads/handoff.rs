@@ -286,12 +286,12 @@ fn the_draft_holds_one_feature(draft: &Value, prompt: &str) {
 /// the rule and the error, the gate asks it again, and what it still lacks is completed from the
 /// extractive findings. The same handoff again is answered from the cache.
 async fn a_model_drafts_the_handoff_and_the_gate_completes_it(store: Arc<dyn Store>) {
-    use crate::support::upstream::{FakeUpstream, Reply};
+    use crate::support::fake_provider::{FakeProvider, Reply};
     let keys = crate::support::tenant_keys(store.as_ref(), &["a"]).await;
     let built = TestApp::handlers_with_store(crate::support::config(), store.clone());
     let id = two_feature_session(&built, &keys[0]).await;
     let lossy = "Pick up tab handling in the tokenizer.\n\n## Relevant files\n- `src/parser/lexer.rs`: the tokenizer, where tabs are read\n\n## State\n- Tabs mostly work.";
-    let fake = FakeUpstream::start(vec![], Reply::openai(lossy)).await;
+    let fake = FakeProvider::start(vec![], Reply::openai(lossy)).await;
     let app = TestApp::handlers_with_store(
         crate::support::chain_config(&fake, "openai:gpt-test", true),
         store,

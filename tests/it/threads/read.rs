@@ -175,12 +175,12 @@ pub async fn upload(app: &TestApp, key: &str, file: String) -> String {
 /// within the budget and shows what it asked for; a model that never stops asking gets the
 /// ranked quotes after four calls. A recall id is a thread too, its turns cited by their place.
 async fn a_model_reads_the_thread_in_a_few_steps_within_the_budget(store: Arc<dyn Store>) {
-    use crate::support::upstream::{FakeUpstream, Reply};
+    use crate::support::fake_provider::{FakeProvider, Reply};
     let keys = crate::support::tenant_keys(store.as_ref(), &["a", "b"]).await;
     let (file, _) = session();
     let answer = "The job queue uses Redis streams [e02002]; PostgreSQL with SKIP LOCKED [e00000] \
                   was reverted. Adding the redis crate failed [e02003, e02004].";
-    let fake = FakeUpstream::start(
+    let fake = FakeProvider::start(
         vec![
             Reply::openai("SEARCH: PostgreSQL SKIP LOCKED"),
             Reply::openai("READ: e02002"),
@@ -231,7 +231,7 @@ async fn a_model_reads_the_thread_in_a_few_steps_within_the_budget(store: Arc<dy
 /// Each step's prompt stays within the budget, holds the question, and shows what the steps
 /// before it asked for and found.
 fn each_step_within_the_budget_shows_what_it_asked(
-    received: &[crate::support::upstream::Received],
+    received: &[crate::support::fake_provider::Received],
 ) {
     let prompts: Vec<String> = received
         .iter()
