@@ -144,7 +144,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
         "pi's own model was not asked to summarize"
     );
     // compactd holds the session, with its entry.
-    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let sessions: Value = app.sessions().await.json().await.unwrap();
     let stored = sessions["sessions"].as_array().unwrap();
     assert_eq!(stored.len(), 1, "{sessions}");
 
@@ -162,7 +162,7 @@ async fn pi_compacts_through_the_extension_with_compactds_summary() {
     pi.prompt("Thanks. Anything else?").await;
     let again = pi.compact().await;
     assert_eq!(again["success"], true, "{again}");
-    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let sessions: Value = app.sessions().await.json().await.unwrap();
     assert_eq!(
         sessions["sessions"].as_array().unwrap().len(),
         1,
@@ -373,7 +373,7 @@ async fn pi_hands_off_to_a_new_session_through_the_extension() {
     // compactd holds the old session, the draft's new one, and the new session as its first
     // turn left it (the extension sends each turn, in the background).
     let synced = crate::support::eventually("the new session synced by its turn", || async {
-        let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+        let sessions: Value = app.sessions().await.json().await.unwrap();
         let held = sessions["sessions"].as_array().cloned().unwrap_or_default();
         let new = held
             .iter()

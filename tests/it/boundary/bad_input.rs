@@ -35,7 +35,7 @@ pub fn nested(depth: usize) -> String {
 
 /// Everything stored, for before/after comparison.
 async fn snapshot(app: &TestApp) -> Value {
-    let sessions: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let sessions: Value = app.sessions().await.json().await.unwrap();
     let mut all = vec![sessions.clone()];
     for session in sessions["sessions"].as_array().unwrap() {
         let id = session["id"].as_str().unwrap();

@@ -21,8 +21,9 @@ async fn a_prompt_slow_to_screen_answers_by_the_deadline_and_the_service_stays_u
     let started = Instant::now();
     let request = app.compact(&body);
     let health = async {
-        // While it is screened, the runtime serves others.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // While it is screened (admitted, its screening under way), the runtime serves others.
+        app.wait_for_metric("compactd_summarizer_in_flight", 1.0)
+            .await;
         let asked = Instant::now();
         let response = reqwest::get(format!("{}/healthz", app.url)).await.unwrap();
         (response.status(), asked.elapsed())

@@ -111,7 +111,7 @@ compactd_testkit::postgres_test! {
             expect_storage_unavailable(status, retry.as_deref(), &body);
         }
         // Reading still works.
-        let listed = app.get("/v1/sessions").await;
+        let listed = app.sessions().await;
         assert_eq!(listed.status(), StatusCode::OK);
     }
 }

@@ -181,7 +181,7 @@ async fn a_handoff_draft_is_redacted_wherever_it_goes(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(started.status().is_success() || started.status().is_redirection());
-    let listed: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let listed: Value = app.sessions().await.json().await.unwrap();
     let mut files = String::new();
     // Every session but the one uploaded (the user's own file, as they wrote it).
     for session in listed["sessions"].as_array().unwrap() {

@@ -57,7 +57,7 @@ async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
         "alive while not ready"
     );
     let started = Instant::now();
-    let listing = app.get("/v1/sessions").await;
+    let listing = app.sessions().await;
     assert_eq!(listing.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -77,7 +77,7 @@ async fn readiness_follows_the_database_and_compact_keeps_serving_without_it() {
 
     postgres.resume();
     wait_for(&app, "/readyz", StatusCode::OK, Duration::from_secs(15)).await;
-    let listing: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let listing: Value = app.sessions().await.json().await.unwrap();
     assert_eq!(
         listing["sessions"].as_array().unwrap().len(),
         1,

@@ -37,7 +37,7 @@ async fn sessions_threads_and_pins(app: &TestApp) -> String {
     let uploaded: Value = app.upload(fixture.clone()).await.json().await.unwrap();
     let id = uploaded["id"].as_str().unwrap().to_owned();
     let leaf = uploaded["leafId"].as_str().unwrap().to_owned();
-    app.get("/v1/sessions").await;
+    app.sessions().await;
     app.session(&id).await;
     let entries = app.entries(&id).await.text().await.unwrap();
     let target = entries
@@ -49,9 +49,9 @@ async fn sessions_threads_and_pins(app: &TestApp) -> String {
         "message": {"role": "user", "content": "and the docs", "timestamp": 1_795_000_000_000_u64}});
     let appended = app.append(&id, format!("{line}\n")).await;
     assert_eq!(appended.status(), StatusCode::OK);
-    app.get(&format!("/v1/sessions/{id}/plan")).await;
+    app.plan(&id, "").await;
     app.context(&id).await;
-    app.post_raw("/v1/plan", fixture).await;
+    app.plan_file("", fixture).await;
     let pinned: Value = app
         .post(
             &format!("/v1/sessions/{id}/pins"),

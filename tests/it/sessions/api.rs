@@ -190,7 +190,7 @@ async fn listing_reading_and_deleting(store: Arc<dyn Store>) {
         );
     }
     // Oldest first, ties (uploads in the same millisecond) broken by id.
-    let all = json(app.get("/v1/sessions").await).await;
+    let all = json(app.sessions().await).await;
     let order: Vec<(String, String)> = all["sessions"]
         .as_array()
         .unwrap()
@@ -349,26 +349,14 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
     };
     let expected = serde_json::to_value(PlanOutcome::for_path(&path, &settings)).unwrap();
 
-    let stored = json(
-        app.get(&format!("/v1/sessions/{id}/plan?keepRecentTokens=2000"))
-            .await,
-    )
-    .await;
+    let stored = json(app.plan(id, "keepRecentTokens=2000").await).await;
     assert_eq!(stored, expected);
     assert_eq!(stored["plan"]["firstKeptPathIndex"], 1000);
-    let posted = json(
-        app.post_raw("/v1/plan?keepRecentTokens=2000", stored_text)
-            .await,
-    )
-    .await;
+    let posted = json(app.plan_file("keepRecentTokens=2000", stored_text).await).await;
     assert_eq!(posted, expected);
 
     let leaf = &session.entries[500].id;
-    let earlier = json(
-        app.get(&format!("/v1/sessions/{id}/plan?leafId={leaf}"))
-            .await,
-    )
-    .await;
+    let earlier = json(app.plan(id, &format!("leafId={leaf}")).await).await;
     assert!(earlier["plan"]["entryTokens"].as_object().unwrap().len() < 500);
     for query in [
         "keepRecentTokens=-1",
@@ -377,7 +365,7 @@ async fn plans_of_stored_and_posted_sessions_match_the_core(store: Arc<dyn Store
         "keepRecentTokens=x",
         "leafId=nope",
     ] {
-        let response = app.get(&format!("/v1/sessions/{id}/plan?{query}")).await;
+        let response = app.plan(id, query).await;
         assert_eq!(
             response.status(),
             StatusCode::UNPROCESSABLE_ENTITY,

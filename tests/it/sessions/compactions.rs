@@ -33,7 +33,7 @@ async fn compaction_appends_a_pi_shaped_entry_from_parallel_calls(store: Arc<dyn
     let view = upload(&app, fixture("large-session.jsonl")).await;
     let id = view["id"].as_str().unwrap();
     let old_leaf = view["leafId"].as_str().unwrap().to_owned();
-    let plan = json(app.get(&format!("/v1/sessions/{id}/plan")).await).await["plan"].clone();
+    let plan = json(app.plan(id, "").await).await["plan"].clone();
     assert_eq!(plan["isSplitTurn"], true);
 
     let response = app.compact_session(id, &json!({})).await;

@@ -56,7 +56,7 @@ async fn assert_plans_match(app: &TestApp, id: &str, leaves: &[String]) -> usize
                 Some(leaf) => format!("keepRecentTokens={keep}&leafId={leaf}"),
                 None => format!("keepRecentTokens={keep}"),
             };
-            let stored = json(app.get(&format!("/v1/sessions/{id}/plan?{query}")).await).await;
+            let stored = json(app.plan(id, &query).await).await;
             assert_eq!(stored, expected, "plan at {leaf:?}, keep {keep}");
             compared += 1;
         }
@@ -207,12 +207,12 @@ async fn replicas_plan_and_append_from_what_the_other_wrote(store: Arc<dyn Store
     let leaf = file.entries.last().unwrap().id.clone();
     // Both replicas index the session.
     for app in [&one, &two] {
-        json(app.get(&format!("/v1/sessions/{id}/plan")).await).await;
+        json(app.plan(&id, "").await).await;
     }
     // The second appends; the first plans at the new leaf and appends on top of it, from its
     // cached index, which must learn the new rows first.
     append(&two, &id, &[message("r1", &leaf, user("from replica two"))]).await;
-    let plan = json(one.get(&format!("/v1/sessions/{id}/plan?leafId=r1")).await).await;
+    let plan = json(one.plan(&id, "leafId=r1").await).await;
     assert!(plan["plan"]["entryTokens"]["r1"].is_number(), "{plan}");
     append(
         &one,

@@ -22,6 +22,27 @@ impl TestApp {
         self.post_raw("/v1/sessions", file).await
     }
 
+    /// `GET /v1/sessions`: the stored sessions the caller's tenant can see.
+    pub async fn sessions(&self) -> reqwest::Response {
+        self.get("/v1/sessions").await
+    }
+
+    /// `GET /v1/sessions/{id}/plan?{query}`: a stored session's compaction planned as pi plans it
+    /// (`query` may be empty).
+    pub async fn plan(&self, id: &str, query: &str) -> reqwest::Response {
+        self.get(&with_query(&format!("/v1/sessions/{id}/plan"), query))
+            .await
+    }
+
+    /// `POST /v1/plan?{query}`: a session file planned without storing it.
+    pub async fn plan_file(
+        &self,
+        query: &str,
+        file: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        self.post_raw(&with_query("/v1/plan", query), file).await
+    }
+
     /// `GET /v1/sessions/{id}`: a stored session's summary.
     pub async fn session(&self, id: &str) -> reqwest::Response {
         self.get(&format!("/v1/sessions/{id}")).await
@@ -52,5 +73,12 @@ impl TestApp {
     /// `GET /v1/sessions/{id}/context`: what the model reads of a stored session now.
     pub async fn context(&self, id: &str) -> reqwest::Response {
         self.get(&format!("/v1/sessions/{id}/context")).await
+    }
+}
+
+fn with_query(path: &str, query: &str) -> String {
+    match query {
+        "" => path.to_owned(),
+        query => format!("{path}?{query}"),
     }
 }

@@ -436,7 +436,7 @@ async fn a_conversation_in_any_wire_is_handed_off() {
             .contains("Never use unwrap()."),
         "{pi}"
     );
-    let listed: Value = app.get("/v1/sessions").await.json().await.unwrap();
+    let listed: Value = app.sessions().await.json().await.unwrap();
     assert_eq!(
         listed["sessions"].as_array().unwrap().len(),
         0,
