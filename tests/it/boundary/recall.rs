@@ -150,8 +150,15 @@ async fn a_huge_turn_is_kept_whole_and_takes_no_other_conversation_with_it(store
     }
     let (_, bobs) = get(&app, &bob, "/v1/recall/search?q=otter17").await;
     assert_eq!(bobs["hits"].as_array().unwrap().len(), 1, "{bobs}");
+    a_stored_session_with_a_huge_tool_result_is_kept_too(&app, &alice, &huge).await;
+}
 
-    // A stored session whose tool result is that large is kept for recall too.
+/// A stored session whose tool result is `huge` is kept for recall too.
+async fn a_stored_session_with_a_huge_tool_result_is_kept_too(
+    app: &TestApp,
+    alice: &str,
+    huge: &str,
+) {
     let header = json!({"type": "session", "version": 3, "id": "huge", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"});
     let messages = [
         json!({"role": "user", "content": "Run the generator.", "timestamp": 1}),
@@ -179,7 +186,7 @@ async fn a_huge_turn_is_kept_whole_and_takes_no_other_conversation_with_it(store
         );
         parent = Some(id);
     }
-    let compacted = upload_and_compact(&app, &alice, &lines).await;
+    let compacted = upload_and_compact(app, alice, &lines).await;
     assert!(
         compacted["recallId"].is_string(),
         "{}",

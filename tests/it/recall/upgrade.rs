@@ -91,13 +91,22 @@ async fn sqlite_full_text_index_merges_sixteen_segments_at_a_time(pool: sqlx::Sq
 }
 
 async fn kept_across_the_upgrade(store: &impl Recall) {
-    let search = |text: &str| RecallQuery {
+    old_conversations_read_back(store).await;
+    a_new_conversation_sits_beside_them(store).await;
+    the_expired_one_goes(store).await;
+}
+
+fn search(text: &str) -> RecallQuery {
+    RecallQuery {
         text: text.to_owned(),
         limit: 10,
         now_ms: NOW,
         ..RecallQuery::default()
-    };
-    // An old conversation reads back whole and in order.
+    }
+}
+
+/// An old conversation reads back whole and in order, and its words are found.
+async fn old_conversations_read_back(store: &impl Recall) {
     let (total, turns) = store
         .recall_turns("acme", "r-old-1", 0, 50, NOW)
         .await
@@ -125,9 +134,11 @@ async fn kept_across_the_upgrade(store: &impl Recall) {
         .unwrap();
     assert_eq!(hits.len(), 1, "{hits:?}");
     assert_eq!(hits[0].seq, 0);
+}
 
-    // A conversation kept after the upgrade sits beside the old ones; keeping it again adds
-    // nothing.
+/// A conversation kept after the upgrade sits beside the old ones; keeping it again adds
+/// nothing.
+async fn a_new_conversation_sits_beside_them(store: &impl Recall) {
     let new = NewRecall {
         id: "r-new".into(),
         tenant: "acme".into(),
@@ -166,9 +177,11 @@ async fn kept_across_the_upgrade(store: &impl Recall) {
         found,
         [("r-new", 0), ("r-new", 1), ("r-new", 2), ("r-old-1", 1)]
     );
+}
 
-    // The expired old conversation goes with its turns (searched as of before it expired, to
-    // see them go from the index too); the rest stay.
+/// The expired old conversation goes with its turns (searched as of before it expired, to see
+/// them go from the index too); the rest stay.
+async fn the_expired_one_goes(store: &impl Recall) {
     let before_expiry = |text: &str| RecallQuery {
         now_ms: NOW - 10,
         ..search(text)

@@ -93,7 +93,29 @@ async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<d
         assert_eq!(call["failed"], true, "{call}");
     }
 
-    // The same over MCP (the tools Claude Code, Codex and OpenCode are given), and a handoff.
+    over_mcp_too(&app, &keys, id, question, &answer).await;
+
+    // Another tenant's thread is no thread; a question must say something.
+    let theirs = app
+        .send(read(&keys[1], json!({"thread": id, "question": question})))
+        .await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    for body in [
+        json!({"thread": id, "question": "  "}),
+        json!({"thread": id, "question": "x".repeat(2001)}),
+    ] {
+        let response = app.send(read(&keys[0], body)).await;
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            response.json::<Value>().await.unwrap()["error"]["param"],
+            "question"
+        );
+    }
+}
+
+/// The same read over MCP (the tools Claude Code, Codex and OpenCode are given), and a handoff;
+/// refused to the other tenant (`keys[1]`).
+async fn over_mcp_too(app: &TestApp, keys: &[String], id: &str, question: &str, answer: &Value) {
     let client = crate::recall::endpoint::mcp(&app.url, &keys[0])
         .await
         .unwrap();
@@ -134,23 +156,6 @@ async fn a_thread_read_answers_with_the_later_decision_and_cites_it(store: Arc<d
         .await;
     assert!(refused.is_err() || refused.unwrap().is_error == Some(true));
     client.cancel().await.unwrap();
-
-    // Another tenant's thread is no thread; a question must say something.
-    let theirs = app
-        .send(read(&keys[1], json!({"thread": id, "question": question})))
-        .await;
-    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
-    for body in [
-        json!({"thread": id, "question": "  "}),
-        json!({"thread": id, "question": "x".repeat(2001)}),
-    ] {
-        let response = app.send(read(&keys[0], body)).await;
-        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(
-            response.json::<Value>().await.unwrap()["error"]["param"],
-            "question"
-        );
-    }
 }
 
 /// Stores the session for `key`: its id.
