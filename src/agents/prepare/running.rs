@@ -149,7 +149,12 @@ impl Preparation {
         let Some(key) = session_key(&turn.headers, &conversation.messages) else {
             return;
         };
-        if preparer.compacted_since(&(turn.who.tenant.clone(), key.clone()), &turn) {
+        // A compaction that named no session (a remote endpoint's) is known by the opening.
+        let opening = opening_key(&conversation.messages).unwrap_or_default();
+        let compacted = [&key, &opening]
+            .into_iter()
+            .any(|k| preparer.compacted_since(&(turn.who.tenant.clone(), k.clone()), &turn));
+        if compacted {
             return;
         }
         let held = match self.held.take() {
@@ -183,7 +188,6 @@ impl Preparation {
             .last()
             .map(hex::encode)
             .unwrap_or_default();
-        let opening = opening_key(&conversation.messages).unwrap_or_default();
         let policy = Policy {
             chain: turn.chain,
             when_spent: WhenSpent::Refuse,

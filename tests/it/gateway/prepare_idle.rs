@@ -1,7 +1,7 @@
 //! Zero-wait for sessions that stop short of their trigger (issue 67): a session past half the
 //! share with no summary kept is prepared once it has been idle, whether its agent names it by a
 //! session header or not (then it is known by the opening of its conversation); a session that
-//! compacted meanwhile is not.
+//! compacted meanwhile is not, whatever named its compaction.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,8 @@ use super::prepare::{claude_compaction, local_turn, post_as, prepared_outcome, s
 use crate::support::FakeProvider;
 use crate::support::TestApp;
 use crate::support::gateway::{gateway_config, summarizer_model};
+use compactd_core::transcript::{Dialect, write};
+use compactd_core::wire::Wire;
 
 const PREPARED: &str = r#"compactd_prepared_summaries_total{outcome="prepared"}"#;
 
@@ -125,4 +127,37 @@ async fn a_session_compacted_before_its_idle_time_is_not_prepared_after_it() {
     let asked = received.last().unwrap().body.to_string();
     assert!(asked.contains("Session two"), "{asked:.300}");
     assert!(!asked.contains("Session one"));
+}
+
+/// A session whose turns carry a header and whose compaction names none (a pi-family agent's
+/// remote endpoint, `POST /v1/compact`, the conversation written into its prompt) is not
+/// prepared after that compaction either: the compaction is known by the conversation's
+/// opening, and so is the held turn.
+#[tokio::test]
+async fn a_session_compacted_by_its_remote_endpoint_is_not_prepared_after_it() {
+    let (model, _provider, app) = idle_app(Duration::from_secs(3)).await;
+    let compacted = turn_opening("Session one: fix the unary minus in src/lexer.rs.");
+    post_as(&app, "remote-one", &compacted).await;
+    let conversation = compacted["messages"].as_array().unwrap();
+    let typed = Wire::AnthropicMessages.messages(conversation).messages;
+    let prompt = format!(
+        "<conversation>\n{}\n</conversation>\n\nSummarize the conversation above.\n\n## Goal\n[goals]",
+        write(Dialect::Anthropic, &typed)
+    );
+    let response = app
+        .compact(&json!({"systemPrompt": "You summarize coding sessions.", "prompt": prompt}))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let calls = model.received().len();
+    assert!(calls > 0, "compacted on the normal path");
+    // Another session idle after it: its timer ends after the first's.
+    let idle = turn_opening("Session two: document the --strict flag in README.md.");
+    post_as(&app, "remote-two", &idle).await;
+    app.wait_for_metric(PREPARED, 1.0).await;
+    settled(&app).await;
+    assert_eq!(prepared_outcome(&app, "prepared").await, 1.0);
+    let received = model.received();
+    assert_eq!(received.len(), calls + 1, "one preparation, the second's");
+    let asked = received.last().unwrap().body.to_string();
+    assert!(asked.contains("Session two"), "{asked:.300}");
 }
