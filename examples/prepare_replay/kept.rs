@@ -16,6 +16,59 @@ pub(crate) struct Expected {
     files: Vec<String>,
 }
 
+/// Claude Code's own elements in a user message (its notifications, reminders, the commands it
+/// ran for the user and their output), as `scripts/corpus/real_transcripts.py` takes them out
+/// to find what the person typed.
+const AGENT_ELEMENTS: [&str; 11] = [
+    "task-notification",
+    "system-reminder",
+    "local-command-caveat",
+    "local-command-stdout",
+    "local-command-stderr",
+    "command-name",
+    "command-message",
+    "command-args",
+    "bash-input",
+    "bash-stdout",
+    "bash-stderr",
+];
+
+/// What the person typed in a user message: its text (a string, or its text blocks) without
+/// Claude Code's own elements, its interruption marks and the line pointing at a task's output
+/// file (the corpus's rules); none for a tool's result, for a message that is only the agent's,
+/// or for one that opens with a line the agent `injected` (a skill's text, as the transcript marks
+/// it).
+fn typed(message: &Value, injected: &[String]) -> Option<String> {
+    let text = match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) if blocks.iter().any(|b| b["type"] == "tool_result") => return None,
+        Value::Array(blocks) => (blocks.iter())
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    let file = regex::Regex::new(r"<output-file>(.*?)</output-file>").unwrap();
+    let files: Vec<&str> = (file.captures_iter(&text))
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .filter(|f| !f.is_empty())
+        .collect();
+    let elements = AGENT_ELEMENTS
+        .map(|tag| format!("<{tag}>.*?</{tag}>"))
+        .join("|");
+    let elements = regex::Regex::new(&format!("(?s){elements}")).unwrap();
+    let without = elements.replace_all(&text, "");
+    let lines: Vec<&str> = (without.lines())
+        .filter(|l| !l.starts_with("[Request interrupted by user"))
+        .filter(|l| !files.iter().any(|f| l.contains(f)))
+        .collect();
+    let words = lines.join("\n").trim().to_owned();
+    let first = words.lines().next().unwrap_or_default().trim();
+    let agents = injected.iter().any(|line| line == first);
+    (!words.is_empty() && !agents).then_some(words)
+}
+
 /// What a summary kept.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Kept {
@@ -25,14 +78,15 @@ pub(crate) struct Kept {
 }
 
 impl Expected {
-    pub(crate) fn of(messages: &[Value]) -> Expected {
+    /// What a summary of `messages` must keep; `injected`: the first lines of the texts the agent
+    /// wrote into user messages, where the recording marks them.
+    pub(crate) fn of(messages: &[Value], injected: &[String]) -> Expected {
         let latest = messages
             .iter()
             .rev()
             .filter(|m| m["role"] == "user")
-            .find_map(|m| m["content"].as_str())
-            .map(|text| text.trim().chars().take(VERBATIM_CHARS).collect::<String>())
-            .filter(|text| !text.is_empty());
+            .find_map(|m| typed(m, injected))
+            .map(|text| text.chars().take(VERBATIM_CHARS).collect::<String>());
         let mut files = Vec::new();
         let calls = (messages.iter())
             .filter(|m| m["role"] == "assistant")
@@ -62,14 +116,16 @@ impl Expected {
         let missing: Vec<&String> = (self.files.iter())
             .filter(|f| !summary.contains(f.as_str()))
             .collect();
-        if !missing.is_empty() && std::env::var_os("REPLAY_VERBOSE").is_some() {
-            eprintln!("    missing files: {missing:?}\n{summary}\n");
+        let latest = (self.latest.as_ref()).is_none_or(|l| summary.contains(l.as_str()));
+        if (!missing.is_empty() || !latest) && std::env::var_os("REPLAY_VERBOSE").is_some() {
+            eprintln!(
+                "    missing files: {missing:?}; latest request {:?}{}\n{summary}\n",
+                self.latest,
+                if latest { " kept" } else { " missing" }
+            );
         }
         Kept {
-            latest: self
-                .latest
-                .as_ref()
-                .is_none_or(|l| summary.contains(l.as_str())),
+            latest,
             files: self
                 .files
                 .iter()

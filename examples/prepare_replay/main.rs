@@ -7,7 +7,10 @@
 //!   cargo run --release --example prepare_replay -- [MODEL_SECS] [TURN_SECS] [long|stored] [on] [bare]
 //!
 //! With `long`, only the long real sessions are replayed; with `stored`, only the long real
-//! sessions as stored pi sessions (see [`stored::stored_session`]); with `on`, only with preparation on;
+//! sessions as stored pi sessions (see [`stored::stored_session`]); with `transcripts`, instead
+//! of them the real Claude Code sessions of `tests/fixtures/real-transcripts/` (public
+//! repositories' recordings the replay was not written against; see [`played::transcripts`]);
+//! with `on`, only with preparation on;
 //! with `bare`, the long sessions are sent without Claude Code's session header (an agent that
 //! names none: compactd knows the session by its conversation).
 //!
@@ -24,6 +27,7 @@
 //! recorded agent requests (as `scripts/agents.sh record` writes them) instead of the six.
 
 mod kept;
+mod played;
 mod stored;
 
 use std::path::{Path, PathBuf};
@@ -248,122 +252,6 @@ async fn recorded(client: &reqwest::Client, url: &str, file: &Path, turn: Durati
     waited
 }
 
-/// A pi session's messages in Anthropic's form.
-fn anthropic_messages(file: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(file).unwrap();
-    (text.lines())
-        .filter_map(|line| anthropic_message(&serde_json::from_str(line).unwrap()))
-        .collect()
-}
-
-/// A pi session entry's message in Anthropic's form, if it is one.
-fn anthropic_message(entry: &Value) -> Option<Value> {
-    if entry["type"] != "message" {
-        return None;
-    }
-    let message = &entry["message"];
-    let blocks = message["content"].as_array().cloned().unwrap_or_default();
-    let text_of = |blocks: &[Value]| -> String {
-        blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    match message["role"].as_str()? {
-        "user" => {
-            let text = match &message["content"] {
-                Value::String(s) => s.clone(),
-                _ => text_of(&blocks),
-            };
-            Some(json!({"role": "user", "content": text}))
-        }
-        "assistant" => {
-            let content: Vec<Value> = blocks
-                .iter()
-                .filter_map(|b| match b["type"].as_str() {
-                    Some("text") => Some(json!({"type": "text", "text": b["text"]})),
-                    Some("toolCall") => Some(json!({"type": "tool_use", "id": b["id"],
-                        "name": b["name"], "input": b["arguments"]})),
-                    _ => None,
-                })
-                .collect();
-            (!content.is_empty()).then(|| json!({"role": "assistant", "content": content}))
-        }
-        "toolResult" => Some(json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": message["toolCallId"],
-             "content": text_of(&blocks)}]})),
-        _ => None,
-    }
-}
-
-/// Claude Code's compaction instruction, as recorded.
-fn claude_instruction() -> Value {
-    let file = root().join("tests/fixtures/agent-requests/claude-code-2.1.330.jsonl");
-    std::fs::read_to_string(file)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|r| r["compaction"] == true)
-        .map(|r| {
-            r["body"]["messages"]
-                .as_array()
-                .unwrap()
-                .last()
-                .unwrap()
-                .clone()
-        })
-        .unwrap()
-}
-
-async fn long_session(
-    client: &reqwest::Client,
-    url: &str,
-    file: &Path,
-    turn: Duration,
-    bare: bool,
-) -> Vec<Waited> {
-    let mut headers = vec![(
-        "x-claude-code-session-id".to_owned(),
-        format!("long-{}", name(file)),
-    )];
-    if bare {
-        headers.clear();
-    }
-    let instruction = claude_instruction();
-    let mut waited = Vec::new();
-    let mut history: Vec<Value> = Vec::new();
-    let mut size = 0;
-    for message in anthropic_messages(file) {
-        size += message.to_string().len();
-        let is_user = message["role"] == "user";
-        history.push(message);
-        if !is_user {
-            continue;
-        }
-        if size >= WINDOW_BYTES * 8 / 10 {
-            let mut messages = history.clone();
-            messages.push(instruction.clone());
-            let body = json!({"model": LOCAL_MODEL, "max_tokens": 20000, "messages": messages});
-            let expected = kept::Expected::of(&history);
-            let answer = send(client, url, "/v1/messages", &headers, &body, true).await;
-            waited.extend(answer.map(|waited| Waited {
-                kept: Some(expected.kept_by(&kept::answer_text(&waited.answer))),
-                ..waited
-            }));
-            // Carried on as Claude Code carries a summary: one user message, then the work.
-            history = vec![json!({"role": "user", "content":
-                "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n(the summary)"})];
-            size = 0;
-            continue;
-        }
-        let body = json!({"model": LOCAL_MODEL, "max_tokens": 4096, "messages": history});
-        send(client, url, "/v1/messages", &headers, &body, false).await;
-        tokio::time::sleep(turn).await;
-    }
-    waited
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -377,8 +265,11 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let model_secs: f64 = args.get(1).map_or(10.0, |a| a.parse().unwrap());
     let turn = Duration::from_secs_f64(args.get(2).map_or(0.3, |a| a.parse().unwrap()));
-    let only_long = args.get(3).is_some_and(|a| a == "long" || a == "stored");
+    let only_long = args
+        .get(3)
+        .is_some_and(|a| ["long", "stored", "transcripts"].contains(&a.as_str()));
     let stored = args.get(3).is_some_and(|a| a == "stored");
+    let transcripts = args.get(3).is_some_and(|a| a == "transcripts");
     let bare = args.get(5).is_some_and(|a| a == "bare");
     let client = reqwest::Client::new();
     println!(
@@ -404,10 +295,20 @@ async fn main() {
         }
         let recorded_count = waited.len();
         let url = compactd(&model, &provider, prepare, 0.6).await;
-        for file in session_files() {
+        let played = match transcripts {
+            true => played::transcripts(),
+            false => Vec::new(),
+        };
+        for conversation in &played {
+            waited.extend(played::play(&client, &url, conversation, turn, bare).await);
+        }
+        for file in session_files().into_iter().filter(|_| !transcripts) {
             let replayed = match stored {
                 true => stored::stored_session(&client, &url, &file, turn).await,
-                false => long_session(&client, &url, &file, turn, bare).await,
+                false => {
+                    let conversation = played::anthropic_messages(&file);
+                    played::play(&client, &url, &conversation, turn, bare).await
+                }
             };
             waited.extend(replayed);
         }
@@ -421,7 +322,7 @@ async fn main() {
         let (recorded, long) = waited.split_at(recorded_count);
         for (name, group) in [
             ("recorded agents", recorded),
-            ("long real sessions", long),
+            ("long sessions", long),
             ("all", &waited[..]),
         ] {
             let mut seconds: Vec<f64> = group.iter().map(|w| w.seconds).collect();
