@@ -18,7 +18,8 @@ pub(crate) struct Expected {
 
 /// Claude Code's own elements in a user message (its notifications, reminders, the commands it
 /// ran for the user and their output), as `scripts/corpus/real_transcripts.py` takes them out
-/// to find what the person typed.
+/// to find what the person typed. Not compactd's own reading (`transcript::agent_text`): the
+/// replay checks compactd's summaries against it, so it must not share compactd's mistakes.
 const AGENT_ELEMENTS: [&str; 11] = [
     "task-notification",
     "system-reminder",

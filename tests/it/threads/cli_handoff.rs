@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::service::cli::{compactd, fixture_path, temp_dir};
+use crate::threads::handoff::draft_paths;
 
 /// `compactd handoff FILE --goal`: the draft printed, the new session written next to FILE with
 /// FILE as its parent and the prompt as its first user message; never over an existing file.
@@ -16,12 +17,7 @@ fn handoff_writes_a_new_session_and_prints_its_draft() {
     assert_eq!(code, 0, "{err}");
     let prompt = draft["prompt"].as_str().unwrap();
     assert!(prompt.starts_with(goal), "{prompt}");
-    let named: Vec<&str> = draft["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let named = draft_paths(&draft);
     assert!(
         named.iter().any(|p| p.ends_with("agent-session.ts")),
         "{named:?}"

@@ -244,17 +244,19 @@ async fn a_handoff_carries_one_features_files_rules_and_open_error(store: Arc<dy
     assert_eq!(text, prompt);
 }
 
+/// The paths of the files a handoff's draft names.
+pub fn draft_paths(draft: &Value) -> Vec<&str> {
+    (draft["files"].as_array().into_iter().flatten())
+        .map(|f| f["path"].as_str().unwrap())
+        .collect()
+}
+
 /// The draft: the goal first, the feature's files, the rule in force and the open error, none of
 /// the other feature's (listed as left out), the feature's test command only.
 fn the_draft_holds_one_feature(draft: &Value, prompt: &str) {
     assert!(prompt.starts_with(GOAL), "the goal first:\n{prompt}");
     assert_eq!(draft["draftedBy"], "extractive");
-    let named: Vec<&str> = draft["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let named = draft_paths(draft);
     for file in PARSER {
         assert!(named.contains(&file), "{file} missing: {named:?}");
         assert!(prompt.contains(file), "{prompt}");
@@ -412,11 +414,7 @@ async fn a_conversation_in_any_wire_is_handed_off() {
             "{agent}: {prompt}"
         );
         if let Some(file) = file {
-            let named = draft["files"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["path"].as_str().unwrap().ends_with(file));
+            let named = draft_paths(&draft).iter().any(|p| p.ends_with(file));
             assert!(named, "{agent}: {file} in {draft:#}");
         }
     }
